@@ -1,0 +1,235 @@
+// gdsio._core: thin bindings only. Pointers, sizes, device indices and stream
+// handles cross as ints; the GIL is released around every blocking call.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+
+#include "core/cuda_rt.hpp"
+#include "core/error.hpp"
+#include "io/cufile_shim.hpp"
+#include "io/file.hpp"
+#include "io/pinned_reader.hpp"
+#include "io/posix_reader.hpp"
+#include "io/staging_pipeline.hpp"
+#include "io/thread_pool.hpp"
+
+#ifndef GDSIO_CUDA_ARCHITECTURES
+#define GDSIO_CUDA_ARCHITECTURES ""
+#endif
+
+namespace py = pybind11;
+using namespace gdsio;
+
+namespace {
+
+// A file as Python holds it: the descriptors, and the cuFile registration
+// made on first use by a cuFile read.
+class PyFile {
+ public:
+  explicit PyFile(const std::string& path) : f_(std::make_unique<FileHandle>(path)) {}
+  FileHandle& file() {
+    if (!f_) throw ValueError("I/O on a closed gdsio file");
+    return *f_;
+  }
+  CufileHandle& cufile(int device) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!cf_) cf_ = std::make_unique<CufileHandle>(file(), device);
+    return *cf_;
+  }
+  void close() {
+    std::lock_guard<std::mutex> lk(mu_);
+    cf_.reset();
+    f_.reset();
+  }
+  bool closed() const { return !f_; }
+
+ private:
+  std::mutex mu_;
+  std::unique_ptr<FileHandle> f_;
+  std::unique_ptr<CufileHandle> cf_;
+};
+
+std::vector<ReadRequest> to_requests(const std::vector<std::tuple<std::uintptr_t, std::uint64_t, std::uint64_t>>& t) {
+  std::vector<ReadRequest> out;
+  out.reserve(t.size());
+  for (const auto& [ptr, size, off] : t)
+    out.push_back(ReadRequest{reinterpret_cast<void*>(ptr), size, off});
+  return out;
+}
+
+py::dict to_dict(const ReadResult& r) {
+  py::dict d;
+  d["backend"] = r.backend;
+  d["nbytes"] = r.nbytes;
+  d["seconds"] = r.seconds;
+  d["threads"] = r.threads;
+  d["chunks"] = r.chunks;
+  d["direct_io"] = r.direct_io;
+  d["reason"] = r.reason;
+  return d;
+}
+
+py::dict to_dict(const CufileStatus& s) {
+  py::dict d;
+  d["loaded"] = s.loaded;
+  d["library"] = s.library;
+  d["driver_open"] = s.driver_open;
+  d["true_gds"] = s.true_gds;
+  d["mode"] = s.mode;
+  d["reason"] = s.reason;
+  d["version"] = s.version;
+  d["max_batch_io_size"] = s.max_batch_io_size;
+  return d;
+}
+
+ReadOptions make_options(std::size_t threads, std::size_t chunk_bytes, std::size_t staging_buffers,
+                         bool direct_io, int device, std::uintptr_t stream) {
+  ReadOptions o;
+  o.threads = threads;
+  o.chunk_bytes = chunk_bytes;
+  o.staging_buffers = staging_buffers;
+  o.direct_io = direct_io;
+  o.device = device;
+  o.stream = stream;
+  return o;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "gdsio's compiled core (private: use the gdsio package)";
+  m.attr("built_with_cuda") = built_with_cuda();
+  m.attr("cuda_architectures") = std::string(GDSIO_CUDA_ARCHITECTURES);
+
+  static py::exception<Unavailable> unavailable(m, "BackendUnavailable", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const OsError& e) {
+      // OSError(errno, strerror, filename) picks the subclass from errno.
+      py::object exc = py::reinterpret_borrow<py::object>(PyExc_OSError)(e.error_number(), e.what(), e.path());
+      PyErr_SetObject(PyExc_OSError, exc.ptr());
+    } catch (const ValueError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const Unavailable& e) {
+      PyErr_SetString(unavailable.ptr(), e.what());
+    } catch (const CudaError& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+
+  py::class_<PyFile>(m, "File")
+      .def(py::init<const std::string&>(), py::arg("path"), py::call_guard<py::gil_scoped_release>())
+      .def("size", [](PyFile& f) { return f.file().size(); })
+      .def("close", &PyFile::close)
+      .def("register_cufile", [](PyFile& f, int device) { f.cufile(device); }, py::arg("device"),
+           py::call_guard<py::gil_scoped_release>(),
+           "Registers the file with cuFile (O_DIRECT when the file system allows it).")
+      .def_property_readonly("closed", &PyFile::closed)
+      .def_property_readonly("path", [](PyFile& f) { return f.file().path(); })
+      .def("direct_io_refusal", [](PyFile& f) {
+        f.file().direct_fd();
+        return f.file().direct_io_refusal();
+      });
+
+  using Reqs = std::vector<std::tuple<std::uintptr_t, std::uint64_t, std::uint64_t>>;
+  m.def(
+      "read",
+      [](PyFile& pf, const std::string& backend, const Reqs& reqs, std::size_t threads,
+         std::size_t chunk_bytes, std::size_t staging_buffers, bool direct_io, int device,
+         std::uintptr_t stream) {
+        ReadOptions o = make_options(threads, chunk_bytes, staging_buffers, direct_io, device, stream);
+        std::vector<ReadRequest> rq = to_requests(reqs);
+        ReadResult r;
+        {
+          py::gil_scoped_release nogil;
+          FileHandle& f = pf.file();
+          if (backend == "posix") r = posix_read(f, rq, o);
+          else if (backend == "pinned") r = pinned_read(f, rq, o);
+          else if (backend == "cufile") r = cufile_read(f, pf.cufile(device), rq, o);
+          else if (backend == "cufile-batch") r = cufile_read_batch(f, pf.cufile(device), rq, o);
+          else throw ValueError("unknown core backend '" + backend + "'");
+        }
+        return to_dict(r);
+      },
+      py::arg("file"), py::arg("backend"), py::arg("requests"), py::kw_only(), py::arg("threads"),
+      py::arg("chunk_bytes"), py::arg("staging_buffers"), py::arg("direct_io"), py::arg("device") = 0,
+      py::arg("stream") = 0,
+      "Reads [(dst_ptr, size, file_offset), ...] through one backend; returns the stats.");
+
+  m.def(
+      "staged_read_host_engine",
+      [](PyFile& pf, const Reqs& reqs, std::size_t threads, std::size_t chunk_bytes,
+         std::size_t staging_buffers, bool direct_io, unsigned copy_delay_us) {
+        ReadOptions o = make_options(threads, chunk_bytes, staging_buffers, direct_io, 0, 0);
+        std::vector<ReadRequest> rq = to_requests(reqs);
+        ReadResult r;
+        HostEngineReport rep;
+        {
+          py::gil_scoped_release nogil;
+          rep = staged_read_host_engine(pf.file(), rq, o, copy_delay_us, r);
+        }
+        py::dict d;
+        d["copies"] = rep.copies;
+        d["reuse_violations"] = rep.reuse_violations;
+        d["max_queued"] = rep.max_queued;
+        d["waits"] = rep.waits;
+        return py::make_tuple(to_dict(r), d);
+      },
+      py::arg("file"), py::arg("requests"), py::kw_only(), py::arg("threads"), py::arg("chunk_bytes"),
+      py::arg("staging_buffers"), py::arg("direct_io") = false, py::arg("copy_delay_us") = 0,
+      "The pinned pipeline with a host stand-in for the copy engine (tests).");
+
+  m.def("cuda_status", [] {
+    CudaStatus s = cuda_status();
+    py::dict d;
+    d["device_count"] = s.device_count;
+    d["runtime_version"] = s.runtime_version;
+    d["driver_version"] = s.driver_version;
+    d["error"] = s.error;
+    return d;
+  });
+  m.def("kernel_probe", &cuda_kernel_probe, py::arg("device"), py::call_guard<py::gil_scoped_release>());
+  m.def("cuda_pointer_kind", [](std::uintptr_t p) {
+    int dev = -1;
+    std::string kind = cuda_pointer_kind(reinterpret_cast<void*>(p), &dev);
+    return py::make_tuple(kind, dev);
+  });
+
+  m.def("cufile_load", [](const std::string& path) { return to_dict(cufile_load(path)); },
+        py::arg("path") = "");
+  m.def("cufile_status",
+        [](bool open_driver, int device) {
+          CufileStatus s;
+          {
+            py::gil_scoped_release nogil;
+            s = cufile_status(open_driver, device);
+          }
+          return to_dict(s);
+        },
+        py::arg("open_driver") = false, py::arg("device") = 0);
+  m.def("cufile_shutdown", &cufile_shutdown, py::call_guard<py::gil_scoped_release>());
+  m.def("cufile_register_buffer",
+        [](std::uintptr_t p, std::size_t n, int device) {
+          std::string reason;
+          bool ok = cufile_register_buffer(reinterpret_cast<void*>(p), n, device, &reason);
+          return py::make_tuple(ok, reason);
+        },
+        py::arg("ptr"), py::arg("nbytes"), py::arg("device"));
+  m.def("cufile_deregister_buffer", [](std::uintptr_t p) { cufile_deregister_buffer(reinterpret_cast<void*>(p)); });
+  m.def("cufile_registered_buffers", &cufile_registered_buffers);
+
+  m.def("staging_pool_stats", [] {
+    StagingPoolStats s = staging_pool_stats();
+    py::dict d;
+    d["cached_buffers"] = s.cached_buffers;
+    d["cached_bytes"] = s.cached_bytes;
+    d["in_use_buffers"] = s.in_use_buffers;
+    d["limit_bytes"] = s.limit_bytes;
+    return d;
+  });
+  m.def("release_staging", &release_staging, py::call_guard<py::gil_scoped_release>());
+  m.def("pool_threads", &ThreadPool::global_size);
+  m.def("shutdown_pool", &ThreadPool::shutdown_global, py::call_guard<py::gil_scoped_release>());
+}

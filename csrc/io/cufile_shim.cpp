@@ -1,0 +1,427 @@
+#include "io/cufile_shim.hpp"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "core/cuda_rt.hpp"
+#include "io/thread_pool.hpp"
+
+namespace gdsio {
+
+namespace cufile {
+const char* op_error_string(int err) {
+  switch (err) {
+    case 0: return "cufile success";
+    case 5001: return "nvidia-fs driver is not loaded (and compat mode is off)";
+    case 5002: return "invalid property";
+    case 5003: return "property range error";
+    case 5004: return "nvidia-fs driver version mismatch";
+    case 5005: return "nvidia-fs driver version read error";
+    case 5006: return "driver shutdown in progress";
+    case 5007: return "GPUDirect Storage not supported on current platform";
+    case 5008: return "GPUDirect Storage not supported on current file";
+    case 5009: return "GPUDirect Storage not supported on current GPU";
+    case 5010: return "nvidia-fs driver ioctl error";
+    case 5011: return "CUDA Driver API error";
+    case 5012: return "invalid device pointer";
+    case 5013: return "invalid pointer memory type";
+    case 5014: return "pointer range exceeds allocated address range";
+    case 5015: return "cuda context mismatch";
+    case 5016: return "access beyond maximum pinned size";
+    case 5017: return "access beyond mapped size";
+    case 5018: return "unsupported file type";
+    case 5019: return "unsupported file open flags";
+    case 5020: return "fd direct IO not set";
+    case 5022: return "invalid arguments";
+    case 5023: return "device pointer already registered";
+    case 5024: return "device pointer lookup failure";
+    case 5025: return "driver or file access error";
+    case 5026: return "driver is already open";
+    case 5027: return "file descriptor is not registered";
+    case 5028: return "file descriptor is already registered";
+    case 5029: return "GPU device not found";
+    case 5030: return "internal error";
+    case 5031: return "failed to obtain new file descriptor";
+    case 5033: return "NVFS driver initialization error";
+    case 5034: return "GPUDirect Storage disabled by config on current file";
+    case 5035: return "failed to submit batch operation";
+    case 5036: return "failed to allocate pinned GPU Memory";
+    case 5037: return "queue full for batch operation";
+    case 5038: return "cuFile stream operation not supported";
+    case 5043: return "cufile no memory error";
+    case 5044: return "cufile io error";
+    case 5049: return "compat mode off error";
+    default: return "unknown cufile error";
+  }
+}
+}  // namespace cufile
+
+namespace {
+
+using cufile::Error;
+
+struct Api {
+  void* lib = nullptr;
+  Error (*DriverOpen)() = nullptr;
+  Error (*DriverClose)() = nullptr;
+  Error (*DriverGetProperties)(cufile::DrvProps*) = nullptr;
+  Error (*HandleRegister)(cufile::Handle*, cufile::Descr*) = nullptr;
+  void (*HandleDeregister)(cufile::Handle) = nullptr;
+  Error (*BufRegister)(const void*, std::size_t, int) = nullptr;
+  Error (*BufDeregister)(const void*) = nullptr;
+  ssize_t (*Read)(cufile::Handle, void*, std::size_t, off_t, off_t) = nullptr;
+  Error (*GetVersion)(int*) = nullptr;                       // optional
+  Error (*GetParameterBool)(int, bool*) = nullptr;           // optional
+  Error (*BatchIOSetUp)(cufile::BatchHandle*, unsigned) = nullptr;
+  Error (*BatchIOSubmit)(cufile::BatchHandle, unsigned, cufile::IOParams*, unsigned) = nullptr;
+  Error (*BatchIOGetStatus)(cufile::BatchHandle, unsigned, unsigned*, cufile::IOEvents*,
+                            struct timespec*) = nullptr;
+  Error (*BatchIOCancel)(cufile::BatchHandle) = nullptr;
+  void (*BatchIODestroy)(cufile::BatchHandle) = nullptr;
+};
+
+std::mutex g_mu;
+Api g_api;
+CufileStatus g_status;
+bool g_driver_tried = false;
+std::map<const void*, std::size_t> g_registered;
+
+template <typename F>
+bool sym(void* lib, const char* name, F* out) {
+  *out = reinterpret_cast<F>(dlsym(lib, name));
+  return *out != nullptr;
+}
+
+std::string err_text(const Error& e) {
+  std::string s = cufile::op_error_string(e.err);
+  s += " (CUfileOpError " + std::to_string(e.err);
+  if (e.err == 5011) s += ", CUresult " + std::to_string(e.cu_err);
+  return s + ")";
+}
+
+bool env_true(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v) return false;
+  std::string s(v);
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s == "1" || s == "true" || s == "on" || s == "yes";
+}
+
+// After the driver opened: does cuFile move data by DMA, or in its compat mode
+// (a POSIX read into its own bounce buffer, then a copy)?
+void classify_mode_locked() {
+  bool forced = env_true("CUFILE_FORCE_COMPAT_MODE");
+  bool b = false;
+  if (!forced && g_api.GetParameterBool &&
+      g_api.GetParameterBool(cufile::kParamForceCompatMode, &b).err == 0 && b)
+    forced = true;
+  if (forced) {
+    g_status.mode = "cufile-compat";
+    g_status.reason = "cuFile compat mode is forced (CUFILE_FORCE_COMPAT_MODE or force_compat_mode in cufile.json)";
+    return;
+  }
+  cufile::DrvProps props{};
+  bool nvfs = ::access("/proc/driver/nvidia-fs/version", R_OK) == 0;
+  if (g_api.DriverGetProperties && g_api.DriverGetProperties(&props).err == 0 &&
+      props.nvfs.major_version > 0)
+    nvfs = true;
+  if (props.max_batch_io_size) g_status.max_batch_io_size = props.max_batch_io_size;
+  bool p2p = false;
+  if (g_api.GetParameterBool &&
+      g_api.GetParameterBool(cufile::kParamUsePciP2pdma, &b).err == 0 && b)
+    p2p = true;
+  if (nvfs || p2p) {
+    g_status.mode = "gds";
+    g_status.true_gds = true;
+    g_status.reason = nvfs ? "" : "DMA through PCI P2PDMA (use_pci_p2pdma in cufile.json)";
+  } else {
+    g_status.mode = "cufile-compat";
+    g_status.reason =
+        "the nvidia-fs driver is not loaded (/proc/driver/nvidia-fs is absent) and PCI P2PDMA "
+        "is not enabled, so cuFile runs in its compat mode (POSIX read + copy)";
+  }
+}
+
+}  // namespace
+
+CufileStatus cufile_load(const std::string& path) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (g_status.loaded) return g_status;
+  const char* name = path.empty() ? "libcufile.so.0" : path.c_str();
+  void* lib = dlopen(name, RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE);
+  if (!lib) {
+    const char* e = dlerror();
+    g_status.reason = std::string("libcufile could not be loaded: ") + (e ? e : name);
+    return g_status;
+  }
+  Api a;
+  a.lib = lib;
+  bool ok = sym(lib, "cuFileDriverOpen", &a.DriverOpen) &&
+            (sym(lib, "cuFileDriverClose_v2", &a.DriverClose) ||
+             sym(lib, "cuFileDriverClose", &a.DriverClose)) &&
+            sym(lib, "cuFileHandleRegister", &a.HandleRegister) &&
+            sym(lib, "cuFileHandleDeregister", &a.HandleDeregister) &&
+            sym(lib, "cuFileBufRegister", &a.BufRegister) &&
+            sym(lib, "cuFileBufDeregister", &a.BufDeregister) && sym(lib, "cuFileRead", &a.Read);
+  if (!ok) {
+    g_status.reason = std::string("libcufile at ") + name + " lacks a required cuFile symbol";
+    return g_status;
+  }
+  sym(lib, "cuFileDriverGetProperties", &a.DriverGetProperties);
+  sym(lib, "cuFileGetVersion", &a.GetVersion);
+  sym(lib, "cuFileGetParameterBool", &a.GetParameterBool);
+  sym(lib, "cuFileBatchIOSetUp", &a.BatchIOSetUp);
+  sym(lib, "cuFileBatchIOSubmit", &a.BatchIOSubmit);
+  sym(lib, "cuFileBatchIOGetStatus", &a.BatchIOGetStatus);
+  sym(lib, "cuFileBatchIOCancel", &a.BatchIOCancel);
+  sym(lib, "cuFileBatchIODestroy", &a.BatchIODestroy);
+  g_api = a;
+  g_status.loaded = true;
+  g_status.library = name;
+  g_status.reason.clear();
+  if (a.GetVersion) a.GetVersion(&g_status.version);
+  return g_status;
+}
+
+CufileStatus cufile_status(bool open_driver, int device) {
+  if (open_driver) {
+    {
+      std::lock_guard<std::mutex> lk(g_mu);
+      if (!g_status.loaded) {
+        if (g_status.reason.empty()) g_status.reason = "libcufile was not loaded";
+        return g_status;
+      }
+      if (g_driver_tried) return g_status;
+    }
+    // cuFile needs a CUDA context on the calling thread.
+    try {
+      cuda_use_device(device);
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lk(g_mu);
+      CufileStatus s = g_status;
+      s.reason = std::string("cuFile needs a GPU: ") + e.what();
+      return s;
+    }
+    std::lock_guard<std::mutex> lk(g_mu);
+    if (!g_driver_tried) {
+      g_driver_tried = true;
+      Error e = g_api.DriverOpen();
+      if (e.err != 0) {
+        g_status.reason = "cuFileDriverOpen failed: " + err_text(e);
+      } else {
+        g_status.driver_open = true;
+        if (!g_status.max_batch_io_size) g_status.max_batch_io_size = 128;
+        classify_mode_locked();
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lk(g_mu);
+  return g_status;
+}
+
+void cufile_shutdown() {
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (g_status.driver_open) {
+    for (auto& [p, n] : g_registered) g_api.BufDeregister(p);
+    g_registered.clear();
+    g_api.DriverClose();
+    g_status.driver_open = false;
+    g_driver_tried = false;
+  }
+}
+
+namespace {
+const Api& usable_api(int device) {
+  CufileStatus s = cufile_status(true, device);
+  if (!s.driver_open) throw Unavailable("cuFile is not usable here: " + s.reason);
+  return g_api;
+}
+}  // namespace
+
+CufileHandle::CufileHandle(FileHandle& f, int device) {
+  const Api& api = usable_api(device);
+  cufile::Descr d{};
+  d.type = cufile::kHandleTypeOpaqueFd;
+  // GDS proper needs O_DIRECT; compat mode takes a buffered descriptor too.
+  int fd = f.direct_fd();
+  direct_ = fd >= 0;
+  if (fd < 0) fd = f.fd();
+  d.handle.fd = fd;
+  Error e = api.HandleRegister(&h_, &d);
+  if (e.err != 0) {
+    h_ = nullptr;
+    std::string why = "cuFileHandleRegister failed for '" + f.path() + "': " + err_text(e);
+    if (!direct_) why += " (" + f.direct_io_refusal() + ")";
+    throw Unavailable(why);
+  }
+}
+
+CufileHandle::~CufileHandle() {
+  if (h_) g_api.HandleDeregister(h_);
+}
+
+namespace {
+
+// The registered buffer holding p, so reads pass (base, offset) as cuFile wants.
+void* registered_base(void* p) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  auto it = g_registered.upper_bound(p);
+  if (it == g_registered.begin()) return nullptr;
+  --it;
+  auto* b = static_cast<const char*>(it->first);
+  if (static_cast<const char*>(p) < b + it->second) return const_cast<char*>(b);
+  return nullptr;
+}
+
+[[noreturn]] void throw_read_error(const FileHandle& f, ssize_t r, std::uint64_t off) {
+  if (r == -1)
+    throw_errno(errno, f.path(), "cuFileRead of '" + f.path() + "' failed at offset " + std::to_string(off));
+  throw OsError(EIO, f.path(),
+                detail::concat("cuFileRead of '", f.path(), "' failed at offset ", off, ": ",
+                               cufile::op_error_string(static_cast<int>(-r)), " (", -r, ")"));
+}
+
+ReadResult start_result(const CufileStatus& s) {
+  ReadResult res;
+  res.backend = s.true_gds ? "gds" : "cufile-compat";
+  res.reason = s.reason;
+  return res;
+}
+
+}  // namespace
+
+ReadResult cufile_read(FileHandle& f, CufileHandle& h, const std::vector<ReadRequest>& reqs,
+                       const ReadOptions& opts_in) {
+  const ReadOptions opts = checked(opts_in);
+  const Api& api = usable_api(opts.device);
+  ReadResult res = start_result(cufile_status(false, opts.device));
+  res.direct_io = h.direct();
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<Chunk> chunks = plan_chunks(reqs, opts.chunk_bytes);
+  res.chunks = chunks.size();
+  res.threads = std::min(opts.threads, std::max<std::size_t>(chunks.size(), 1));
+  parallel_for(chunks.size(), opts.threads, [&](std::size_t, WorkQueue& q) {
+    cuda_use_device(opts.device);  // cuFile needs the context current on this thread
+    std::size_t i;
+    while (q.claim(&i)) {
+      const Chunk& c = chunks[i];
+      void* base = registered_base(c.dst);
+      if (!base) base = c.dst;
+      off_t buf_off = static_cast<off_t>(c.dst - static_cast<char*>(base));
+      std::size_t done = 0;
+      while (done < c.len) {
+        ssize_t r = api.Read(h.get(), base, c.len - done, static_cast<off_t>(c.file_offset + done),
+                             buf_off + static_cast<off_t>(done));
+        if (r < 0) {
+          if (r == -1 && errno == EINTR) continue;
+          throw_read_error(f, r, c.file_offset + done);
+        }
+        if (r == 0) throw_truncated(f.path(), c.file_offset, c.len, done);
+        done += static_cast<std::size_t>(r);
+      }
+    }
+  });
+  for (const auto& r : reqs) res.nbytes += r.size;
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+ReadResult cufile_read_batch(FileHandle& f, CufileHandle& h, const std::vector<ReadRequest>& reqs,
+                             const ReadOptions& opts_in) {
+  const ReadOptions opts = checked(opts_in);
+  const Api& api = usable_api(opts.device);
+  if (!api.BatchIOSetUp || !api.BatchIOSubmit || !api.BatchIOGetStatus || !api.BatchIODestroy)
+    return cufile_read(f, h, reqs, opts);  // an old libcufile: the thread pool does it
+  CufileStatus st = cufile_status(false, opts.device);
+  ReadResult res = start_result(st);
+  res.direct_io = h.direct();
+  res.threads = 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::size_t max_batch = std::max<unsigned>(1, st.max_batch_io_size);
+  for (std::size_t first = 0; first < reqs.size(); first += max_batch) {
+    const std::size_t n = std::min(max_batch, reqs.size() - first);
+    std::vector<cufile::IOParams> params(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const ReadRequest& r = reqs[first + i];
+      void* base = registered_base(r.dst);
+      if (!base) base = r.dst;
+      params[i].mode = cufile::kBatchMode;
+      params[i].u.batch.devPtr_base = base;
+      params[i].u.batch.devPtr_offset = static_cast<off_t>(static_cast<char*>(r.dst) - static_cast<char*>(base));
+      params[i].u.batch.file_offset = static_cast<off_t>(r.file_offset);
+      params[i].u.batch.size = r.size;
+      params[i].fh = h.get();
+      params[i].opcode = cufile::kOpRead;
+      params[i].cookie = reinterpret_cast<void*>(first + i);
+    }
+    cufile::BatchHandle b = nullptr;
+    Error e = api.BatchIOSetUp(&b, static_cast<unsigned>(n));
+    if (e.err != 0) throw OsError(EIO, f.path(), "cuFileBatchIOSetUp failed: " + err_text(e));
+    struct Destroy {
+      const Api& a;
+      cufile::BatchHandle b;
+      ~Destroy() { a.BatchIODestroy(b); }
+    } destroy{api, b};
+    e = api.BatchIOSubmit(b, static_cast<unsigned>(n), params.data(), 0);
+    if (e.err != 0) throw OsError(EIO, f.path(), "cuFileBatchIOSubmit failed: " + err_text(e));
+    std::vector<cufile::IOEvents> events(n);
+    std::size_t completed = 0;
+    while (completed < n) {
+      unsigned nr = static_cast<unsigned>(n - completed);
+      e = api.BatchIOGetStatus(b, nr, &nr, events.data(), nullptr);
+      if (e.err != 0) throw OsError(EIO, f.path(), "cuFileBatchIOGetStatus failed: " + err_text(e));
+      for (unsigned k = 0; k < nr; ++k) {
+        const auto idx = reinterpret_cast<std::size_t>(events[k].cookie);
+        const ReadRequest& r = reqs[idx];
+        if (events[k].status != cufile::kStatusComplete ||
+            static_cast<ssize_t>(events[k].ret) < 0 || events[k].ret != r.size) {
+          if (api.BatchIOCancel) api.BatchIOCancel(b);
+          throw OsError(EIO, f.path(),
+                        detail::concat("batched cuFile read of '", f.path(), "' (request ", idx,
+                                       ": ", r.size, " bytes at offset ", r.file_offset,
+                                       ") failed: status ", events[k].status, ", returned ",
+                                       static_cast<ssize_t>(events[k].ret)));
+        }
+      }
+      completed += nr;
+    }
+    res.chunks += n;
+  }
+  for (const auto& r : reqs) res.nbytes += r.size;
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+bool cufile_register_buffer(void* ptr, std::size_t n, int device, std::string* reason) {
+  const Api& api = usable_api(device);
+  Error e = api.BufRegister(ptr, n, 0);
+  if (e.err != 0) {
+    if (reason) *reason = "cuFileBufRegister refused the buffer: " + err_text(e);
+    return false;
+  }
+  std::lock_guard<std::mutex> lk(g_mu);
+  g_registered[ptr] = n;
+  return true;
+}
+
+void cufile_deregister_buffer(void* ptr) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  auto it = g_registered.find(ptr);
+  if (it == g_registered.end()) return;
+  g_api.BufDeregister(ptr);
+  g_registered.erase(it);
+}
+
+std::size_t cufile_registered_buffers() {
+  std::lock_guard<std::mutex> lk(g_mu);
+  return g_registered.size();
+}
+
+}  // namespace gdsio

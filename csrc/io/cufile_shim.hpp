@@ -1,0 +1,64 @@
+// The only code that touches libcufile. It is loaded with dlopen on first use
+// (never linked), the driver is opened once per process, and every failure is
+// kept as a sentence that says why cuFile cannot be used here.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/cufile_api.hpp"
+#include "io/file.hpp"
+#include "io/read_plan.hpp"
+
+namespace gdsio {
+
+struct CufileStatus {
+  bool loaded = false;        // libcufile could be dlopen'ed
+  std::string library;        // the path it was loaded from
+  bool driver_open = false;   // cuFileDriverOpen succeeded
+  bool true_gds = false;      // nvidia-fs or P2PDMA: DMA straight to the GPU
+  std::string mode;           // "gds", "cufile-compat" or "" when unusable
+  std::string reason;         // why cuFile is unusable, or why it runs in compat mode
+  int version = 0;            // cuFileGetVersion, 0 when unknown
+  unsigned max_batch_io_size = 0;
+};
+
+// Loads libcufile from `path` (empty: the loader's search path, libcufile.so.0).
+// Idempotent: the first successful load wins. Never throws.
+CufileStatus cufile_load(const std::string& path);
+// The state now, opening the driver on `device` if `open_driver` and not yet done.
+CufileStatus cufile_status(bool open_driver, int device);
+// Closes the driver (atexit).
+void cufile_shutdown();
+
+// A file registered with cuFile; deregistered by the destructor.
+class CufileHandle {
+ public:
+  CufileHandle(FileHandle& f, int device);
+  ~CufileHandle();
+  CufileHandle(const CufileHandle&) = delete;
+  CufileHandle& operator=(const CufileHandle&) = delete;
+  cufile::Handle get() const noexcept { return h_; }
+  bool direct() const noexcept { return direct_; }
+
+ private:
+  cufile::Handle h_ = nullptr;
+  bool direct_ = false;
+};
+
+// cuFileRead split across the reader threads, into device memory.
+ReadResult cufile_read(FileHandle& f, CufileHandle& h, const std::vector<ReadRequest>& reqs,
+                       const ReadOptions& opts);
+// The batch API: up to max_batch_io_size requests in flight per submission.
+ReadResult cufile_read_batch(FileHandle& f, CufileHandle& h, const std::vector<ReadRequest>& reqs,
+                             const ReadOptions& opts);
+
+// cuFileBufRegister for a destination reused many times; false with a reason
+// when cuFile refuses (then reads go through its bounce buffers, still correct).
+bool cufile_register_buffer(void* ptr, std::size_t n, int device, std::string* reason);
+void cufile_deregister_buffer(void* ptr);
+std::size_t cufile_registered_buffers();
+
+}  // namespace gdsio

@@ -1,0 +1,95 @@
+#include "io/file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.hpp"
+
+namespace gdsio {
+
+FileHandle::FileHandle(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw_errno(errno, path_, "cannot open '" + path_ + "'");
+  struct stat st{};
+  if (::fstat(fd_, &st) != 0) {
+    int err = errno;
+    close();
+    throw_errno(err, path_, "cannot stat '" + path_ + "'");
+  }
+  if (S_ISDIR(st.st_mode)) {
+    close();
+    throw OsError(EISDIR, path_, "'" + path_ + "' is a directory, not a file");
+  }
+  if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+    close();
+    throw OsError(EINVAL, path_, "'" + path_ + "' is not a regular file");
+  }
+}
+
+FileHandle::~FileHandle() { close(); }
+
+void FileHandle::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  std::lock_guard<std::mutex> lk(direct_mu_);
+  if (direct_fd_ >= 0) ::close(direct_fd_);
+  direct_fd_ = -1;
+}
+
+std::uint64_t FileHandle::size() const {
+  struct stat st{};
+  if (::fstat(fd_, &st) != 0) throw_errno(errno, path_, "cannot stat '" + path_ + "'");
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+int FileHandle::direct_fd() {
+  std::lock_guard<std::mutex> lk(direct_mu_);
+  if (!direct_tried_) {
+    direct_tried_ = true;
+    direct_fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (direct_fd_ < 0) {
+      int err = errno;
+      direct_refusal_ = (err == EINVAL)
+                            ? "O_DIRECT refused by this filesystem (EINVAL)"
+                            : std::string("O_DIRECT open failed: ") + std::strerror(err);
+    }
+  }
+  return direct_fd_;
+}
+
+std::string FileHandle::direct_io_refusal() {
+  std::lock_guard<std::mutex> lk(direct_mu_);
+  return direct_refusal_;
+}
+
+std::size_t pread_full(int fd, void* dst, std::size_t n, std::uint64_t offset,
+                       const std::string& path) {
+  auto* p = static_cast<char*>(dst);
+  std::size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd, p + done, n - done, static_cast<off_t>(offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw_errno(errno, path, "read of '" + path + "' failed at offset " +
+                                   std::to_string(offset + done));
+    }
+    if (r == 0) break;  // end of file
+    done += static_cast<std::size_t>(r);
+  }
+  return done;
+}
+
+void throw_truncated(const std::string& path, std::uint64_t offset, std::size_t wanted,
+                     std::size_t got) {
+  throw OsError(EIO, path,
+                detail::concat("'", path, "' ended early (truncated while reading?): wanted ",
+                               wanted, " bytes at offset ", offset, ", the file ended after ", got));
+}
+
+void FileHandle::pread_exact(void* dst, std::size_t n, std::uint64_t offset) const {
+  std::size_t got = pread_full(fd_, dst, n, offset, path_);
+  if (got != n) throw_truncated(path_, offset, n, got);
+}
+
+}  // namespace gdsio

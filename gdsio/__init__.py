@@ -1,0 +1,47 @@
+"""gdsio: files straight into GPU memory.
+
+Reads files into GPU (or host) memory through cuFile (GPUDirect Storage),
+KvikIO, a pipelined pinned-buffer copy, or parallel host reads, and says
+which path ran.
+
+>>> import gdsio
+>>> t = gdsio.read("shard-0001.bin", device="cuda")   # 1-D uint8 CUDA tensor
+>>> st = gdsio.read_into("shard-0001.bin", buf)         # ReadStats
+>>> st.backend, st.gbps
+"""
+
+from __future__ import annotations
+
+import atexit
+
+from . import _core
+from ._report import BackendInfo, backends, info
+from ._settings import Settings, settings
+from ._settings import current as current_settings
+from .io import BackendUnavailable, File, ReadStats, read, read_into, register_buffer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendInfo",
+    "BackendUnavailable",
+    "File",
+    "ReadStats",
+    "Settings",
+    "backends",
+    "current_settings",
+    "info",
+    "read",
+    "read_into",
+    "register_buffer",
+    "settings",
+]
+
+
+@atexit.register
+def _release() -> None:
+    # Pinned memory and the cuFile driver go back before the CUDA runtime's
+    # own teardown; reader threads are joined so the interpreter exits cleanly.
+    _core.release_staging()
+    _core.cufile_shutdown()
+    _core.shutdown_pool()

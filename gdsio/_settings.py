@@ -1,0 +1,142 @@
+"""Settings of the I/O engine: one name each in Python, in the environment
+(``GDSIO_<NAME>``) and on the command line (``--<name>``).
+
+Precedence: ``gdsio.settings(...)`` blocks, innermost first, then environment
+variables, then defaults. Values are read at each call, so a changed
+environment variable takes effect at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import os
+import re
+from typing import Any, Iterator
+
+BACKENDS = ("auto", "gds", "cufile", "kvikio", "pinned", "posix")
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def _default_threads() -> int:
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(2, min(8, n))
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The knobs of one read; see ``gdsio.settings``.
+
+    threads: reader threads per call. chunk_bytes: bytes per task, a multiple
+    of 4096. staging_buffers: pinned staging buffers per reader thread (>= 2,
+    so a disk read overlaps a copy). direct_io: read with O_DIRECT (host and
+    pinned paths; cuFile always uses it). backend: the default backend.
+    """
+
+    threads: int = dataclasses.field(default_factory=_default_threads)
+    chunk_bytes: int = 4 << 20
+    staging_buffers: int = 3
+    direct_io: bool = False
+    backend: str = "auto"
+
+    def __post_init__(self) -> None:
+        _check("threads", self.threads, int, lambda v: 1 <= v <= 256, "between 1 and 256")
+        _check(
+            "chunk_bytes",
+            self.chunk_bytes,
+            int,
+            lambda v: 4096 <= v <= (1 << 30) and v % 4096 == 0,
+            "a multiple of 4096 between 4 KiB and 1 GiB",
+        )
+        _check("staging_buffers", self.staging_buffers, int, lambda v: 2 <= v <= 64, "between 2 and 64")
+        _check("direct_io", self.direct_io, bool, lambda v: True, "a bool")
+        _check("backend", self.backend, str, lambda v: v in BACKENDS, "one of " + ", ".join(BACKENDS))
+
+
+def _check(name: str, value: Any, typ: type, ok: Any, what: str) -> None:
+    if typ is int and isinstance(value, bool) or not isinstance(value, typ):
+        raise TypeError(f"setting {name!r} must be {typ.__name__}, got {type(value).__name__}")
+    if not ok(value):
+        raise ValueError(f"setting {name!r} must be {what}, got {value!r}")
+
+
+def parse_bytes(text: str) -> int:
+    """'4194304', '4M', '4MiB', '512k' -> bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)(?:i?[bB])?\s*", text)
+    if not m:
+        raise ValueError(f"not a byte count: {text!r} (examples: 4194304, 4M, 4MiB)")
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def _parse_bool(text: str) -> bool:
+    t = text.strip().lower()
+    if t in ("1", "true", "on", "yes"):
+        return True
+    if t in ("0", "false", "off", "no", ""):
+        return False
+    raise ValueError(f"not a boolean: {text!r} (use 1/0, true/false, on/off)")
+
+
+_PARSERS = {
+    "threads": int,
+    "chunk_bytes": parse_bytes,
+    "staging_buffers": int,
+    "direct_io": _parse_bool,
+    "backend": lambda s: s.strip().lower(),
+}
+
+_overrides: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("gdsio_settings", default={})
+
+
+def env_name(field: str) -> str:
+    return "GDSIO_" + field.upper()
+
+
+def from_env(environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """The settings that environment variables set, parsed; ValueError names the variable."""
+    environ = os.environ if environ is None else environ
+    out: dict[str, Any] = {}
+    for field, parse in _PARSERS.items():
+        raw = environ.get(env_name(field))
+        if raw is None or raw.strip() == "":
+            continue
+        try:
+            out[field] = parse(raw)
+        except ValueError as e:
+            raise ValueError(f"environment variable {env_name(field)}={raw!r}: {e}") from None
+    return out
+
+
+def current() -> Settings:
+    """The settings in force here and now."""
+    values = from_env()
+    values.update(_overrides.get())
+    try:
+        return Settings(**values)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{e} (check the GDSIO_* environment variables and gdsio.settings blocks)") from None
+
+
+@contextlib.contextmanager
+def settings(**changes: Any) -> Iterator[Settings]:
+    """Overrides settings inside a ``with`` block (thread- and task-local).
+
+    >>> with gdsio.settings(threads=8, chunk_bytes="8M"):
+    ...     gdsio.read("shard.bin", device="cuda")
+    """
+    unknown = set(changes) - set(_PARSERS)
+    if unknown:
+        raise TypeError(f"unknown setting(s) {sorted(unknown)}; known: {sorted(_PARSERS)}")
+    if isinstance(changes.get("chunk_bytes"), str):
+        changes["chunk_bytes"] = parse_bytes(changes["chunk_bytes"])
+    merged = {**_overrides.get(), **changes}
+    token = _overrides.set(merged)
+    try:
+        yield current()
+    finally:
+        _overrides.reset(token)
