@@ -1,0 +1,79 @@
+"""Shared fixtures; GPU tests (marker `gpu`) are skipped here, centrally, when
+no CUDA device is visible. Tests themselves never call pytest.skip."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+
+def _gpu_skip_reason() -> str | None:
+    try:
+        from gdsio import _libs
+    except ImportError as e:  # the extension is not built
+        return f"gdsio cannot be imported: {e}"
+    why = _libs.cuda_unusable_reason()
+    if why:
+        return why
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA device (a CPU build of torch?)"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_items = [it for it in items if "gpu" in it.keywords]
+    if not gpu_items:
+        return
+    why = _gpu_skip_reason()
+    if why:
+        mark = pytest.mark.skip(reason=f"needs a CUDA device: {why}")
+        for it in gpu_items:
+            it.add_marker(mark)
+
+
+def open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def os_threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.fixture
+def make_file(tmp_path: Path):
+    """make_file(nbytes, name=...) -> (path, numpy bytes): a file of random bytes."""
+    rng = np.random.default_rng(1234)
+
+    def make(nbytes: int, name: str = "data.bin") -> tuple[str, np.ndarray]:
+        data = rng.integers(0, 256, size=nbytes, dtype=np.uint8)
+        p = tmp_path / name
+        data.tofile(p)
+        return str(p), data
+
+    return make
+
+
+@pytest.fixture
+def no_leaks():
+    """Fails the test if it leaves file descriptors open; yields a checker
+    that can be called mid-test too."""
+    import gdsio
+
+    gdsio._core.staging_pool_stats()  # nothing to warm, but import side effects done
+    before = open_fds()
+
+    def check() -> None:
+        leaked = open_fds() - before
+        # A descriptor number can be reused; compare what they point to.
+        real = [os.readlink(f"/proc/self/fd/{fd}") for fd in leaked if os.path.exists(f"/proc/self/fd/{fd}")]
+        assert not real, f"leaked file descriptors: {real}"
+
+    yield check
+    check()

@@ -1,0 +1,196 @@
+"""Bad input: each mistake gets a clear exception naming the file and the
+problem, and nothing leaks afterwards."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import numpy as np
+import pytest
+import torch
+
+import gdsio
+from gdsio import _core
+
+
+def test_missing_file(tmp_path, no_leaks):
+    p = tmp_path / "nope.bin"
+    with pytest.raises(FileNotFoundError, match="nope.bin") as ei:
+        gdsio.read(p, device="cpu")
+    assert ei.value.filename == str(p)
+    with pytest.raises(FileNotFoundError):
+        gdsio.read_into(p, np.zeros(4, np.uint8))
+
+
+def test_directory(tmp_path, no_leaks):
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        gdsio.read(tmp_path, device="cpu")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_unreadable(make_file, no_leaks):
+    path, _ = make_file(10)
+    os.chmod(path, 0)
+    with pytest.raises(PermissionError, match="data.bin"):
+        gdsio.read(path, device="cpu")
+
+
+def test_not_a_regular_file(tmp_path, no_leaks):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    # O_RDONLY on a FIFO with no writer would block; gdsio must refuse before reading.
+    fd = os.open(fifo, os.O_RDWR)  # keeps open() from blocking
+    try:
+        with pytest.raises(OSError, match="not a regular file"):
+            gdsio.read(fifo, device="cpu")
+    finally:
+        os.close(fd)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"offset": -1}, "offset must be >= 0"),
+        ({"size": -5}, "size must be >= 0"),
+        ({"offset": 101}, "offset 101 is beyond the end"),
+        ({"offset": 50, "size": 51}, "cannot read 51 bytes at offset 50"),
+        ({"size": 101}, "holds 100 bytes"),
+    ],
+)
+def test_bad_ranges(make_file, kwargs, match, no_leaks):
+    path, _ = make_file(100)
+    with pytest.raises(ValueError, match=match):
+        gdsio.read(path, device="cpu", **kwargs)
+
+
+def test_offset_at_end_reads_nothing(make_file):
+    path, _ = make_file(100)
+    assert gdsio.read(path, offset=100, device="cpu").numel() == 0
+
+
+def test_buffer_too_small(make_file, no_leaks):
+    path, _ = make_file(100)
+    with pytest.raises(ValueError, match="destination too small"):
+        gdsio.read_into(path, np.zeros(10, np.uint8), size=11)
+
+
+def test_read_only_and_non_contiguous(make_file, no_leaks):
+    path, _ = make_file(100)
+    ro = np.zeros(10, np.uint8)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        gdsio.read_into(path, ro)
+    with pytest.raises(ValueError, match="read-only"):
+        gdsio.read_into(path, b"0123456789")
+    with pytest.raises(ValueError, match="contiguous"):
+        gdsio.read_into(path, np.zeros((10, 10), np.uint8)[:, ::2])
+    with pytest.raises(ValueError, match="contiguous"):
+        gdsio.read_into(path, torch.zeros(10, 10, dtype=torch.uint8).t())
+    with pytest.raises(TypeError, match="torch tensor"):
+        gdsio.read_into(path, 12345)
+
+
+def test_wrong_backend_for_destination(make_file, no_leaks):
+    path, _ = make_file(100)
+    for b in ("pinned", "gds", "cufile"):
+        with pytest.raises(ValueError, match="reads into GPU memory, but the destination is host memory"):
+            gdsio.read_into(path, np.zeros(10, np.uint8), backend=b)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        gdsio.read_into(path, np.zeros(10, np.uint8), backend="fast")
+
+
+def test_gpu_read_without_gpu_is_a_clear_error(make_file, no_leaks):
+    if gdsio._libs.cuda_unusable_reason() is None:
+        return  # this check is about machines without a GPU; test_gpu_io covers the rest
+    path, _ = make_file(100)
+    with pytest.raises(gdsio.BackendUnavailable, match="cannot read .*data.bin.* into cuda"):
+        gdsio.read(path, device="cuda")
+    with pytest.raises(ValueError, match="device must be"):
+        gdsio.read(path, device="tpu")
+
+
+def test_file_shrinks_during_read(make_file, no_leaks):
+    """The size is checked up front; a file that then shrinks must raise, not
+    hand back uninitialised bytes. The core is called directly with a request
+    past the end, as the reader threads see it after a truncation."""
+    path, _ = make_file(10000)
+    out = np.zeros(20000, np.uint8)
+    f = _core.File(path)
+    try:
+        for direct in (False, True):
+            for backend in ("posix",):
+                with pytest.raises(OSError, match="ended early") as ei:
+                    _core.read(f, backend, [(out.ctypes.data, 20000, 0)], threads=2,
+                               chunk_bytes=4096, staging_buffers=2, direct_io=direct)
+                assert ei.value.filename == path
+            with pytest.raises(OSError, match="ended early"):
+                _core.staged_read_host_engine(f, [(out.ctypes.data, 20000, 0)], threads=2,
+                                              chunk_bytes=4096, staging_buffers=2, direct_io=direct)
+    finally:
+        f.close()
+
+
+def test_truncate_while_reading(tmp_path, no_leaks):
+    """A real truncation racing a slow read: the read either completes with
+    the old bytes or raises; it never returns zeros as data."""
+    p = tmp_path / "shrinking.bin"
+    data = np.random.default_rng(0).integers(1, 256, size=32 << 20, dtype=np.uint8)  # no zero bytes
+    data.tofile(p)
+    import threading
+
+    out = np.zeros(data.size, np.uint8)
+    t = threading.Timer(0.002, lambda: os.truncate(p, 4096))
+    t.start()
+    try:
+        with gdsio.settings(threads=1, chunk_bytes=4096):
+            gdsio.read_into(p, out)
+        assert np.array_equal(out, data)
+    except OSError as e:
+        assert "ended early" in str(e)
+    finally:
+        t.join()
+
+
+def test_closed_file(make_file, no_leaks):
+    path, _ = make_file(100)
+    f = gdsio.File(path)
+    f.close()
+    with pytest.raises(ValueError, match="closed"):
+        f.read_into(np.zeros(4, np.uint8))
+    with pytest.raises(ValueError, match="closed"):
+        f.pread(np.zeros(4, np.uint8))
+
+
+def test_core_option_validation(make_file):
+    path, _ = make_file(100)
+    f = _core.File(path)
+    out = np.zeros(10, np.uint8)
+    try:
+        with pytest.raises(ValueError, match="chunk_bytes must be a positive multiple of 4096"):
+            _core.read(f, "posix", [(out.ctypes.data, 10, 0)], threads=1, chunk_bytes=1000,
+                       staging_buffers=2, direct_io=False)
+        with pytest.raises(ValueError, match="staging_buffers must be between 2 and 64"):
+            _core.read(f, "posix", [(out.ctypes.data, 10, 0)], threads=1, chunk_bytes=4096,
+                       staging_buffers=1, direct_io=False)
+        with pytest.raises(ValueError, match="unknown core backend"):
+            _core.read(f, "magic", [], threads=1, chunk_bytes=4096, staging_buffers=2, direct_io=False)
+    finally:
+        f.close()
+
+
+def test_errors_leave_no_threads_behind(make_file):
+    path, _ = make_file(1 << 20)
+    out = np.zeros(2 << 20, np.uint8)
+    f = _core.File(path)
+    _core.shutdown_pool()
+    base = len(os.listdir("/proc/self/task"))
+    for _ in range(20):
+        with pytest.raises(OSError):
+            _core.read(f, "posix", [(out.ctypes.data, 2 << 20, 0)], threads=4, chunk_bytes=4096,
+                       staging_buffers=2, direct_io=False)
+    assert _core.pool_threads() == 3  # the caller is the fourth worker
+    _core.shutdown_pool()
+    f.close()
+    assert len(os.listdir("/proc/self/task")) <= base
