@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import gdsio
+from gdsio._settings import parse_bytes
+
+
+def test_defaults_and_env(monkeypatch):
+    for k in ("GDSIO_THREADS", "GDSIO_CHUNK_BYTES", "GDSIO_STAGING_BUFFERS", "GDSIO_DIRECT_IO", "GDSIO_BACKEND"):
+        monkeypatch.delenv(k, raising=False)
+    s = gdsio.current_settings()
+    assert s.chunk_bytes == 4 << 20 and s.staging_buffers >= 2 and s.backend == "auto" and not s.direct_io
+    monkeypatch.setenv("GDSIO_THREADS", "5")
+    monkeypatch.setenv("GDSIO_CHUNK_BYTES", "8MiB")
+    monkeypatch.setenv("GDSIO_DIRECT_IO", "on")
+    monkeypatch.setenv("GDSIO_BACKEND", "posix")
+    monkeypatch.setenv("GDSIO_STAGING_BUFFERS", "4")
+    s = gdsio.current_settings()
+    assert (s.threads, s.chunk_bytes, s.direct_io, s.backend, s.staging_buffers) == (5, 8 << 20, True, "posix", 4)
+
+
+@pytest.mark.parametrize(
+    "var, value, match",
+    [
+        ("GDSIO_THREADS", "many", "GDSIO_THREADS='many'"),
+        ("GDSIO_THREADS", "0", "'threads' must be between 1 and 256"),
+        ("GDSIO_CHUNK_BYTES", "1000", "multiple of 4096"),
+        ("GDSIO_DIRECT_IO", "maybe", "GDSIO_DIRECT_IO='maybe'"),
+        ("GDSIO_BACKEND", "turbo", "one of auto"),
+        ("GDSIO_STAGING_BUFFERS", "1", "between 2 and 64"),
+    ],
+)
+def test_bad_env_values_name_the_variable(monkeypatch, var, value, match):
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ValueError, match=match):
+        gdsio.current_settings()
+
+
+def test_context_manager_nests_and_overrides_env(monkeypatch):
+    monkeypatch.setenv("GDSIO_THREADS", "3")
+    with gdsio.settings(threads=6, chunk_bytes="1M") as s:
+        assert s.threads == 6 and s.chunk_bytes == 1 << 20
+        with gdsio.settings(threads=2):
+            assert gdsio.current_settings().threads == 2
+            assert gdsio.current_settings().chunk_bytes == 1 << 20
+        assert gdsio.current_settings().threads == 6
+    assert gdsio.current_settings().threads == 3
+
+
+def test_context_is_thread_local():
+    seen = []
+    with gdsio.settings(threads=7):
+        t = threading.Thread(target=lambda: seen.append(gdsio.current_settings().threads))
+        t.start()
+        t.join()
+        assert gdsio.current_settings().threads == 7
+    assert seen[0] != 7 or gdsio.Settings().threads == 7
+
+
+def test_unknown_and_bad_settings():
+    with pytest.raises(TypeError, match="unknown setting"):
+        with gdsio.settings(thread=2):
+            pass
+    with pytest.raises(TypeError, match="must be int"):
+        gdsio.Settings(threads="2")
+    with pytest.raises(TypeError, match="must be bool"):
+        gdsio.Settings(direct_io=1)
+
+
+def test_parse_bytes():
+    assert parse_bytes("4096") == 4096
+    assert parse_bytes("4k") == 4096 and parse_bytes("4KiB") == 4096
+    assert parse_bytes("2G") == 2 << 30 and parse_bytes(" 3 MB ") == 3 << 20
+    with pytest.raises(ValueError):
+        parse_bytes("lots")
+
+
+def test_settings_reach_the_read(make_file):
+    path, data = make_file(1 << 20)
+    out = np.empty(data.size, np.uint8)
+    with gdsio.settings(threads=3, chunk_bytes=64 << 10):
+        st = gdsio.read_into(path, out)
+    assert st.threads == 3 and st.chunks == 16
+    with gdsio.settings(backend="posix"):
+        assert gdsio.read_into(path, out).backend == "posix"
