@@ -3,7 +3,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
+
+#include "bindings/registry.hpp"
 
 #include "core/cuda_rt.hpp"
 #include "core/error.hpp"
@@ -232,4 +235,9 @@ PYBIND11_MODULE(_core, m) {
   m.def("release_staging", &release_staging, py::call_guard<py::gil_scoped_release>());
   m.def("pool_threads", &ThreadPool::global_size);
   m.def("shutdown_pool", &ThreadPool::shutdown_global, py::call_guard<py::gil_scoped_release>());
+
+  // The other areas (csrc/bindings/*.cpp), in a fixed order.
+  auto parts = bindings::exporters();
+  std::sort(parts.begin(), parts.end());
+  for (auto& [name, fn] : parts) fn(m);
 }
