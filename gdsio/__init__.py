@@ -19,6 +19,7 @@ from ._report import BackendInfo, backends, info
 from ._settings import Settings, settings
 from ._settings import current as current_settings
 from .io import BackendUnavailable, File, ReadStats, read, read_into, register_buffer
+from .tensors import load_npy, load_safetensors
 
 __version__ = "0.1.0"
 
@@ -31,6 +32,8 @@ __all__ = [
     "backends",
     "current_settings",
     "info",
+    "load_npy",
+    "load_safetensors",
     "read",
     "read_into",
     "register_buffer",

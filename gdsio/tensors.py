@@ -1,0 +1,260 @@
+"""Tensor files straight to the device: safetensors and npy.
+
+Headers are read and validated on the host; the data travels through the I/O
+engine (``gdsio.read_into``) into one device allocation, so on a GDS machine
+it never touches host memory.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import os
+import struct
+from typing import Any, Iterable
+
+from .io import ReadStats, _parse_device, read_into
+
+# safetensors caps its header at 100 MB; a larger length field is corruption.
+MAX_SAFETENSORS_HEADER = 100 * 1000 * 1000
+
+
+def _torch_dtypes() -> dict[str, Any]:
+    import torch
+
+    names = {
+        "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16",
+        "I32": "int32", "U32": "uint32", "I64": "int64", "U64": "uint64", "F16": "float16",
+        "BF16": "bfloat16", "F32": "float32", "F64": "float64", "C64": "complex64",
+        "F8_E4M3": "float8_e4m3fn", "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2": "float8_e5m2",
+        "F8_E5M2FNUZ": "float8_e5m2fnuz", "F8_E8M0": "float8_e8m0fnu",
+    }
+    # Only the dtypes this torch has (uint16+ since 2.3, float8 since 2.1).
+    return {k: getattr(torch, v) for k, v in names.items() if hasattr(torch, v)}
+
+
+def _open_check(path: str) -> None:
+    """Raises FileNotFoundError / IsADirectoryError / PermissionError naming the path."""
+    from .io import File
+
+    File(path).close()
+
+
+def _read_host(path: str, offset: int, size: int) -> bytes:
+    import numpy as np
+
+    buf = np.empty(size, np.uint8)
+    if size:
+        read_into(path, buf, offset=offset, backend="posix")
+    return buf.tobytes()
+
+
+def _alloc(nbytes: int, device: Any) -> Any:
+    import torch
+
+    kind, index = _parse_device(device)
+    if kind == "cpu":
+        return torch.empty(nbytes, dtype=torch.uint8)
+    dev = torch.device("cuda", torch.cuda.current_device() if index == -2 else index)
+    return torch.empty(nbytes, dtype=torch.uint8, device=dev)
+
+
+def read_safetensors_header(path: str | os.PathLike[str]) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """(data region start, {name: {dtype, shape, data_offsets}}, metadata), validated."""
+    path = os.fspath(path)
+    file_size = os.path.getsize(path) if os.path.isfile(path) else None
+    if file_size is None:
+        _open_check(path)
+    if file_size < 8:
+        raise ValueError(f"'{path}' is not a safetensors file: {file_size} bytes, too short for the 8-byte header length")
+    (n,) = struct.unpack("<Q", _read_host(path, 0, 8))
+    if n > MAX_SAFETENSORS_HEADER:
+        raise ValueError(f"'{path}': header length {n} exceeds the {MAX_SAFETENSORS_HEADER}-byte cap (corrupt file?)")
+    if 8 + n > file_size:
+        raise ValueError(f"'{path}': header length {n} runs past the end of the file ({file_size} bytes); truncated?")
+    try:
+        header = json.loads(_read_host(path, 8, n).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"'{path}': the safetensors header is not valid JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"'{path}': the safetensors header must be a JSON object")
+    metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise ValueError(f"'{path}': __metadata__ must map strings to strings")
+    data_start = 8 + n
+    data_size = file_size - data_start
+    dtypes = _torch_dtypes()
+    spans = []
+    for name, e in header.items():
+        where = f"'{path}', tensor {name!r}"
+        if not isinstance(e, dict) or not {"dtype", "shape", "data_offsets"} <= set(e):
+            raise ValueError(f"{where}: an entry needs dtype, shape and data_offsets")
+        if e["dtype"] not in dtypes:
+            raise ValueError(f"{where}: dtype {e['dtype']!r} is not supported by this torch")
+        shape, offs = e["shape"], e["data_offsets"]
+        if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
+            raise ValueError(f"{where}: shape must be a list of non-negative ints, got {shape!r}")
+        if not (isinstance(offs, list) and len(offs) == 2 and all(isinstance(o, int) for o in offs)):
+            raise ValueError(f"{where}: data_offsets must be [begin, end], got {offs!r}")
+        begin, end = offs
+        if not 0 <= begin <= end <= data_size:
+            raise ValueError(f"{where}: data_offsets {offs} lie outside the data region ({data_size} bytes)")
+        itemsize = dtypes[e["dtype"]].itemsize
+        if math.prod(shape) * itemsize != end - begin:
+            raise ValueError(
+                f"{where}: shape {shape} of {e['dtype']} needs {math.prod(shape) * itemsize} bytes, "
+                f"data_offsets give {end - begin}"
+            )
+        spans.append((begin, end, name))
+    spans.sort()
+    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            raise ValueError(f"'{path}': tensors {n0!r} and {n1!r} overlap ({[b0, e0]} and {[b1, e1]})")
+    return data_start, header, metadata
+
+
+def load_safetensors(
+    path: str | os.PathLike[str],
+    *,
+    device: Any = "cuda",
+    keys: Iterable[str] | None = None,
+    return_stats: bool = False,
+) -> Any:
+    """Loads a .safetensors file: one read of the data region into one device
+    allocation, tensors as zero-copy views of it (a tensor whose offset is not
+    a multiple of its element size is copied to be aligned). `keys` reads only
+    those tensors.
+
+    >>> w = gdsio.load_safetensors("model.safetensors", device="cuda")
+    >>> w = gdsio.load_safetensors("model.safetensors", keys=["lm_head.weight"])
+    """
+    import torch
+
+    path = os.fspath(path)
+    data_start, header, _ = read_safetensors_header(path)
+    names = list(header) if keys is None else list(keys)
+    missing = [k for k in names if k not in header]
+    if missing:
+        raise KeyError(f"'{path}' has no tensor(s) {missing}; it has {sorted(header)[:10]}...")
+    dtypes = _torch_dtypes()
+    if keys is None:
+        lo = min((header[k]["data_offsets"][0] for k in names), default=0)
+        hi = max((header[k]["data_offsets"][1] for k in names), default=0)
+        buf = _alloc(hi - lo, device)
+        stats = read_into(path, buf, offset=data_start + lo) if hi > lo else None
+        placed = {k: header[k]["data_offsets"][0] - lo for k in names}
+    else:
+        # Only the wanted tensors, packed (8-byte aligned) into one allocation, in one batch.
+        placed, total = {}, 0
+        for k in names:
+            placed[k] = total
+            b, e = header[k]["data_offsets"]
+            total += -(-(e - b) // 8) * 8
+        buf = _alloc(total, device)
+        stats = None
+        reqs = [(buf, header[k]["data_offsets"][1] - header[k]["data_offsets"][0],
+                 data_start + header[k]["data_offsets"][0], placed[k]) for k in names]
+        reqs = [r for r in reqs if r[1] > 0]
+        if reqs:
+            from .io import File
+
+            with File(path) as f:
+                stats = f.read_batch(reqs)
+    out: dict[str, Any] = {}
+    for k in names:
+        e = header[k]
+        dt = dtypes[e["dtype"]]
+        nbytes = e["data_offsets"][1] - e["data_offsets"][0]
+        raw = buf[placed[k] : placed[k] + nbytes]
+        if placed[k] % dt.itemsize:
+            raw = raw.clone()  # torch views need the element size to divide the offset
+        out[k] = raw.view(dt).reshape(e["shape"]) if nbytes else torch.empty(e["shape"], dtype=dt, device=buf.device)
+    return (out, stats) if return_stats else out
+
+
+# ---- npy ---------------------------------------------------------------------
+
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def read_npy_header(path: str | os.PathLike[str]) -> tuple[int, str, bool, tuple[int, ...]]:
+    """(data offset, dtype descr, fortran_order, shape) of a .npy file, validated; never unpickles."""
+    import numpy as np
+
+    path = os.fspath(path)
+    size = os.path.getsize(path) if os.path.isfile(path) else None
+    if size is None:
+        _open_check(path)
+    head = _read_host(path, 0, min(size, 12))
+    if len(head) < 10 or head[:6] != _NPY_MAGIC:
+        raise ValueError(f"'{path}' is not a .npy file (bad magic {head[:6]!r})")
+    major = head[6]
+    if major == 1:
+        (hlen,) = struct.unpack("<H", head[8:10])
+        start, enc = 10, "latin1"
+    elif major in (2, 3):
+        if len(head) < 12:
+            raise ValueError(f"'{path}': truncated .npy header")
+        (hlen,) = struct.unpack("<I", head[8:12])
+        start, enc = 12, ("utf8" if major == 3 else "latin1")
+    else:
+        raise ValueError(f"'{path}': unsupported .npy format version {major}.{head[7]}")
+    if start + hlen > size:
+        raise ValueError(f"'{path}': the .npy header ({hlen} bytes) runs past the end of the file")
+    text = _read_host(path, start, hlen).decode(enc)
+    try:
+        d = ast.literal_eval(text)  # literals only: no code, no pickle
+    except (ValueError, SyntaxError) as e:
+        raise ValueError(f"'{path}': the .npy header is not a Python literal: {e}") from None
+    if not isinstance(d, dict) or not {"descr", "fortran_order", "shape"} <= set(d):
+        raise ValueError(f"'{path}': the .npy header needs descr, fortran_order and shape")
+    descr, fortran, shape = d["descr"], d["fortran_order"], d["shape"]
+    if not isinstance(descr, str):
+        raise ValueError(f"'{path}': structured dtypes ({descr!r}) have no torch equivalent")
+    try:
+        dt = np.dtype(descr)
+    except TypeError as e:
+        raise ValueError(f"'{path}': unknown dtype {descr!r}: {e}") from None
+    if dt.hasobject:
+        raise ValueError(f"'{path}': dtype {descr!r} holds Python objects; loading it would need pickle, which gdsio never runs")
+    if not isinstance(shape, tuple) or not all(isinstance(x, int) and x >= 0 for x in shape):
+        raise ValueError(f"'{path}': shape must be a tuple of non-negative ints, got {shape!r}")
+    if not isinstance(fortran, bool):
+        raise ValueError(f"'{path}': fortran_order must be a bool")
+    offset = start + hlen
+    need = math.prod(shape) * dt.itemsize
+    if offset + need > size:
+        raise ValueError(f"'{path}': shape {shape} of {descr} needs {need} bytes, the file holds {size - offset}; truncated?")
+    return offset, descr, fortran, tuple(shape)
+
+
+def load_npy(path: str | os.PathLike[str], *, device: Any = "cuda", return_stats: bool = False) -> Any:
+    """Loads a .npy file (format 1, 2 or 3; C or Fortran order; little or big
+    endian, converted to native) into a contiguous torch tensor on `device`.
+    Refuses object dtypes: it never unpickles.
+
+    >>> x = gdsio.load_npy("features.npy", device="cuda")
+    """
+    import numpy as np
+    import torch
+
+    path = os.fspath(path)
+    offset, descr, fortran, shape = read_npy_header(path)
+    dt = np.dtype(descr)
+    native = dt.newbyteorder("=")
+    try:
+        tdt = torch.from_numpy(np.empty(0, native)).dtype
+    except TypeError:
+        raise ValueError(f"'{path}': dtype {descr!r} has no torch equivalent") from None
+    nbytes = math.prod(shape) * dt.itemsize
+    buf = _alloc(nbytes, device)
+    stats: ReadStats | None = read_into(path, buf, offset=offset) if nbytes else None
+    if dt.byteorder == ">" and dt.itemsize > 1:
+        buf = buf.view(-1, dt.itemsize).flip(-1).reshape(-1)  # byte swap on the device
+    t = buf.view(tdt) if nbytes else torch.empty(0, dtype=tdt, device=buf.device)
+    if fortran:
+        t = t.reshape(tuple(reversed(shape))).permute(*reversed(range(len(shape)))).contiguous()
+    else:
+        t = t.reshape(shape)
+    return (t, stats) if return_stats else t

@@ -1,0 +1,177 @@
+"""load_safetensors and load_npy: identical to the reference loaders, and
+every header defect caught with a message naming the file."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+import pytest
+import torch
+
+import gdsio
+from gdsio.tensors import load_npy, load_safetensors
+
+import safetensors.torch as sft  # a test dependency ([test] extra)
+
+
+def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.numel() == 0:
+        return True
+    return torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+
+
+def all_dtype_tensors() -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    base = torch.randn(6, 5, generator=g)
+    out = {
+        "f32": base, "f64": base.double(), "f16": base.half(), "bf16": base.bfloat16(),
+        "i8": (base * 50).to(torch.int8), "u8": (base * 50).to(torch.uint8), "i16": (base * 1000).to(torch.int16),
+        "i32": (base * 1e6).to(torch.int32), "i64": (base * 1e9).to(torch.int64), "bool": base > 0,
+        "c64": torch.complex(base, -base), "scalar": torch.tensor(3.5), "empty": torch.zeros(0, 4),
+        "odd": torch.arange(7, dtype=torch.uint8),
+    }
+    for name in ("float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64"):
+        if hasattr(torch, name):
+            dt = getattr(torch, name)
+            out[name] = (base.abs() * 3).to(dt) if "float8" in name else (base.abs() * 100).to(dt)
+    return out
+
+
+def test_safetensors_matches_reference_loader(tmp_path, no_leaks):
+    tensors = all_dtype_tensors()
+    p = tmp_path / "m.safetensors"
+    sft.save_file(tensors, str(p), metadata={"format": "pt"})
+    ref = sft.load_file(str(p))
+    got, stats = load_safetensors(p, device="cpu", return_stats=True)
+    assert set(got) == set(ref)
+    for k in ref:
+        assert same(got[k], ref[k]), k
+    assert stats.backend == "posix"
+    # One allocation: the aligned tensors are views of one storage.
+    ptrs = {got[k].untyped_storage().data_ptr() for k in ("f32", "f64", "i64", "u8")}
+    assert len(ptrs) == 1
+
+
+def test_safetensors_keys(tmp_path):
+    tensors = all_dtype_tensors()
+    p = tmp_path / "m.safetensors"
+    sft.save_file(tensors, str(p))
+    got = gdsio.load_safetensors(p, device="cpu", keys=["bf16", "odd", "empty"])
+    assert list(got) == ["bf16", "odd", "empty"]
+    for k in got:
+        assert same(got[k], tensors[k]), k
+    with pytest.raises(KeyError, match="nope"):
+        gdsio.load_safetensors(p, device="cpu", keys=["nope"])
+
+
+def test_safetensors_unaligned_offsets(tmp_path):
+    """The format does not promise aligned offsets; such tensors are copied."""
+    f = np.array([1.5, -2.25], "<f4").tobytes()
+    header = {"odd": {"dtype": "U8", "shape": [7], "data_offsets": [0, 7]},
+              "f": {"dtype": "F32", "shape": [2], "data_offsets": [7, 15]}}
+    p = write_raw_safetensors(tmp_path / "u.safetensors", header, bytes(range(7)) + f)
+    ref = sft.load_file(p)
+    for keys in (None, ["f"]):
+        got = load_safetensors(p, device="cpu", keys=keys)
+        for k in got:
+            assert same(got[k], ref[k]), k
+
+
+def write_raw_safetensors(path, header: dict | bytes, data: bytes = b"", length: int | None = None) -> str:
+    h = header if isinstance(header, bytes) else json.dumps(header).encode()
+    n = len(h) if length is None else length
+    path.write_bytes(struct.pack("<Q", n) + h + data)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "header, data, length, match",
+    [
+        ({}, b"", 10**9, "exceeds the 100000000-byte cap"),
+        ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"", 500, "runs past the end"),
+        (b"{not json", b"", None, "not valid JSON"),
+        (b"[1, 2]", b"", None, "must be a JSON object"),
+        ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 4, None, "outside the data region"),
+        ({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, b"\0" * 8, None, "needs 12 bytes"),
+        ({"a": {"dtype": "Q7", "shape": [1], "data_offsets": [0, 1]}}, b"\0", None, "dtype 'Q7'"),
+        ({"a": {"dtype": "U8", "shape": [-1], "data_offsets": [0, 1]}}, b"\0", None, "non-negative"),
+        ({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+          "b": {"dtype": "U8", "shape": [4], "data_offsets": [2, 6]}}, b"\0" * 6, None, "overlap"),
+        ({"a": {"dtype": "U8", "shape": [1]}}, b"\0", None, "needs dtype, shape and data_offsets"),
+        ({"__metadata__": {"a": 1}}, b"", None, "__metadata__"),
+    ],
+)
+def test_safetensors_header_defects(tmp_path, header, data, length, match, no_leaks):
+    p = write_raw_safetensors(tmp_path / "bad.safetensors", header, data, length)
+    with pytest.raises(ValueError, match=match) as ei:
+        load_safetensors(p, device="cpu")
+    assert "bad.safetensors" in str(ei.value)
+
+
+def test_safetensors_too_short_and_missing(tmp_path):
+    p = tmp_path / "short.safetensors"
+    p.write_bytes(b"\1\2\3")
+    with pytest.raises(ValueError, match="too short"):
+        load_safetensors(p, device="cpu")
+    with pytest.raises(FileNotFoundError):
+        load_safetensors(tmp_path / "none.safetensors", device="cpu")
+
+
+@pytest.mark.parametrize("version", [(1, 0), (2, 0), (3, 0)])
+@pytest.mark.parametrize(
+    "arr",
+    [
+        np.arange(24, dtype="<i4").reshape(2, 3, 4),
+        np.arange(24, dtype=">i4").reshape(2, 3, 4),
+        np.asfortranarray(np.arange(24, dtype="<f8").reshape(2, 3, 4)),
+        np.asfortranarray(np.arange(12, dtype=">f4").reshape(3, 4)),
+        np.array(2.5, dtype=">f2"),
+        np.zeros((0, 3), np.uint16),
+        np.array([True, False, True]),
+        (np.arange(6) + 1j).astype(np.complex64),
+        np.arange(10, dtype=np.uint8),
+    ],
+    ids=["c-le", "c-be", "f-le", "f-be", "scalar-be", "empty", "bool", "complex", "u8"],
+)
+def test_npy_matches_numpy(tmp_path, arr, version):
+    p = tmp_path / "a.npy"
+    with open(p, "wb") as f:
+        np.lib.format.write_array(f, arr, version=version)
+    t = load_npy(p, device="cpu")
+    assert t.is_contiguous()
+    assert tuple(t.shape) == arr.shape
+    assert np.array_equal(t.numpy(), np.load(p))
+    assert t.numpy().dtype == arr.dtype.newbyteorder("=")
+
+
+def test_npy_refuses_objects_and_structs(tmp_path, no_leaks):
+    p = tmp_path / "obj.npy"
+    np.save(p, np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
+    with pytest.raises(ValueError, match="never runs"):
+        load_npy(p, device="cpu")
+    q = tmp_path / "rec.npy"
+    np.save(q, np.zeros(3, dtype=[("x", "<f4"), ("y", "<i4")]))
+    with pytest.raises(ValueError, match="structured"):
+        load_npy(q, device="cpu")
+
+
+def test_npy_defects(tmp_path, no_leaks):
+    p = tmp_path / "bad.npy"
+    p.write_bytes(b"NOTNPY" + b"\0" * 20)
+    with pytest.raises(ValueError, match="bad magic"):
+        load_npy(p, device="cpu")
+    np.save(p, np.arange(100, dtype=np.int64))
+    raw = p.read_bytes()
+    p.write_bytes(raw[:-8])
+    with pytest.raises(ValueError, match="truncated"):
+        load_npy(p, device="cpu")
+    p.write_bytes(raw[:8] + b"\x09\x00" + b"{'descr': __import__('os')}")
+    with pytest.raises(ValueError, match="bad.npy"):
+        load_npy(p, device="cpu")
+    p.write_bytes(b"\x93NUMPY\x07\x00" + b"\0" * 20)
+    with pytest.raises(ValueError, match="unsupported .npy format version 7"):
+        load_npy(p, device="cpu")
