@@ -7,6 +7,7 @@ really ran and, when a faster one was skipped, why.
 from __future__ import annotations
 
 import concurrent.futures
+import contextvars
 import dataclasses
 import os
 import threading
@@ -258,7 +259,7 @@ class File:
     ) -> "concurrent.futures.Future[ReadStats]":
         """Like read_into, but returns at once with a Future of the ReadStats.
         Settings in force at the call apply; close() waits for pending reads."""
-        ctx = __import__("contextvars").copy_context()
+        ctx = contextvars.copy_context()
         with self._lock:
             if self._core.closed:
                 raise ValueError(f"I/O on closed file '{self.path}'")

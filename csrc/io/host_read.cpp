@@ -1,5 +1,6 @@
 #include "io/host_read.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -43,6 +44,21 @@ void read_host_chunk(const FileHandle& f, int direct_fd, char* dst, std::size_t 
     bounce = AlignedBuffer(direct_span_capacity(chunk_bytes));
   char* src = read_span_direct(f, direct_fd, bounce.data(), off + body, len - body);
   std::memcpy(dst + body, src, len - body);
+}
+
+HostReadPlan plan_host_read(FileHandle& f, const std::vector<ReadRequest>& reqs,
+                            const ReadOptions& opts, ReadResult& res) {
+  HostReadPlan plan;
+  if (opts.direct_io) {
+    plan.direct_fd = f.direct_fd();
+    if (plan.direct_fd < 0)
+      res.reason = f.direct_io_refusal() + "; read through the page cache instead";
+  }
+  res.direct_io = plan.direct_fd >= 0;
+  plan.chunks = plan_chunks(reqs, opts.chunk_bytes);
+  res.chunks = plan.chunks.size();
+  res.threads = std::min(opts.threads, std::max<std::size_t>(plan.chunks.size(), 1));
+  return plan;
 }
 
 }  // namespace gdsio

@@ -7,7 +7,10 @@
 #include <cstdint>
 #include <utility>
 
+#include <vector>
+
 #include "io/file.hpp"
+#include "io/read_plan.hpp"
 
 namespace gdsio {
 
@@ -48,5 +51,15 @@ char* read_span_direct(const FileHandle& f, int direct_fd, char* abuf, std::uint
 // rest through `bounce` (allocated on first need).
 void read_host_chunk(const FileHandle& f, int direct_fd, char* dst, std::size_t len,
                      std::uint64_t off, AlignedBuffer& bounce, std::size_t chunk_bytes);
+
+// What the host-side readers (posix, pinned) share before their loops: the
+// O_DIRECT descriptor when asked for (-1, with the refusal in res.reason, when
+// the file system refuses it) and the chunks; fills res.direct_io/chunks/threads.
+struct HostReadPlan {
+  int direct_fd = -1;
+  std::vector<Chunk> chunks;
+};
+HostReadPlan plan_host_read(FileHandle& f, const std::vector<ReadRequest>& reqs,
+                            const ReadOptions& opts, ReadResult& res);
 
 }  // namespace gdsio

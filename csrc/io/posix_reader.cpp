@@ -13,15 +13,9 @@ ReadResult posix_read(FileHandle& f, const std::vector<ReadRequest>& reqs,
   ReadResult res;
   res.backend = "posix";
   const auto t0 = std::chrono::steady_clock::now();
-  int dfd = -1;
-  if (opts.direct_io) {
-    dfd = f.direct_fd();
-    if (dfd < 0) res.reason = f.direct_io_refusal() + "; read through the page cache instead";
-  }
-  res.direct_io = dfd >= 0;
-  const std::vector<Chunk> chunks = plan_chunks(reqs, opts.chunk_bytes);
-  res.chunks = chunks.size();
-  res.threads = std::min(opts.threads, std::max<std::size_t>(chunks.size(), 1));
+  const HostReadPlan plan = plan_host_read(f, reqs, opts, res);
+  const int dfd = plan.direct_fd;
+  const std::vector<Chunk>& chunks = plan.chunks;
   parallel_for(chunks.size(), opts.threads, [&](std::size_t, WorkQueue& q) {
     AlignedBuffer bounce;  // per worker, only if an O_DIRECT chunk needs it
     std::size_t i;

@@ -47,15 +47,9 @@ class SlotRing {
 
 void staged_read(FileHandle& f, CopyEngine& engine, const std::vector<ReadRequest>& reqs,
                  const ReadOptions& opts, ReadResult& res) {
-  int dfd = -1;
-  if (opts.direct_io) {
-    dfd = f.direct_fd();
-    if (dfd < 0) res.reason = f.direct_io_refusal() + "; read through the page cache instead";
-  }
-  res.direct_io = dfd >= 0;
-  const std::vector<Chunk> chunks = plan_chunks(reqs, opts.chunk_bytes);
-  res.chunks = chunks.size();
-  res.threads = std::min(opts.threads, std::max<std::size_t>(chunks.size(), 1));
+  const HostReadPlan plan = plan_host_read(f, reqs, opts, res);
+  const int dfd = plan.direct_fd;
+  const std::vector<Chunk>& chunks = plan.chunks;
   const std::size_t capacity = direct_span_capacity(opts.chunk_bytes);
   parallel_for(chunks.size(), opts.threads, [&](std::size_t, WorkQueue& q) {
     engine.bind_thread();
