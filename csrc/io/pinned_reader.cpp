@@ -36,7 +36,9 @@ class StagingPool {
                      "cudaHostAlloc of a ", capacity, "-byte staging buffer");
     s.host = static_cast<char*>(p);
     cudaEvent_t ev = nullptr;
-    cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    // Blocking sync: a reader waiting for its slot sleeps instead of spinning
+    // on a core that the other readers need.
+    cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming | cudaEventBlockingSync);
     if (e != cudaSuccess) {
       cudaFreeHost(p);
       GDSIO_CUDA_CHECK(e, "cudaEventCreate");
