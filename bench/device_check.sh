@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# The one script run on a lent GPU machine (see ../shared/device/README.md).
+# From the repository root, after the carried wheels are installed into /tmp/site:
+#
+#   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
+#     && export PYTHONPATH=/tmp/site; GDSIO_COMMIT=<sha> PYTHONUNBUFFERED=1 bash bench/device_check.sh
+#
+# Builds gdsio for sm_90 only into /tmp/gdsio-site, runs the GPU tests, doctor,
+# and the benchmarks (warm and cold), and writes under $OUT (7 files):
+#   report.md  steps.log  doctor.json  bench-warm.json  bench-warm.png  bench-cold.json  bench-cold.png
+# Every step runs under its own time limit and a failure never stops the next
+# step: report.md lists each step's exit code. Knobs: GDSIO_CHECK_SIZES (64M,1G),
+# GDSIO_CHECK_REPEAT (3), GDSIO_BENCH_DIR (where the benchmark files go).
+# Without $OUT (a dry run on a CPU machine) it writes to ./device-check-out.
+
+set -u
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$REPO/device-check-out}
+mkdir -p "$OUT"
+SITE=/tmp/gdsio-site
+RUN=$(mktemp -d /tmp/gdsio-run.XXXXXX)  # not the repo root: `import gdsio` finds the installed build
+LOG=$OUT/steps.log
+REPORT=$OUT/report.md
+SIZES=${GDSIO_CHECK_SIZES:-64M,1G}
+REPEAT=${GDSIO_CHECK_REPEAT:-3}
+COMMIT=${GDSIO_COMMIT:-$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)}
+export GDSIO_COMMIT=$COMMIT
+export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
+START=$(date +%s)
+: >"$LOG"
+
+# Python from $RUN, never from the repo root, whose gdsio/ has no compiled core.
+py() { (cd "$RUN" && python3 "$@"); }
+
+# step NAME SECONDS CMD...: runs CMD from $RUN under a time limit, logs it, records the exit code.
+STEPS=()
+step() {
+  local name=$1 limit=$2 t0 rc
+  shift 2
+  t0=$(date +%s)
+  printf '\n===== %s (limit %ss): %s\n' "$name" "$limit" "$*" >>"$LOG"
+  (cd "$RUN" && timeout -k 10 "$limit" "$@") >>"$LOG" 2>&1
+  rc=$?
+  local took=$(( $(date +%s) - t0 ))
+  local what="ok"
+  [ "$rc" -ne 0 ] && what="FAILED (exit $rc)"
+  [ "$rc" -eq 124 ] && what="TIMED OUT after ${limit}s"
+  local cmd="$*"
+  STEPS+=("| $name | $what | ${took}s | \`${cmd//|/\\|}\` |")
+  echo "[$(date +%T)] $name: $what in ${took}s"
+  write_report
+  return 0
+}
+
+write_report() {
+  {
+    echo "# gdsio device check"
+    echo
+    echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ) (started $(date -u -d @"$START" +%H:%M:%S) UTC)"
+    echo "- commit: $COMMIT (as given by GDSIO_COMMIT; the working tree sent may hold uncommitted changes)"
+    local gpu
+    gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
+    echo "- machine: ${gpu:-no GPU (nvidia-smi gave nothing)}; $(nproc) CPUs; kernel $(uname -r)"
+    echo "- python: $(python3 --version 2>&1); benchmark files in: ${BENCH_DIR:-?}"
+    echo "- script: bench/device_check.sh (sizes $SIZES, repeat $REPEAT); full logs: steps.log"
+    echo
+    echo "| step | result | time | command |"
+    echo "| --- | --- | --- | --- |"
+    printf '%s\n' "${STEPS[@]}"
+    for mode in warm cold; do
+      if [ -s "$OUT/bench-$mode.json" ]; then
+        echo
+        echo "## gdsio bench, $mode"
+        echo
+        py -c 'import json, sys; from gdsio.bench import render_markdown; print(render_markdown(json.load(open(sys.argv[1]))))' \
+          "$OUT/bench-$mode.json" 2>&1
+        [ -s "$OUT/bench-$mode.png" ] && echo "![bench $mode](bench-$mode.png)"
+      fi
+    done
+    if [ -s "$OUT/doctor.json" ]; then
+      echo
+      echo "## gdsio doctor"
+      echo
+      echo '```'
+      py -c 'import json, sys; from gdsio.doctor import render_doctor; print(render_doctor(json.load(open(sys.argv[1])), columns=110))' \
+        "$OUT/doctor.json" 2>&1
+      echo '```'
+    fi
+    if grep -q '^===== pytest -m gpu' "$LOG"; then
+      echo
+      echo "## pytest -m gpu (summary)"
+      echo
+      echo '```'
+      sed -n '/^===== pytest -m gpu/,/^===== /p' "$LOG" \
+        | grep -E '^(FAILED|ERROR|SKIPPED)|[0-9]+ (passed|failed|skipped|deselected|error)' | tail -40
+      echo '```'
+    fi
+    if grep -q '^===== pytest-benchmark' "$LOG"; then
+      echo
+      echo "## pytest-benchmark, bench/ (times, not GB/s)"
+      echo
+      echo '```'
+      sed -n '/^===== pytest-benchmark/,$p' "$LOG" | grep -E '^(test_|Name|-+ benchmark)|[0-9]+ (passed|failed|skipped)' | tail -40
+      echo '```'
+    fi
+  } >"$REPORT.tmp" 2>&1
+  mv "$REPORT.tmp" "$REPORT"
+}
+
+# A directory for the benchmark files: a real disk (ext4/xfs) where O_DIRECT works beats tmpfs.
+pick_bench_dir() {
+  py - "$@" <<'EOF'
+import os, sys
+from gdsio import _sysinfo
+best = None
+for d in sys.argv[1:]:
+    if not os.path.isdir(d) or not os.access(d, os.W_OK):
+        continue
+    fs = _sysinfo.filesystem_of(d)["fs_type"]
+    rank = (fs in ("ext4", "xfs")) * 2 + _sysinfo.o_direct_probe(d)["ok"]
+    if best is None or rank > best[0]:
+        best = (rank, d)
+print(best[1] if best else "/tmp")
+EOF
+}
+
+echo "gdsio device check: commit $COMMIT, output in $OUT"
+step "machine" 20 bash -c 'nvidia-smi; echo; df -hT /tmp "$0"; echo; python3 -m pip list 2>/dev/null | grep -i -E "^(torch|cupy|kvikio|libkvikio|nvidia-cufile|nvidia-nvjpeg|cuda-pathfinder|matplotlib|rich|pytest-benchmark) "' "$REPO"
+step "build (sm_90, pip --target)" 240 env GDSIO_CUDA_ARCHITECTURES=90-real \
+  python3 -m pip install --no-build-isolation --no-deps --no-compile --upgrade -q --target "$SITE" "$REPO"
+step "import" 30 python3 -c 'import gdsio, gdsio._core as c; print(gdsio.__file__, c.cuda_architectures, c.cuda_status(), c.kernel_probe(0) or "kernel probe ok")'
+step "pytest -m gpu" 120 python3 -m pytest -c "$REPO/pyproject.toml" --rootdir "$REPO" -p no:cacheprovider \
+  -m gpu -q -rs "$REPO/tests"
+BENCH_DIR=${GDSIO_BENCH_DIR:-$(pick_bench_dir /tmp /var/tmp "$REPO" 2>>"$LOG")}
+step "doctor" 30 bash -c 'python3 -m gdsio.cli doctor "$0" --json >"$1"; rc=$?; python3 -m gdsio.cli doctor "$0"; exit $rc' \
+  "$BENCH_DIR" "$OUT/doctor.json"
+PLOT=1
+python3 -c 'import matplotlib' 2>/dev/null || { PLOT=0; echo "matplotlib missing: no plots" >>"$LOG"; }
+for mode in warm cold; do
+  args=(bench --sizes "$SIZES" --repeat "$REPEAT" "--$mode" --tmpdir "$BENCH_DIR" --json "$OUT/bench-$mode.json")
+  [ "$PLOT" = 1 ] && args+=(--plot "$OUT/bench-$mode.png")
+  step "bench $mode" 100 python3 -m gdsio.cli "${args[@]}"
+done
+step "pytest-benchmark bench/ (64M)" 60 env GDSIO_BENCH_SIZES=64M python3 -m pytest -c "$REPO/pyproject.toml" \
+  --rootdir "$REPO" -p no:cacheprovider -q "$REPO/bench" --benchmark-max-time=0.5 --benchmark-columns=median,rounds
+
+write_report
+rm -rf "$RUN"
+echo "done in $(( $(date +%s) - START ))s; report: $REPORT"
+cat "$REPORT"

@@ -1,0 +1,245 @@
+"""The ``gdsio`` command: ``bench``, ``doctor``, ``info`` and ``demo``.
+
+    gdsio demo                                  # what gdsio does on this machine
+    gdsio bench --sizes 1M,64M,1G --repeat 5 --json out.json --plot out.png
+    gdsio bench /data/shards --cold --paths gdsio-pinned,naive
+    gdsio doctor /data --json
+    gdsio info --json
+
+Option names are the settings' names (``--threads``, ``--chunk-bytes``,
+``--staging-buffers``, ``--direct-io``), as in ``gdsio.settings`` and the
+``GDSIO_*`` environment variables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Sequence
+
+DEFAULT_SIZES = "1M,64M,1G"
+DEFAULT_REPEAT = 5
+QUICK_SIZES, QUICK_REPEAT = "64M", 2
+
+
+class _Error(Exception):
+    """A mistake in the command line or its inputs: printed as one line, exit code 2."""
+
+
+def _add_settings(p: argparse.ArgumentParser) -> None:
+    from ._settings import parse_bytes
+
+    g = p.add_argument_group("settings (default: GDSIO_* environment variables, then gdsio's defaults)")
+    g.add_argument("--threads", type=int, help="reader threads per read")
+    g.add_argument("--chunk-bytes", type=parse_bytes, metavar="BYTES",
+                   help="bytes per task, e.g. 4M (multiple of 4 KiB)")
+    g.add_argument("--staging-buffers", type=int, metavar="N", help="pinned staging buffers per reader thread")
+    g.add_argument("--direct-io", action=argparse.BooleanOptionalAction, default=None,
+                   help="read with O_DIRECT on gdsio's posix and pinned paths")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+    from .bench import PATHS
+
+    parser = argparse.ArgumentParser(prog="gdsio", description="Files straight into GPU memory: measure, diagnose.")
+    parser.add_argument("--version", action="version", version=f"gdsio {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    b = sub.add_parser("bench", help="time every copy path side by side, with ceilings measured in the same run",
+                       description="Times every way of getting a file into GPU or host memory, side by side, "
+                                   "with ceilings measured in the same run.")
+    b.add_argument("path", nargs="?", metavar="PATH",
+                   help="a file, or a directory whose files are read (default: generate files of --sizes)")
+    b.add_argument("--sizes", help=f"sizes of the generated files (default {DEFAULT_SIZES}; K, M, G = KiB, MiB, GiB)")
+    b.add_argument("--paths", help="comma list of paths to run (default: all): " + ",".join(PATHS))
+    mode = b.add_mutually_exclusive_group()
+    mode.add_argument("--cold", dest="cold", action="store_true", default=False,
+                      help="evict the file from the page cache before each repetition")
+    mode.add_argument("--warm", dest="cold", action="store_false", help="read from the page cache (default)")
+    b.add_argument("--repeat", type=int, help=f"repetitions; the median is reported (default {DEFAULT_REPEAT})")
+    b.add_argument("--json", metavar="FILE", help="write the results, machine and command as JSON")
+    b.add_argument("--plot", metavar="FILE.png", help="plot GB/s against size (needs matplotlib: gdsio[plot])")
+    b.add_argument("--quick", action="store_true",
+                   help=f"one {QUICK_SIZES}iB file, {QUICK_REPEAT} repetitions, warm (unless given otherwise)")
+    b.add_argument("--device", default="cuda", help="CUDA device of the GPU paths (cuda, cuda:N)")
+    b.add_argument("--tmpdir", metavar="DIR", help="where generated files go (default: the system's temp dir)")
+    _add_settings(b)
+    b.set_defaults(func=_cmd_bench)
+
+    d = sub.add_parser("doctor", help="explain why GPUDirect Storage is or is not used for a path")
+    d.add_argument("path", nargs="?", default=".", metavar="PATH", help="file or directory (default: .)")
+    d.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
+    d.add_argument("--json", action="store_true", help="print the report as JSON")
+    d.set_defaults(func=_cmd_doctor)
+
+    i = sub.add_parser("info", help="what gdsio knows about this machine: backends, settings, cuFile")
+    i.add_argument("path", nargs="?", metavar="PATH", help="a file whose O_DIRECT support is checked too")
+    i.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
+    i.add_argument("--json", action="store_true", help="print as JSON")
+    i.set_defaults(func=_cmd_info)
+
+    m = sub.add_parser("demo", help="show what gdsio does on this machine (runs anywhere)")
+    m.add_argument("--tmpdir", metavar="DIR", help="where the generated file goes")
+    m.set_defaults(func=_cmd_demo)
+    return parser
+
+
+# ----------------------------------------------------------------------------- bench
+
+def _bench_config(args: argparse.Namespace) -> Any:
+    import gdsio
+
+    from .bench import BenchConfig
+
+    paths = tuple(p.strip() for p in args.paths.split(",") if p.strip()) if args.paths else ()
+    overrides = {k: getattr(args, k) for k in ("threads", "chunk_bytes", "staging_buffers", "direct_io")
+                 if getattr(args, k) is not None}
+    try:
+        with gdsio.settings(**overrides):  # validates the values, env included, before any work
+            pass
+        return BenchConfig(repeat=args.repeat, cold=args.cold, paths=paths, device=args.device, **overrides)
+    except (TypeError, ValueError) as e:
+        raise _Error(str(e)) from None
+
+
+def run_bench_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from . import bench
+    from ._bench_report import check_plot_available
+
+    if args.quick:
+        args.sizes = QUICK_SIZES if args.sizes is None else args.sizes
+        args.repeat = QUICK_REPEAT if args.repeat is None else args.repeat
+    args.repeat = DEFAULT_REPEAT if args.repeat is None else args.repeat
+    cfg = _bench_config(args)
+    if args.plot:
+        try:
+            check_plot_available()
+        except RuntimeError as e:
+            raise _Error(str(e)) from None
+    gen = None
+    try:
+        if args.path:
+            if args.sizes:
+                print("gdsio bench: --sizes is ignored: PATH is given", file=sys.stderr)
+            files = bench.files_from_path(args.path)
+            where = args.path
+        else:
+            sizes = bench.parse_sizes(DEFAULT_SIZES if args.sizes is None else args.sizes)
+            if args.tmpdir and not os.path.isdir(args.tmpdir):
+                raise _Error(f"--tmpdir: no such directory: '{args.tmpdir}'")
+            gen = bench.generate_files(sizes, args.tmpdir)
+            files, where = gen.files, gen.tmpdir.name
+        doc = bench.run_bench(files, cfg, command=["gdsio", *argv], machine_path=where)
+    except (FileNotFoundError, ValueError) as e:
+        raise _Error(str(e)) from None
+    finally:
+        if gen is not None:
+            gen.tmpdir.cleanup()
+    bench.print_report(doc)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+        print(f"wrote {args.json}")
+    if args.plot:
+        bench.write_plot(doc, args.plot)
+        print(f"wrote {args.plot}")
+    failed = [r for r in doc["results"] + doc["ceilings"] if r["status"] == "failed"]
+    if failed:
+        names = ", ".join(sorted({r.get("path") or r.get("name") for r in failed}))
+        print(f"gdsio bench: {len(failed)} measurement(s) failed ({names}): see the notes above", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    return run_bench_command(args, argv)
+
+
+def _cmd_demo(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    print(f"gdsio demo: reads one generated {QUICK_SIZES}iB file through every copy path this machine can run "
+          "(GPU paths where a GPU is usable), side by side with the ceilings measured in the same run; "
+          "this is `gdsio bench --quick` (the data-loader demo comes with gdsio.Loader).\n")
+    ns = _parser().parse_args(["bench", "--quick"] + (["--tmpdir", args.tmpdir] if args.tmpdir else []))
+    return run_bench_command(ns, ["demo"])
+
+
+# ----------------------------------------------------------------------------- doctor, info
+
+def _cmd_doctor(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from .doctor import doctor, render_doctor
+
+    report = doctor(args.path, device=args.device)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(render_doctor(report), end="")
+    if report["exit_code"]:
+        print(f"gdsio doctor: error: {report['reason']}", file=sys.stderr)
+    return int(report["exit_code"])
+
+
+def _render_tree(value: Any, indent: int = 0) -> list[str]:
+    pad = "  " * indent
+    out: list[str] = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, (dict, list)) and v:
+                out.append(f"{pad}{k}:")
+                out += _render_tree(v, indent + 1)
+            else:
+                out.append(f"{pad}{k}: {v}")
+    elif isinstance(value, list):
+        for v in value:
+            if isinstance(v, dict):
+                out.append(f"{pad}- " + ", ".join(f"{k}={x}" for k, x in v.items()))
+            else:
+                out.append(f"{pad}- {v}")
+    else:
+        out.append(f"{pad}{value}")
+    return out
+
+
+def _cmd_info(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    import gdsio
+
+    if args.path is not None and not os.path.exists(args.path):
+        raise _Error(f"no such file or directory: '{args.path}'")
+    data = gdsio.info(args.path, device=args.device)
+    print(json.dumps(data, indent=2) if args.json else "\n".join(_render_tree(data)))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``gdsio`` command; returns the exit code.
+
+    >>> from gdsio.cli import main
+    >>> main(["doctor", "/data", "--json"])     # doctest: +SKIP
+    0
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse exits on --help and on mistakes; a caller gets the code
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args, argv))
+    except _Error as e:
+        print(f"gdsio {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `gdsio info | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+if __name__ == "__main__":
+    sys.exit(main())
