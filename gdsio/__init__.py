@@ -14,7 +14,14 @@ from __future__ import annotations
 
 import atexit
 
-from . import _core
+try:
+    from . import _core
+except ImportError as e:  # a source checkout without a build, or a broken install
+    raise ImportError(
+        f"gdsio's compiled extension (gdsio._core) cannot be loaded: {e}. "
+        "Install gdsio with `pip install .` (it compiles the extension); when running from a "
+        "source checkout, run outside it (python -P) so the installed package is imported."
+    ) from e
 from ._report import BackendInfo, backends, info
 from ._settings import Settings, settings
 from ._settings import current as current_settings

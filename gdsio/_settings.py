@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import os
 import re
 from typing import Any, Iterator
@@ -112,14 +113,31 @@ def from_env(environ: dict[str, str] | None = None) -> dict[str, Any]:
     return out
 
 
-def current() -> Settings:
-    """The settings in force here and now."""
-    values = from_env()
-    values.update(_overrides.get())
+_ENV_NAMES = tuple(env_name(f) for f in _PARSERS)
+
+
+@functools.lru_cache(maxsize=64)
+def _resolve(raw_env: tuple[str | None, ...], overrides: tuple[tuple[str, Any], ...]) -> Settings:
+    # Cached on the raw values: a read is called often and Settings checks its fields.
+    values = from_env({k: v for k, v in zip(_ENV_NAMES, raw_env) if v is not None})
+    values.update(overrides)
     try:
         return Settings(**values)
     except (TypeError, ValueError) as e:
-        raise type(e)(f"{e} (check the GDSIO_* environment variables and gdsio.settings blocks)") from None
+        where = [f"{n}={v!r}" for n, v in zip(_ENV_NAMES, raw_env) if v is not None]
+        hint = f" (environment: {', '.join(where)})" if where else ""
+        raise type(e)(f"{e}{hint}") from None
+
+
+def current() -> Settings:
+    """The settings in force here and now."""
+    raw_env = tuple(os.environ.get(n) for n in _ENV_NAMES)
+    overrides = tuple(sorted(_overrides.get().items()))
+    try:
+        hash(overrides)
+    except TypeError:  # an unhashable value: let Settings say what is wrong with it
+        return _resolve.__wrapped__(raw_env, overrides)
+    return _resolve(raw_env, overrides)
 
 
 @contextlib.contextmanager
