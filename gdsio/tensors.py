@@ -12,6 +12,7 @@ import json
 import math
 import os
 import struct
+import threading
 from typing import Any, Iterable
 
 from .io import ReadStats, _parse_device, read_into
@@ -176,6 +177,9 @@ def load_safetensors(
 # ---- npy ---------------------------------------------------------------------
 
 _NPY_MAGIC = b"\x93NUMPY"
+# ast.literal_eval is not thread-safe on CPython 3.11 (SystemError "AST
+# constructor recursion depth mismatch", gh-106905); loaders parse from threads.
+_LITERAL_LOCK = threading.Lock()
 
 
 def read_npy_header(path: str | os.PathLike[str]) -> tuple[int, str, bool, tuple[int, ...]]:
@@ -204,7 +208,8 @@ def read_npy_header(path: str | os.PathLike[str]) -> tuple[int, str, bool, tuple
         raise ValueError(f"'{path}': the .npy header ({hlen} bytes) runs past the end of the file")
     text = _read_host(path, start, hlen).decode(enc)
     try:
-        d = ast.literal_eval(text)  # literals only: no code, no pickle
+        with _LITERAL_LOCK:
+            d = ast.literal_eval(text)  # literals only: no code, no pickle
     except (ValueError, SyntaxError) as e:
         raise ValueError(f"'{path}': the .npy header is not a Python literal: {e}") from None
     if not isinstance(d, dict) or not {"descr", "fortran_order", "shape"} <= set(d):
