@@ -175,3 +175,18 @@ def test_npy_defects(tmp_path, no_leaks):
     p.write_bytes(b"\x93NUMPY\x07\x00" + b"\0" * 20)
     with pytest.raises(ValueError, match="unsupported .npy format version 7"):
         load_npy(p, device="cpu")
+
+
+def test_npy_from_many_threads(tmp_path):
+    """Loaders parse headers from reader threads at once."""
+    import concurrent.futures
+
+    paths = []
+    for i in range(16):
+        p = tmp_path / f"{i}.npy"
+        np.save(p, np.full((4, 5), i, np.int32))
+        paths.append(p)
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        for _ in range(5):
+            got = list(ex.map(lambda p: int(load_npy(p, device="cpu")[0, 0]), paths))
+            assert got == list(range(16))
