@@ -20,11 +20,24 @@ CudaStatus cuda_status() {
 }
 
 void cuda_use_device(int device) {
-  CudaStatus s = cuda_status();
+  // The device count cannot change within a process; ask once.
+  static const CudaStatus s = cuda_status();
   if (s.device_count == 0) throw Unavailable("no usable CUDA device: " + s.error);
   GDSIO_EXPECT(device < s.device_count, ValueError, "device cuda:", device, " does not exist (",
                s.device_count, " visible)");
   GDSIO_CUDA_CHECK(cudaSetDevice(device), "cudaSetDevice(", device, ")");
+}
+
+DeviceGuard::DeviceGuard(int device) {
+  if (cudaGetDevice(&previous_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    previous_ = -1;
+  }
+  cuda_use_device(device);
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0) (void)cudaSetDevice(previous_);
 }
 
 std::string cuda_pointer_kind(const void* p, int* device) {
@@ -47,6 +60,8 @@ CudaStatus cuda_status() {
   return s;
 }
 void cuda_use_device(int) { throw_no_cuda(); }
+DeviceGuard::DeviceGuard(int) { throw_no_cuda(); }
+DeviceGuard::~DeviceGuard() = default;
 std::string cuda_pointer_kind(const void*, int*) { throw_no_cuda(); }
 std::string cuda_kernel_probe(int) { return "gdsio was built without CUDA"; }
 

@@ -50,6 +50,19 @@ CudaStatus cuda_status();
 // Throws Unavailable unless `device` exists, and makes it current on this thread.
 void cuda_use_device(int device);
 
+// Makes `device` current on this thread and restores the caller's device on
+// destruction: a read into cuda:1 must not change what torch sees as current.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
 // Where a pointer lives: "device", "host" (pinned or pageable), "managed".
 // `device` receives the owning device for device memory.
 std::string cuda_pointer_kind(const void* p, int* device);

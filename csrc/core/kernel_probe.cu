@@ -1,6 +1,8 @@
 // A one-thread kernel launched by `gdsio doctor`: it fails with
 // cudaErrorNoKernelImageForDevice when this build carries neither SASS nor PTX
 // for the GPU at hand (GDSIO_CUDA_ARCHITECTURES did not cover it).
+#include <memory>
+
 #include "core/cuda_rt.hpp"
 
 namespace gdsio {
@@ -10,8 +12,9 @@ __global__ void probe_kernel(int* out) { *out = 42; }
 }  // namespace
 
 std::string cuda_kernel_probe(int device) {
+  std::unique_ptr<DeviceGuard> guard;
   try {
-    cuda_use_device(device);
+    guard = std::make_unique<DeviceGuard>(device);
   } catch (const std::exception& e) {
     return e.what();
   }

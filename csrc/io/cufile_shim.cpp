@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -200,9 +201,10 @@ CufileStatus cufile_status(bool open_driver, int device) {
       }
       if (g_driver_tried) return g_status;
     }
-    // cuFile needs a CUDA context on the calling thread.
+    // cuFile needs a CUDA context on the calling thread; the caller's device is restored.
+    std::unique_ptr<DeviceGuard> guard;
     try {
-      cuda_use_device(device);
+      guard = std::make_unique<DeviceGuard>(device);
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lk(g_mu);
       CufileStatus s = g_status;
@@ -301,6 +303,7 @@ ReadResult cufile_read(FileHandle& f, CufileHandle& h, const std::vector<ReadReq
                        const ReadOptions& opts_in) {
   const ReadOptions opts = checked(opts_in);
   const Api& api = usable_api(opts.device);
+  DeviceGuard device(opts.device);  // the caller is reader 0; its device is restored after
   ReadResult res = start_result(cufile_status(false, opts.device));
   res.direct_io = h.direct();
   const auto t0 = std::chrono::steady_clock::now();

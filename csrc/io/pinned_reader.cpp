@@ -129,7 +129,7 @@ class CudaCopyEngine final : public CopyEngine {
 ReadResult pinned_read(FileHandle& f, const std::vector<ReadRequest>& reqs,
                        const ReadOptions& opts_in) {
   const ReadOptions opts = checked(opts_in);
-  cuda_use_device(opts.device);
+  DeviceGuard device(opts.device);  // the caller is reader 0; its device is restored after
   for (const auto& r : reqs) {
     if (r.size == 0) continue;
     int dev = -1;
