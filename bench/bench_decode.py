@@ -1,0 +1,135 @@
+"""Image decode under pytest-benchmark, side by side in one run:
+
+- JPEG, a batch of photos already in GPU memory: gdsio.image.decode (nvJPEG,
+  device bitstreams) against torchvision.io.decode_jpeg(list, device="cuda")
+  when torchvision is installed, and against the CPU path (Pillow).
+- PNM (P6, 8-bit), the same batch of bytes: gdsio's kernels from GPU memory
+  against the multithreaded CPU twin.
+
+Each benchmark records ``images`` and the backends that ran in extra_info;
+images/s = images / mean time.
+
+    pytest bench/bench_decode.py --benchmark-json=decode.json
+    GDSIO_BENCH_IMAGES=256 pytest bench/bench_decode.py -m gpu
+"""
+
+from __future__ import annotations
+
+import io
+import os
+
+import numpy as np
+import pytest
+
+import gdsio.image as gi
+
+N = int(os.environ.get("GDSIO_BENCH_IMAGES", "64"))
+
+
+def _photo_tiles(n: int) -> list[np.ndarray]:
+    """n RGB photos of about 500x375 (ImageNet's typical size), from
+    scikit-image's samples when installed, else a textured stand-in."""
+    try:
+        from skimage import data
+
+        sources = [data.astronaut(), data.coffee(), data.chelsea(), data.rocket(), data.immunohistochemistry()]
+    except ImportError:
+        rng = np.random.default_rng(0)
+        y, x = np.mgrid[0:600, 0:800]
+        base = (np.sin(x / 9.0) * np.cos(y / 13.0) * 90 + 128 + rng.integers(0, 30, (600, 800))).clip(0, 255)
+        sources = [np.stack([base, np.roll(base, 7, 1), base[::-1]], -1).astype(np.uint8)]
+    from PIL import Image
+
+    out = []
+    for k in range(n):
+        src = sources[k % len(sources)]
+        im = Image.fromarray(src).resize((500, 375) if k % 2 else (375, 500))
+        out.append(np.asarray(im))
+    return out
+
+
+@pytest.fixture(scope="module")
+def jpegs() -> list[bytes]:
+    from PIL import Image
+
+    blobs = []
+    for a in _photo_tiles(N):
+        b = io.BytesIO()
+        Image.fromarray(a).save(b, format="JPEG", quality=90)
+        blobs.append(b.getvalue())
+    return blobs
+
+
+@pytest.fixture(scope="module")
+def pnms() -> list[bytes]:
+    return [b"P6\n%d %d\n255\n" % (a.shape[1], a.shape[0]) + a.tobytes() for a in _photo_tiles(N)]
+
+
+def _tensors(blobs: list[bytes], device: str) -> list:
+    import torch
+
+    return [torch.from_numpy(np.frombuffer(b, np.uint8).copy()).to(device) for b in blobs]
+
+
+def _run_gpu(benchmark, fn, group: str) -> None:
+    import torch
+
+    def once():
+        out = fn()
+        torch.cuda.synchronize()
+        return out
+
+    once()  # warm-up: nvJPEG handles, states, CUDA context
+    benchmark.group = group
+    benchmark.extra_info["images"] = N
+    benchmark.pedantic(once, rounds=10, iterations=1, warmup_rounds=1)
+
+
+@pytest.mark.gpu
+def test_jpeg_gdsio_gpu(benchmark, jpegs):
+    data = _tensors(jpegs, "cuda")
+    _, infos = gi.decode(data, return_info=True)
+    benchmark.extra_info["backends"] = sorted({i.backend for i in infos})
+    _run_gpu(benchmark, lambda: gi.decode(data), f"jpeg decode x{N}")
+
+
+def _torchvision_missing() -> str | None:
+    try:
+        import torchvision.io  # noqa: F401
+    except ImportError:
+        return "torchvision is not installed"
+    return None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_torchvision_missing() is not None, reason=_torchvision_missing() or "")
+def test_jpeg_torchvision_gpu(benchmark, jpegs):
+    import torchvision.io
+
+    data = _tensors(jpegs, "cpu")  # torchvision takes host bitstreams
+    _run_gpu(benchmark, lambda: torchvision.io.decode_jpeg(data, device="cuda"), f"jpeg decode x{N}")
+
+
+def test_jpeg_gdsio_cpu(benchmark, jpegs):
+    data = _tensors(jpegs, "cpu")
+    benchmark.group = f"jpeg decode x{N}"
+    benchmark.extra_info["images"] = N
+    benchmark.extra_info["backends"] = ["pillow"]
+    benchmark.pedantic(lambda: gi.decode(data), rounds=3, iterations=1, warmup_rounds=1)
+
+
+@pytest.mark.gpu
+def test_pnm_gdsio_gpu(benchmark, pnms):
+    data = _tensors(pnms, "cuda")
+    benchmark.extra_info["backends"] = ["gdsio-cuda"]
+    benchmark.extra_info["bytes"] = sum(len(b) for b in pnms)
+    _run_gpu(benchmark, lambda: gi.decode(data, mode="RGB"), f"pnm decode x{N}")
+
+
+def test_pnm_gdsio_cpu(benchmark, pnms):
+    data = _tensors(pnms, "cpu")
+    benchmark.group = f"pnm decode x{N}"
+    benchmark.extra_info["images"] = N
+    benchmark.extra_info["backends"] = ["gdsio-cpu"]
+    benchmark.extra_info["bytes"] = sum(len(b) for b in pnms)
+    benchmark.pedantic(lambda: gi.decode(data, mode="RGB"), rounds=5, iterations=1, warmup_rounds=1)

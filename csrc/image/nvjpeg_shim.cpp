@@ -1,0 +1,514 @@
+#include "image/nvjpeg_shim.hpp"
+
+#include "core/cuda_rt.hpp"
+#include "core/error.hpp"
+
+#ifdef GDSIO_WITH_CUDA
+#include <dlfcn.h>
+
+#include <map>
+#include <mutex>
+#endif
+
+namespace gdsio::image {
+
+const char* jpeg_backend_name(JpegBackend b) {
+  switch (b) {
+    case JpegBackend::kHardwareDevice: return "nvjpeg-hardware-device";
+    case JpegBackend::kGpuHybridDevice: return "nvjpeg-gpu-hybrid-device";
+    case JpegBackend::kHost: return "nvjpeg-host";
+  }
+  return "nvjpeg-unknown";
+}
+
+#ifdef GDSIO_WITH_CUDA
+
+namespace {
+
+// The slice of nvjpeg.h (nvidia-nvjpeg 13.x, ABI-stable since 11.x) that gdsio
+// uses, declared here so that the build needs no nvJPEG headers. Enums cross
+// the C ABI as int.
+namespace nvj {
+using Status = int;
+struct HandleSt;
+using Handle = HandleSt*;
+struct StateSt;
+using State = StateSt*;
+struct StreamSt;
+using Stream = StreamSt*;  // nvjpegJpegStream_t
+struct Image {  // nvjpegImage_t
+  unsigned char* channel[4];
+  std::size_t pitch[4];
+};
+static_assert(sizeof(Image) == 64, "nvjpegImage_t is 4 pointers and 4 size_t");
+constexpr int kBackendDefault = 0;           // NVJPEG_BACKEND_DEFAULT
+constexpr int kBackendGpuHybridDevice = 4;   // NVJPEG_BACKEND_GPU_HYBRID_DEVICE
+constexpr int kBackendHardwareDevice = 5;    // NVJPEG_BACKEND_HARDWARE_DEVICE
+constexpr unsigned kFlagHwDecodeNoPipeline = 1u;               // NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE
+constexpr unsigned kFlagUpsamplingWithInterpolation = 1u << 5;  // NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION
+constexpr int kMajorVersion = 0, kMinorVersion = 1, kPatchLevel = 2;  // libraryPropertyType
+
+const char* status_name(Status s) {
+  switch (s) {
+    case 0: return "NVJPEG_STATUS_SUCCESS";
+    case 1: return "NVJPEG_STATUS_NOT_INITIALIZED";
+    case 2: return "NVJPEG_STATUS_INVALID_PARAMETER";
+    case 3: return "NVJPEG_STATUS_BAD_JPEG";
+    case 4: return "NVJPEG_STATUS_JPEG_NOT_SUPPORTED";
+    case 5: return "NVJPEG_STATUS_ALLOCATOR_FAILURE";
+    case 6: return "NVJPEG_STATUS_EXECUTION_FAILED";
+    case 7: return "NVJPEG_STATUS_ARCH_MISMATCH";
+    case 8: return "NVJPEG_STATUS_INTERNAL_ERROR";
+    case 9: return "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED";
+    case 10: return "NVJPEG_STATUS_INCOMPLETE_BITSTREAM";
+    default: return "unknown nvJPEG status";
+  }
+}
+
+// Statuses that say "this bitstream (or this image with this backend)", as
+// opposed to "the library or the GPU failed".
+bool about_the_data(Status s) { return s == 2 || s == 3 || s == 4 || s == 9 || s == 10; }
+}  // namespace nvj
+
+std::string status_text(nvj::Status s) { return detail::concat(nvj::status_name(s), " (", s, ")"); }
+
+int nvjpeg_backend_enum(JpegBackend b) {
+  switch (b) {
+    case JpegBackend::kHardwareDevice: return nvj::kBackendHardwareDevice;
+    case JpegBackend::kGpuHybridDevice: return nvj::kBackendGpuHybridDevice;
+    default: return nvj::kBackendDefault;
+  }
+}
+
+const char* nvjpeg_backend_enum_name(JpegBackend b) {
+  switch (b) {
+    case JpegBackend::kHardwareDevice: return "NVJPEG_BACKEND_HARDWARE_DEVICE";
+    case JpegBackend::kGpuHybridDevice: return "NVJPEG_BACKEND_GPU_HYBRID_DEVICE";
+    default: return "NVJPEG_BACKEND_DEFAULT";
+  }
+}
+
+struct Api {
+  void* lib = nullptr;
+  nvj::Status (*GetProperty)(int, int*) = nullptr;
+  nvj::Status (*CreateEx)(int, void*, void*, unsigned, nvj::Handle*) = nullptr;
+  nvj::Status (*Destroy)(nvj::Handle) = nullptr;
+  nvj::Status (*StateCreate)(nvj::Handle, nvj::State*) = nullptr;
+  nvj::Status (*StateDestroy)(nvj::State) = nullptr;
+  nvj::Status (*BatchedInitialize)(nvj::Handle, nvj::State, int, int, int) = nullptr;
+  nvj::Status (*DecodeBatched)(nvj::Handle, nvj::State, const unsigned char* const*, const std::size_t*,
+                               nvj::Image*, cudaStream_t) = nullptr;
+  // Optional: the hardware-support check.
+  nvj::Status (*GetHardwareDecoderInfo)(nvj::Handle, unsigned*, unsigned*) = nullptr;
+  nvj::Status (*StreamCreate)(nvj::Handle, nvj::Stream*) = nullptr;
+  nvj::Status (*StreamDestroy)(nvj::Stream) = nullptr;
+  nvj::Status (*StreamParseHeader)(nvj::Handle, const unsigned char*, std::size_t, nvj::Stream) = nullptr;
+  nvj::Status (*BatchedSupported)(nvj::Handle, nvj::Stream, int*) = nullptr;
+};
+
+// A decoder state and the event recorded after its last decode: the next user
+// of the state, maybe on another stream, waits for that event first, since
+// the state's device buffers may still be in use.
+struct PooledState {
+  nvj::State state = nullptr;
+  cudaEvent_t done = nullptr;
+  int batch = -1;  // what nvjpegDecodeBatchedInitialize last set up: re-done only when it changes
+  int output = -1;
+};
+
+// One backend on one device: its handle (thread-safe, shared) and a pool of
+// decoder states (one per concurrent call).
+struct Slot {
+  bool tried = false;
+  nvj::Handle handle = nullptr;
+  bool fancy = false;  // created with NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION
+  std::string reason;
+  std::vector<PooledState> idle;
+  int busy = 0;
+};
+
+
+
+struct DeviceSlots {
+  Slot slot[kJpegBackends];
+  unsigned engines = 0, cores = 0;
+};
+
+std::mutex g_mu;
+Api g_api;
+NvjpegStatus g_status;
+std::map<int, DeviceSlots> g_devices;
+
+void destroy(const PooledState& p) {
+  if (p.state) g_api.StateDestroy(p.state);
+  if (p.done) (void)cudaEventDestroy(p.done);
+}
+
+template <typename F>
+bool sym(void* lib, const char* name, F* out) {
+  *out = reinterpret_cast<F>(dlsym(lib, name));
+  return *out != nullptr;
+}
+
+// Makes `device` current and restores the caller's device on exit (torch
+// reads the current device from the runtime, so a decode must not move it).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    const CudaStatus st = cuda_status();
+    if (st.device_count == 0) throw Unavailable("nvJPEG needs a CUDA device: " + st.error);
+    GDSIO_EXPECT(device >= 0 && device < st.device_count, ValueError, "device cuda:", device,
+                 " does not exist (", st.device_count, " visible)");
+    GDSIO_CUDA_CHECK(cudaGetDevice(&prev_), "cudaGetDevice");
+    if (prev_ != device) {
+      GDSIO_CUDA_CHECK(cudaSetDevice(device), "cudaSetDevice(", device, ")");
+      changed_ = true;
+    }
+  }
+  ~DeviceGuard() {
+    if (changed_) (void)cudaSetDevice(prev_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = 0;
+  bool changed_ = false;
+};
+
+bool at_least(int major, int minor) {
+  return g_status.major > major || (g_status.major == major && g_status.minor >= minor);
+}
+
+// Creates the handle of (device, backend) once; the device is current. Under g_mu.
+Slot& slot_locked(int device, JpegBackend backend) {
+  DeviceSlots& d = g_devices[device];
+  Slot& s = d.slot[static_cast<int>(backend)];
+  if (s.tried) return s;
+  s.tried = true;
+  unsigned flags = 0;
+  // Without this flag the hardware backend may hold images back between calls
+  // to pipeline them; gdsio wants each call's outputs complete in stream order.
+  if (backend == JpegBackend::kHardwareDevice) flags |= nvj::kFlagHwDecodeNoPipeline;
+  nvj::Handle h = nullptr;
+  nvj::Status st = 1;
+  // libjpeg's default ("fancy") chroma upsampling: nvJPEG 12.1 and later;
+  // a backend that refuses the flag is created without it (and says so).
+  if (at_least(12, 1)) {
+    st = g_api.CreateEx(nvjpeg_backend_enum(backend), nullptr, nullptr, flags | nvj::kFlagUpsamplingWithInterpolation, &h);
+    s.fancy = st == 0 && h;
+  }
+  if (!s.fancy) st = g_api.CreateEx(nvjpeg_backend_enum(backend), nullptr, nullptr, flags, &h);
+  if (st != 0 || !h) {
+    s.reason = detail::concat("nvjpegCreateEx(", nvjpeg_backend_enum_name(backend), ") failed on cuda:", device,
+                              ": ", status_text(st));
+    if (backend == JpegBackend::kHardwareDevice && (st == 7 || st == 9 || st == 4))
+      s.reason += " (this GPU has no hardware JPEG decoder, or this libnvjpeg does not drive it)";
+    else if (st == 2 && backend != JpegBackend::kHost)
+      s.reason += detail::concat(" (libnvjpeg ", g_status.major, ".", g_status.minor,
+                                 " may predate the device-bitstream backends)");
+    return s;
+  }
+  if (backend == JpegBackend::kHardwareDevice && g_api.GetHardwareDecoderInfo) {
+    unsigned engines = 0, cores = 0;
+    if (g_api.GetHardwareDecoderInfo(h, &engines, &cores) == 0) {
+      d.engines = engines;
+      d.cores = cores;
+      if (engines == 0) {
+        g_api.Destroy(h);
+        s.reason = detail::concat("cuda:", device, " has no hardware JPEG decoder (nvjpegGetHardwareDecoderInfo: 0 engines)");
+        return s;
+      }
+    }
+  }
+  s.handle = h;
+  return s;
+}
+
+const Api& loaded_api() {
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (!g_status.loaded)
+    throw Unavailable("nvJPEG is not loaded: " + (g_status.reason.empty() ? std::string("nvjpeg_load was not called")
+                                                                            : g_status.reason));
+  return g_api;
+}
+
+// A decoder state checked out of the pool of (device, backend) for one call.
+// The device is current for the whole life of a Checkout.
+class Checkout {
+ public:
+  Checkout(int device, JpegBackend backend) : device_(device), backend_(backend) {
+    std::lock_guard<std::mutex> lk(g_mu);
+    Slot& s = slot_locked(device, backend);
+    if (!s.handle)
+      throw Unavailable(detail::concat(jpeg_backend_name(backend), " cannot run on cuda:", device, ": ", s.reason));
+    handle_ = s.handle;
+    if (!s.idle.empty()) {
+      p_ = s.idle.back();
+      s.idle.pop_back();
+    } else {
+      const nvj::Status st = g_api.StateCreate(handle_, &p_.state);
+      if (st != 0 || !p_.state)
+        throw CudaError(detail::concat("nvjpegJpegStateCreate (", jpeg_backend_name(backend), ", cuda:", device,
+                                       ") failed: ", status_text(st)));
+      const cudaError_t e = cudaEventCreateWithFlags(&p_.done, cudaEventDisableTiming);
+      if (e != cudaSuccess) {
+        destroy(p_);
+        GDSIO_CUDA_CHECK(e, "cudaEventCreateWithFlags");
+      }
+    }
+    ++s.busy;
+  }
+  ~Checkout() {
+    std::lock_guard<std::mutex> lk(g_mu);
+    Slot& s = g_devices[device_].slot[static_cast<int>(backend_)];
+    --s.busy;
+    // A state that saw a failure is not trusted again.
+    if (discard_) destroy(p_);
+    else s.idle.push_back(p_);
+  }
+  Checkout(const Checkout&) = delete;
+  Checkout& operator=(const Checkout&) = delete;
+  nvj::Handle handle() const { return handle_; }
+  nvj::State state() const { return p_.state; }
+  // nvjpegDecodeBatchedInitialize, when the batch size or output differ from the last call's.
+  nvj::Status initialize(const Api& api, int batch, int output) {
+    if (p_.batch == batch && p_.output == output) return 0;
+    const nvj::Status st = api.BatchedInitialize(handle_, p_.state, batch, 1, output);
+    if (st == 0) {
+      p_.batch = batch;
+      p_.output = output;
+    }
+    return st;
+  }
+  // Orders this use of the state after its previous one, on any stream.
+  void begin(cudaStream_t stream) {
+    GDSIO_CUDA_CHECK(cudaStreamWaitEvent(stream, p_.done, 0), "cudaStreamWaitEvent (nvJPEG state)");
+  }
+  void end(cudaStream_t stream) { GDSIO_CUDA_CHECK(cudaEventRecord(p_.done, stream), "cudaEventRecord (nvJPEG state)"); }
+  void discard() { discard_ = true; }
+
+ private:
+  int device_;
+  JpegBackend backend_;
+  nvj::Handle handle_ = nullptr;
+  PooledState p_;
+  bool discard_ = false;
+};
+
+[[noreturn]] void throw_status(nvj::Status st, const char* call, JpegBackend backend, int device, std::size_t n) {
+  const std::string where = detail::concat(call, " (", jpeg_backend_name(backend), ", cuda:", device, ", ", n,
+                                           n == 1 ? " image)" : " images)");
+  if (nvj::about_the_data(st)) throw ValueError("nvJPEG rejected the batch: " + where + ": " + status_text(st));
+  throw CudaError("nvJPEG failed: " + where + ": " + status_text(st));
+}
+
+}  // namespace
+
+NvjpegStatus nvjpeg_load(const std::string& path) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (g_status.loaded) return g_status;
+  std::vector<std::string> names;
+  if (path.empty()) names = {"libnvjpeg.so.13", "libnvjpeg.so.12"};
+  else names = {path};
+  void* lib = nullptr;
+  std::string tried, loaded_from;
+  for (const auto& n : names) {
+    lib = dlopen(n.c_str(), RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE);
+    if (lib) {
+      loaded_from = n;
+      break;
+    }
+    const char* e = dlerror();
+    tried += (tried.empty() ? "" : "; ") + std::string(e ? e : n.c_str());
+  }
+  if (!lib) {
+    g_status.reason = "libnvjpeg could not be loaded: " + tried;
+    return g_status;
+  }
+  Api a;
+  a.lib = lib;
+  const char* missing = nullptr;
+  if (!sym(lib, "nvjpegGetProperty", &a.GetProperty)) missing = "nvjpegGetProperty";
+  else if (!sym(lib, "nvjpegCreateEx", &a.CreateEx)) missing = "nvjpegCreateEx";
+  else if (!sym(lib, "nvjpegDestroy", &a.Destroy)) missing = "nvjpegDestroy";
+  else if (!sym(lib, "nvjpegJpegStateCreate", &a.StateCreate)) missing = "nvjpegJpegStateCreate";
+  else if (!sym(lib, "nvjpegJpegStateDestroy", &a.StateDestroy)) missing = "nvjpegJpegStateDestroy";
+  else if (!sym(lib, "nvjpegDecodeBatchedInitialize", &a.BatchedInitialize)) missing = "nvjpegDecodeBatchedInitialize";
+  else if (!sym(lib, "nvjpegDecodeBatched", &a.DecodeBatched)) missing = "nvjpegDecodeBatched";
+  if (missing) {
+    g_status.reason = "libnvjpeg at " + loaded_from + " lacks " + missing;
+    return g_status;
+  }
+  sym(lib, "nvjpegGetHardwareDecoderInfo", &a.GetHardwareDecoderInfo);
+  sym(lib, "nvjpegJpegStreamCreate", &a.StreamCreate);
+  sym(lib, "nvjpegJpegStreamDestroy", &a.StreamDestroy);
+  sym(lib, "nvjpegJpegStreamParseHeader", &a.StreamParseHeader);
+  sym(lib, "nvjpegDecodeBatchedSupported", &a.BatchedSupported);
+  g_api = a;
+  g_status = NvjpegStatus{};
+  g_status.loaded = true;
+  g_status.library = loaded_from;
+  a.GetProperty(nvj::kMajorVersion, &g_status.major);
+  a.GetProperty(nvj::kMinorVersion, &g_status.minor);
+  a.GetProperty(nvj::kPatchLevel, &g_status.patch);
+  return g_status;
+}
+
+NvjpegStatus nvjpeg_status() {
+  std::lock_guard<std::mutex> lk(g_mu);
+  return g_status;
+}
+
+NvjpegDeviceInfo nvjpeg_probe(int device) {
+  NvjpegDeviceInfo info;
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    if (!g_status.loaded) {
+      const std::string why = "nvJPEG is not loaded: " + g_status.reason;
+      for (auto& b : info.backends) b.reason = why;
+      return info;
+    }
+  }
+  DeviceGuard guard(device);
+  std::lock_guard<std::mutex> lk(g_mu);
+  for (int k = 0; k < kJpegBackends; ++k) {
+    const Slot& s = slot_locked(device, static_cast<JpegBackend>(k));
+    info.backends[k].usable = s.handle != nullptr;
+    info.backends[k].reason = s.reason;
+    info.backends[k].fancy_upsampling = s.fancy;
+  }
+  info.hardware_engines = g_devices[device].engines;
+  info.hardware_cores = g_devices[device].cores;
+  return info;
+}
+
+std::vector<int> nvjpeg_hardware_supported(int device, const std::vector<const std::uint8_t*>& headers,
+                                           const std::vector<std::size_t>& lengths) {
+  GDSIO_EXPECT(headers.size() == lengths.size(), ValueError, "headers and lengths differ in size");
+  std::vector<int> out(headers.size(), -1);
+  if (headers.empty()) return out;
+  const Api& api = loaded_api();
+  if (!api.StreamCreate || !api.StreamDestroy || !api.StreamParseHeader || !api.BatchedSupported) return out;
+  DeviceGuard guard(device);
+  nvj::Handle h = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    h = slot_locked(device, JpegBackend::kHardwareDevice).handle;
+  }
+  if (!h) return out;
+  nvj::Stream js = nullptr;
+  if (api.StreamCreate(h, &js) != 0 || !js) return out;
+  for (std::size_t i = 0; i < headers.size(); ++i) {
+    if (!headers[i] || lengths[i] == 0) continue;
+    if (api.StreamParseHeader(h, headers[i], lengths[i], js) != 0) continue;
+    int unsupported = 1;  // nvJPEG's convention: 0 means "supported"
+    if (api.BatchedSupported(h, js, &unsupported) == 0) out[i] = unsupported == 0 ? 1 : 0;
+  }
+  api.StreamDestroy(js);
+  return out;
+}
+
+void nvjpeg_decode_batch(int device, JpegBackend backend, JpegOutput output, const std::vector<JpegJob>& jobs,
+                         std::uintptr_t stream) {
+  if (jobs.empty()) return;
+  const int b = static_cast<int>(backend);
+  GDSIO_EXPECT(b >= 0 && b < kJpegBackends, ValueError, "unknown nvJPEG backend ", b);
+  GDSIO_EXPECT(output == JpegOutput::kY || output == JpegOutput::kRGB, ValueError, "unknown nvJPEG output ",
+               static_cast<int>(output));
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const JpegJob& j = jobs[i];
+    GDSIO_EXPECT(j.data && j.length > 0, ValueError, "JPEG job ", i, ": empty bitstream");
+    GDSIO_EXPECT(j.dst, ValueError, "JPEG job ", i, ": destination pointer is null");
+    GDSIO_EXPECT(j.height >= 1 && j.width >= 1 && j.height <= 65535 && j.width <= 65535, ValueError, "JPEG job ",
+                 i, ": bad size ", j.height, "x", j.width);
+  }
+  GDSIO_EXPECT(jobs.size() <= (1u << 20), ValueError, "too many JPEG jobs in one batch: ", jobs.size());
+  const Api& api = loaded_api();
+  DeviceGuard guard(device);  // before the checkout: its destructor needs the device current
+  Checkout co(device, backend);
+  const std::size_t n = jobs.size();
+  std::vector<const unsigned char*> data(n);
+  std::vector<std::size_t> lengths(n);
+  std::vector<nvj::Image> dests(n);
+  const int channels = output == JpegOutput::kRGB ? 3 : 1;
+  for (std::size_t i = 0; i < n; ++i) {
+    const JpegJob& j = jobs[i];
+    data[i] = j.data;
+    lengths[i] = j.length;
+    nvj::Image im{};
+    const std::size_t plane = static_cast<std::size_t>(j.height) * static_cast<std::size_t>(j.width);
+    for (int c = 0; c < channels; ++c) {
+      im.channel[c] = j.dst + c * plane;
+      im.pitch[c] = static_cast<std::size_t>(j.width);
+    }
+    dests[i] = im;
+  }
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  co.begin(s);
+  nvj::Status st = co.initialize(api, static_cast<int>(n), static_cast<int>(output));
+  if (st != 0) {
+    co.discard();
+    throw_status(st, "nvjpegDecodeBatchedInitialize", backend, device, n);
+  }
+  st = api.DecodeBatched(co.handle(), co.state(), data.data(), lengths.data(), dests.data(), s);
+  if (st != 0) {
+    co.discard();
+    throw_status(st, "nvjpegDecodeBatched", backend, device, n);
+  }
+  co.end(s);
+}
+
+bool nvjpeg_release() {
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (g_devices.empty()) return true;  // nothing created: leave the CUDA runtime untouched
+  for (auto& [dev, d] : g_devices)
+    for (auto& s : d.slot)
+      if (s.busy) return false;
+  int prev = -1;
+  const bool have_prev = cudaGetDevice(&prev) == cudaSuccess;
+  for (auto& [dev, d] : g_devices) {
+    if (cudaSetDevice(dev) != cudaSuccess) continue;  // the runtime is gone: nothing left to free
+    for (auto& s : d.slot) {
+      for (const PooledState& p : s.idle) destroy(p);
+      s.idle.clear();
+      if (s.handle) g_api.Destroy(s.handle);
+      s.handle = nullptr;
+    }
+  }
+  g_devices.clear();
+  if (have_prev) (void)cudaSetDevice(prev);
+  (void)cudaGetLastError();
+  return true;
+}
+
+#else  // !GDSIO_WITH_CUDA
+
+namespace {
+const char* kNoCuda = "gdsio was built without CUDA, so nvJPEG cannot be used";
+}
+
+NvjpegStatus nvjpeg_load(const std::string&) {
+  NvjpegStatus s;
+  s.reason = kNoCuda;
+  return s;
+}
+
+NvjpegStatus nvjpeg_status() { return nvjpeg_load(""); }
+
+NvjpegDeviceInfo nvjpeg_probe(int) { throw_no_cuda(); }
+
+std::vector<int> nvjpeg_hardware_supported(int, const std::vector<const std::uint8_t*>&,
+                                           const std::vector<std::size_t>&) {
+  throw_no_cuda();
+}
+
+void nvjpeg_decode_batch(int, JpegBackend, JpegOutput, const std::vector<JpegJob>&, std::uintptr_t) {
+  throw_no_cuda();
+}
+
+bool nvjpeg_release() { return true; }
+
+#endif
+
+}  // namespace gdsio::image

@@ -1,0 +1,56 @@
+"""Images into (C,H,W) tensors, on the GPU or the CPU.
+
+Formats: JPEG (nvJPEG on the GPU, with its hardware engines where the GPU has
+them and the bitstream read straight from device memory; Pillow on the CPU or
+where nvJPEG cannot), binary PNM (P5/P6, 8 and 16 bit), NPY images (uint8,
+uint16, float32; HW, HWC or CHW) and raw records (RawFormat). The
+uncompressed formats are decoded by gdsio's own CUDA kernels from bytes already
+in GPU memory, or by their multithreaded CPU twin.
+
+>>> import gdsio
+>>> img = gdsio.image.read("cat.jpg", device="cuda")          # uint8 (3, H, W)
+>>> imgs, infos = gdsio.image.read(paths, mode="RGB", return_info=True)
+>>> infos[0].backend                                            # 'nvjpeg-hardware-device'
+>>> x = gdsio.image.decode(gdsio.read("depth.pgm", device="cuda"))  # uint16 (1, H, W)
+
+Conventions (torchvision's): uint8 (C,H,W); a 16-bit PNM decodes to uint16
+(as read_image keeps 16-bit PNG); mode="RGB" replicates gray, mode="GRAY" is
+Pillow's convert("L") luma (torchvision's GRAY on a JPEG takes libjpeg's Y
+channel instead, which may differ by 1).
+"""
+
+from __future__ import annotations
+
+import atexit
+
+from .. import _core
+from ._decode import DecodeInfo, ImageReadMode, apply_orientation, decode, read
+from ._pixels import RawFormat
+from .headers import JpegHeader, NpyHeader, PnmHeader
+from .jpeg import nvjpeg_backends, nvjpeg_status
+
+# Images with more pixels than this are refused before anything is allocated
+# (a corrupt header claiming 100000 x 100000 must not cost 30 GB). Per call:
+# max_pixels=. 2**28 is a 16384 x 16384 image.
+MAX_IMAGE_PIXELS = 1 << 28
+
+__all__ = [
+    "MAX_IMAGE_PIXELS",
+    "DecodeInfo",
+    "ImageReadMode",
+    "JpegHeader",
+    "NpyHeader",
+    "PnmHeader",
+    "RawFormat",
+    "apply_orientation",
+    "decode",
+    "nvjpeg_backends",
+    "nvjpeg_status",
+    "read",
+]
+
+
+@atexit.register
+def _release() -> None:
+    # nvJPEG states and handles go back while the CUDA runtime is still up.
+    _core.nvjpeg_release()
