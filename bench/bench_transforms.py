@@ -1,0 +1,183 @@
+"""Resize under pytest-benchmark, side by side in one run:
+
+- GPU: a batch of N photos of about 500x375 (both orientations, as in
+  ImageNet) resized to 224x224 with antialias: gdsio (one launch for the
+  list) against torchvision.transforms.v2.functional.resize (a loop over the
+  list, and its best case, one same-sized batch tensor) when torchvision is
+  installed; the fused crop-flip-resize-normalize step; and a device-to-device
+  copy, the ceiling that the achieved bandwidth is stated against.
+- CPU, one thread: gdsio's C++ path against Pillow's Image.resize (the
+  issue's target: within 2x of Pillow's time), and gdsio on all threads.
+
+Each benchmark records ``images`` (and ``bytes`` moved where it applies) in
+extra_info; compare means within a group.
+
+    pytest bench/bench_transforms.py --benchmark-json=transforms.json
+    GDSIO_BENCH_IMAGES=256 pytest bench/bench_transforms.py -m gpu
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+import gdsio
+from gdsio import transforms as T
+
+N = int(os.environ.get("GDSIO_BENCH_IMAGES", "256"))
+N_CPU = int(os.environ.get("GDSIO_BENCH_CPU_IMAGES", "16"))
+OUT = [224, 224]
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+def _photos(n: int) -> list[np.ndarray]:
+    """n RGB photos of 500x375 or 375x500, from scikit-image's samples when
+    installed, else a textured stand-in."""
+    from PIL import Image
+
+    try:
+        from skimage import data
+
+        sources = [data.astronaut(), data.coffee(), data.chelsea(), data.rocket(), data.immunohistochemistry()]
+    except ImportError:
+        rng = np.random.default_rng(0)
+        y, x = np.mgrid[0:600, 0:800]
+        base = (np.sin(x / 9.0) * np.cos(y / 13.0) * 90 + 128 + rng.integers(0, 30, (600, 800))).clip(0, 255)
+        sources = [np.stack([base, np.roll(base, 7, 1), base[::-1]], -1).astype(np.uint8)]
+    out = []
+    for k in range(n):
+        im = Image.fromarray(sources[k % len(sources)]).resize((500, 375) if k % 2 else (375, 500))
+        out.append(np.asarray(im))
+    return out
+
+
+@pytest.fixture(scope="module")
+def photos() -> list[np.ndarray]:
+    return _photos(max(N, N_CPU))
+
+
+def _chw(a: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.array(a, copy=True)).permute(2, 0, 1).contiguous()
+
+
+def _torchvision_missing() -> str | None:
+    try:
+        import torchvision.transforms.v2.functional  # noqa: F401
+    except ImportError:
+        return "torchvision is not installed"
+    return None
+
+
+def _run_gpu(benchmark, fn, group: str, nbytes: int = 0) -> None:
+    def once():
+        out = fn()
+        torch.cuda.synchronize()
+        return out
+
+    once()  # warm-up: CUDA context, caching allocator
+    benchmark.group = group
+    benchmark.extra_info["images"] = N
+    if nbytes:
+        benchmark.extra_info["bytes"] = nbytes  # read + written; GB/s = bytes / mean
+    benchmark.pedantic(once, rounds=20, iterations=1, warmup_rounds=2)
+
+
+def _gpu_bytes(imgs: list[torch.Tensor], out_elem: int = 1) -> int:
+    return sum(t.numel() for t in imgs) + len(imgs) * 3 * OUT[0] * OUT[1] * out_elem
+
+
+GPU_GROUP = f"resize {N} x ~500x375 -> 224x224, antialias"
+
+
+@pytest.mark.gpu
+def test_resize_gdsio_gpu(benchmark, photos):
+    imgs = [_chw(a).cuda() for a in photos[:N]]
+    _run_gpu(benchmark, lambda: T.resize(imgs, OUT, antialias=True), GPU_GROUP, _gpu_bytes(imgs))
+
+
+@pytest.mark.gpu
+def test_resize_gdsio_gpu_batch_tensor(benchmark, photos):
+    batch = torch.stack([_chw(a) for a in photos[:N] if a.shape[0] == 375]).cuda()
+    _run_gpu(benchmark, lambda: T.resize(batch, OUT, antialias=True), GPU_GROUP + " (same-size batch)")
+    benchmark.extra_info["images"] = batch.shape[0]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_torchvision_missing() is not None, reason=_torchvision_missing() or "")
+def test_resize_torchvision_gpu_list(benchmark, photos):
+    import torchvision.transforms.v2.functional as F
+
+    imgs = [_chw(a).cuda() for a in photos[:N]]
+    _run_gpu(benchmark, lambda: [F.resize(t, OUT, antialias=True) for t in imgs], GPU_GROUP, _gpu_bytes(imgs))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_torchvision_missing() is not None, reason=_torchvision_missing() or "")
+def test_resize_torchvision_gpu_batch_tensor(benchmark, photos):
+    import torchvision.transforms.v2.functional as F
+
+    batch = torch.stack([_chw(a) for a in photos[:N] if a.shape[0] == 375]).cuda()
+    _run_gpu(benchmark, lambda: F.resize(batch, OUT, antialias=True), GPU_GROUP + " (same-size batch)")
+    benchmark.extra_info["images"] = batch.shape[0]
+
+
+@pytest.mark.gpu
+def test_fused_crop_flip_resize_normalize_gpu(benchmark, photos):
+    imgs = [_chw(a).cuda() for a in photos[:N]]
+    boxes = T.random_resized_crop_params([t.shape[1] for t in imgs], [t.shape[2] for t in imgs], generator=0)
+    flips = np.random.default_rng(0).random(N) < 0.5
+    _run_gpu(
+        benchmark,
+        lambda: T.resized_crop_flip_normalize(imgs, boxes, flips, OUT, MEAN, STD, dtype=torch.float16),
+        f"fused random-resized-crop+flip+normalize {N} -> 224x224 fp16",
+    )
+
+
+@pytest.mark.gpu
+def test_device_copy_ceiling(benchmark):
+    """The same run's device-to-device copy: achieved GB/s of the resizes are
+    stated as a fraction of this."""
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    _run_gpu(benchmark, lambda: dst.copy_(src), GPU_GROUP, 2 * src.numel())
+    benchmark.extra_info["images"] = 0
+
+
+CPU_GROUP = f"cpu resize {N_CPU} x ~500x375 -> 224x224 bilinear, one thread"
+
+
+def test_resize_gdsio_cpu_one_thread(benchmark, photos):
+    imgs = [_chw(a) for a in photos[:N_CPU]]
+
+    def run():
+        with gdsio.settings(threads=1):
+            return T.resize(imgs, OUT, antialias=True)
+
+    benchmark.group = CPU_GROUP
+    benchmark.extra_info["images"] = N_CPU
+    benchmark.pedantic(run, rounds=10, iterations=1, warmup_rounds=1)
+
+
+def test_resize_pillow_one_thread(benchmark, photos):
+    from PIL import Image
+
+    pils = [Image.fromarray(a) for a in photos[:N_CPU]]
+    benchmark.group = CPU_GROUP
+    benchmark.extra_info["images"] = N_CPU
+    benchmark.pedantic(
+        lambda: [p.resize((OUT[1], OUT[0]), Image.Resampling.BILINEAR, reducing_gap=None) for p in pils],
+        rounds=10,
+        iterations=1,
+        warmup_rounds=1,
+    )
+
+
+def test_resize_gdsio_cpu_all_threads(benchmark, photos):
+    imgs = [_chw(a) for a in photos[:N_CPU]]
+    benchmark.group = CPU_GROUP + " (gdsio on all threads for reference)"
+    benchmark.extra_info["images"] = N_CPU
+    benchmark.extra_info["threads"] = gdsio.current_settings().threads
+    benchmark.pedantic(lambda: T.resize(imgs, OUT, antialias=True), rounds=10, iterations=1, warmup_rounds=1)

@@ -1,0 +1,98 @@
+// Image transforms: resize (Pillow- or OpenCV-exact), the fused
+// crop-flip-resize-normalize step, to_dtype, normalize and hflip. Each comes
+// as a CPU function (gdsio's thread pool) and a CUDA launcher with the same
+// arguments plus a device index and a stream; both share the arithmetic of
+// resample.hpp, so the CPU path is the GPU path's oracle. No CUDA syntax here.
+//
+// Images are uint8 (C, H, W) planes addressed by pointer and strides, so a
+// crop is a pointer offset, and a batch is any list of them. Outputs are
+// contiguous (N, C, out_h, out_w) tensors allocated by the caller.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "image/resample.hpp"
+
+namespace gdsio::image {
+
+// One source image, or a crop of one.
+struct ImageRef {
+  std::uintptr_t data = 0;          // address of channel 0, top row, left column
+  std::int64_t channel_stride = 0;  // elements (bytes) between channels
+  std::int64_t row_stride = 0;      // elements between rows
+  std::int32_t height = 0;          // of the crop
+  std::int32_t width = 0;
+  bool flip = false;                // mirror the output left-right
+};
+
+struct ResizeSpec {
+  Filter filter = Filter::kBilinear;
+  Reference ref = Reference::kPillow;
+  std::int32_t channels = 3;  // 1 to 4
+  std::int32_t out_h = 0;
+  std::int32_t out_w = 0;
+  px::Epilogue epilogue{PixelType::kU8, false, false, {0, 0, 0, 0}, {1, 1, 1, 1}};
+};
+
+// Largest batch of one kernel launch (the image table travels as a kernel
+// parameter); larger batches are split into several launches by the launcher.
+constexpr std::size_t kMaxImagesPerLaunch = 512;
+
+// Checks the request; throws gdsio::ValueError naming what is wrong (and the
+// batch index).
+void check_resize(const std::vector<ImageRef>& images, const ResizeSpec& spec);
+
+// Bytes of device workspace (filter coefficients) resize_cuda needs.
+std::size_t resize_workspace_bytes(const std::vector<ImageRef>& images, const ResizeSpec& spec);
+
+// Every image's filter windows as the host computes them, laid out as the
+// device workspace (the GPU tests compare the two bit for bit).
+std::vector<std::int32_t> resize_windows(const std::vector<ImageRef>& images, const ResizeSpec& spec);
+
+// out: contiguous (N, C, out_h, out_w) of spec.epilogue.out.
+void resize_cpu(const std::vector<ImageRef>& images, const ResizeSpec& spec, std::uintptr_t out,
+                std::size_t threads);
+void resize_cuda(const std::vector<ImageRef>& images, const ResizeSpec& spec, std::uintptr_t out,
+                 std::uintptr_t workspace, std::size_t workspace_bytes, int device, std::uintptr_t stream);
+
+// to_dtype for uint8 input: out[i] = (float)in[i] (/ 255 when scale), as `out_type`.
+void to_float_cpu(std::uintptr_t in, std::uintptr_t out, PixelType out_type, std::int64_t count,
+                  bool scale, std::size_t threads);
+void to_float_cuda(std::uintptr_t in, std::uintptr_t out, PixelType out_type, std::int64_t count,
+                   bool scale, int device, std::uintptr_t stream);
+
+// normalize over contiguous (planes, plane_size) where plane p has channel
+// p % channels: out = (in - mean[c]) / std[c], rounded as torch rounds `type`.
+struct NormalizeSpec {
+  PixelType type = PixelType::kF32;  // input and output
+  std::int64_t planes = 0;
+  std::int64_t plane_size = 0;
+  std::int32_t channels = 0;         // 1 to 4
+  float mean[4] = {0, 0, 0, 0};
+  float std[4] = {1, 1, 1, 1};
+};
+void normalize_cpu(std::uintptr_t in, std::uintptr_t out, const NormalizeSpec& spec, std::size_t threads);
+void normalize_cuda(std::uintptr_t in, std::uintptr_t out, const NormalizeSpec& spec, int device,
+                    std::uintptr_t stream);
+
+// hflip over contiguous rows of `width` elements of `elem_size` bytes (1, 2 or 4).
+void hflip_cpu(std::uintptr_t in, std::uintptr_t out, std::int64_t rows, std::int64_t width, int elem_size,
+               std::size_t threads);
+void hflip_cuda(std::uintptr_t in, std::uintptr_t out, std::int64_t rows, std::int64_t width, int elem_size,
+                int device, std::uintptr_t stream);
+
+namespace detail {
+// Per image: the coefficient layout shared by the CPU and the GPU paths.
+struct ImagePlan {
+  px::Axis h, v;
+  std::int32_t ksize_h = 0, ksize_v = 0;
+  std::int64_t offset = 0;  // in int32s, of this image's coefficients in the workspace
+  std::int64_t ints = 0;    // horizontal then vertical axis
+};
+std::vector<ImagePlan> plan_resize(const std::vector<ImageRef>& images, const ResizeSpec& spec);
+Arith arith_of(const ResizeSpec& spec);
+}  // namespace detail
+
+}  // namespace gdsio::image

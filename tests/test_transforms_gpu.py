@@ -1,0 +1,175 @@
+"""gdsio.transforms' CUDA kernels against the CPU twin (the oracle, itself
+checked against Pillow and OpenCV in test_transforms.py): uint8 outputs and
+filter windows equal bit for bit, float outputs within 1e-5 relative.
+Marker `gpu`: skipped centrally (conftest.py) where no CUDA device is
+visible; run on a GPU machine by bench/device_check.sh."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gdsio import _core
+from gdsio import transforms as T
+
+pytestmark = pytest.mark.gpu
+
+FILTERS = [
+    ("nearest", True),
+    ("bilinear", True),
+    ("bicubic", True),
+    ("box", True),
+    ("nearest", False),
+    ("bilinear", False),
+]
+
+
+def _image(c: int, h: int, w: int, seed: int = 0) -> torch.Tensor:
+    """Noise over edges and gradients: every rounding case shows up."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:h, 0:w]
+    base = np.where(((yy // 7) + (xx // 5)) % 2 == 0, 200, 30) + (xx * 37 + yy * 11) % 50
+    noise = rng.integers(0, 256, size=(c, h, w))
+    a = np.where(rng.random((c, h, w)) < 0.3, noise, base[None]).astype(np.uint8)
+    return torch.from_numpy(a)
+
+
+def _assert_float_close(gpu: torch.Tensor, cpu: torch.Tensor) -> None:
+    torch.testing.assert_close(gpu.cpu().float(), cpu.float(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("filt,antialias", FILTERS)
+@pytest.mark.parametrize(
+    "shape,size",
+    [
+        ((3, 375, 500), (224, 224)),
+        ((3, 512, 512), (512, 512)),
+        ((1, 97, 89), (45, 44)),
+        ((4, 64, 48), (333, 251)),
+        ((3, 1, 1), (5, 9)),
+        ((3, 1, 97), (1, 13)),
+        ((2, 89, 1), (17, 1)),
+        ((3, 300, 4000), (300, 7)),
+        ((3, 3000, 4000), (7, 7)),
+    ],
+    ids=str,
+)
+def test_resize_equals_cpu(filt: str, antialias: bool, shape: tuple, size: tuple) -> None:
+    img = _image(*shape)
+    cpu = T.resize(img, list(size), interpolation=filt, antialias=antialias)
+    gpu = T.resize(img.cuda(), list(size), interpolation=filt, antialias=antialias)
+    assert gpu.is_cuda and torch.equal(gpu.cpu(), cpu)
+
+
+@pytest.mark.parametrize("filt,antialias", FILTERS)
+def test_device_windows_equal_host_windows(filt: str, antialias: bool) -> None:
+    """The window kernel's double arithmetic is the host's, bit for bit."""
+    imgs = [_image(3, h, w, seed=h).cuda() for h, w in [(375, 500), (4000, 7), (13, 3000), (1, 1), (640, 427)]]
+    refs = np.array([(t.data_ptr(), t.stride(0), t.stride(1), t.shape[1], t.shape[2], 0) for t in imgs], np.int64)
+    kw = {"channels": 3, "out_h": 224, "out_w": 231, "filter": filt, "antialias": antialias}
+    nbytes = _core.tf_resize_workspace_bytes(refs, **kw)
+    ws = torch.zeros(nbytes, dtype=torch.uint8, device="cuda")
+    out = torch.empty((len(imgs), 3, 224, 231), dtype=torch.uint8, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    _core.tf_resize(
+        refs, **kw, out=out.data_ptr(), device=0, stream=stream, workspace=ws.data_ptr(), workspace_bytes=nbytes
+    )
+    host = np.frombuffer(_core.tf_resize_windows(refs, **kw), np.int32)
+    assert np.array_equal(ws.cpu().numpy().view(np.int32), host)
+
+
+def test_list_of_different_sizes_is_one_launch_per_stage() -> None:
+    shapes = [(375, 500), (500, 375), (333, 444), (1024, 768), (64, 64), (3000, 20)]
+    imgs = [_image(3, h, w, seed=i) for i, (h, w) in enumerate(shapes)]
+    cpu = T.resize(imgs, [224, 224], interpolation="bicubic")
+    gpu_imgs = [t.cuda() for t in imgs]
+    T.resize(gpu_imgs, [224, 224], interpolation="bicubic")  # warm up
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        gpu = T.resize(gpu_imgs, [224, 224], interpolation="bicubic")
+        torch.cuda.synchronize()
+    assert torch.equal(gpu.cpu(), cpu)
+    names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert sum("resample_kernel" in n for n in names) == 1, names
+    assert sum("windows_kernel" in n for n in names) == 1, names
+
+
+def test_batch_larger_than_one_launch() -> None:
+    """Past the image table's capacity the launcher splits the batch."""
+    imgs = [_image(3, 20 + i % 17, 30 + i % 13, seed=i) for i in range(_core.tf_max_images_per_launch + 37)]
+    cpu = T.resize(imgs, [16, 24])
+    assert torch.equal(T.resize([t.cuda() for t in imgs], [16, 24]).cpu(), cpu)
+
+
+def test_batch_tensor_and_crop_views() -> None:
+    img = _image(3, 300, 451)
+    batch = torch.stack([img, img.flip(-1).contiguous(), 255 - img])
+    assert torch.equal(T.resize(batch.cuda(), [100, 150]).cpu(), T.resize(batch, [100, 150]))
+    assert torch.equal(
+        T.resized_crop(img.cuda(), 17, 33, 201, 303, [64, 80], interpolation="bicubic").cpu(),
+        T.resized_crop(img, 17, 33, 201, 303, [64, 80], interpolation="bicubic"),
+    )
+
+
+def test_non_default_stream_is_honoured() -> None:
+    """The kernels run on the caller's stream: queued behind a slow producer on
+    that stream, they still see its data (on the legacy default stream they
+    would run first and resize zeros)."""
+    img = _image(3, 375, 500)
+    cpu = T.resize(img, [224, 224])
+    src = img.cuda()
+    x = torch.zeros_like(src)
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(50_000_000)  # ~tens of ms on the stream
+        x.copy_(src)
+        out = T.resize(x, [224, 224])
+        fused = T.resized_crop_flip_normalize(
+            [x], [[0, 0, 375, 500]], [False], [224, 224], [0.5] * 3, [0.25] * 3, dtype=torch.float32
+        )
+    s.synchronize()
+    assert torch.equal(out.cpu(), cpu)
+    _assert_float_close(fused[0], T.normalize(T.to_dtype(cpu, torch.float32, scale=True), [0.5] * 3, [0.25] * 3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.uint8])
+@pytest.mark.parametrize("filt,antialias", FILTERS)
+def test_fused_equals_cpu(dtype: torch.dtype, filt: str, antialias: bool) -> None:
+    imgs = [_image(3, h, w, seed=h) for h, w in [(375, 500), (500, 333), (90, 70), (1200, 1600)]]
+    boxes = T.random_resized_crop_params([t.shape[1] for t in imgs], [t.shape[2] for t in imgs], generator=7)
+    flips = [True, False, True, False]
+    norm = (None, None) if dtype == torch.uint8 else ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+    kw = {"interpolation": filt, "antialias": antialias, "dtype": dtype}
+    cpu = T.resized_crop_flip_normalize(imgs, boxes, flips, [224, 192], *norm, **kw)
+    gpu = T.resized_crop_flip_normalize([t.cuda() for t in imgs], boxes, flips, [224, 192], *norm, **kw)
+    assert gpu.dtype == dtype and gpu.shape == cpu.shape
+    if dtype == torch.uint8:
+        assert torch.equal(gpu.cpu(), cpu)
+    else:
+        _assert_float_close(gpu, cpu)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_pointwise_equal_cpu(dtype: torch.dtype) -> None:
+    img = _image(3, 123, 457)
+    for scale in (True, False):
+        _assert_float_close(T.to_dtype(img.cuda(), dtype, scale=scale), T.to_dtype(img, dtype, scale=scale))
+    x = T.to_dtype(torch.stack([img, 255 - img]), dtype, scale=True)
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    _assert_float_close(T.normalize(x.cuda(), mean, std), T.normalize(x, mean, std))
+    assert torch.equal(T.hflip(x.cuda()).cpu(), T.hflip(x))
+    assert torch.equal(T.hflip(img.cuda()).cpu(), img.flip(-1))
+
+
+def test_mixed_devices_are_refused() -> None:
+    img = _image(3, 10, 10)
+    with pytest.raises(ValueError, match=r"img\[1\] is on cuda"):
+        T.resize([img, img.cuda()], [5, 5])
+
+
+def test_current_device_is_restored() -> None:
+    before = torch.cuda.current_device()
+    T.resize(_image(3, 50, 60).cuda(), [20, 20])
+    assert torch.cuda.current_device() == before
