@@ -1,0 +1,172 @@
+"""Decoded samples kept in memory, so later epochs skip the disk and the decoder.
+
+The cache holds samples as they come out of the decoder, before any random
+augmentation, so every epoch still draws fresh crops and flips. It admits
+samples until its byte budget is spent and then evicts nothing: under the
+shuffled, uniform access of training, any eviction policy keeps about the
+same hit rate (budget / dataset) while paying for churn; keeping the first
+samples is free. Storage is a few large slabs with a bump pointer, so a pinned
+cache costs a handful of ``cudaHostAlloc`` calls, not one per image, and the
+memory in use never grows past the budget.
+
+>>> cache = gdsio.Cache(bytes="24G", where="cuda")
+>>> loader = gdsio.Loader("train", 256, cache=cache, device="cuda")
+>>> for epoch in range(3): ...          # epochs 1 and 2 read nothing if it fits
+>>> loader.stats().passes[1]["bytes_read"]
+0
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Hashable
+
+_WHERE = ("cuda", "pinned", "cpu")
+_SLAB = 64 << 20  # bytes per slab; a larger sample gets a slab of its own
+_ALIGN = 256  # keeps every dtype's views aligned and matches cudaMalloc's alignment
+
+
+class Cache:
+    """Up to `bytes` (an int, or text like ``"8G"``) of decoded samples in
+    `where`: ``"cuda"`` (device memory; ``"cuda:N"`` for a given device),
+    ``"pinned"`` (page-locked host memory, copied to the GPU on use) or
+    ``"cpu"``. ``None`` picks the loader's device. Thread-safe; one cache may
+    serve several loaders over the same files."""
+
+    def __init__(self, bytes: int | str, where: str | None = None) -> None:
+        from .._settings import parse_bytes
+
+        budget = parse_bytes(bytes) if isinstance(bytes, str) else bytes
+        if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
+            raise ValueError(f"bytes must be a non-negative int or text like '8G'; got {bytes!r}")
+        if where is not None and where.split(":")[0] not in _WHERE:
+            raise ValueError(f"where must be 'cuda', 'cuda:N', 'pinned' or 'cpu'; got {where!r}")
+        self.budget = budget
+        self.where = where
+        self._lock = threading.Lock()
+        self._items: dict[Hashable, tuple[Any, Any]] = {}  # key -> (tensor, CUDA event or None)
+        self._slabs: list[Any] = []
+        self._used = 0  # bytes of slabs allocated: what counts against the budget
+        self._fill = 0  # bump pointer in the last slab
+        self.hits = self.misses = self.rejected = 0
+
+    def bind(self, device: Any) -> None:
+        """Called by the loader: picks `where` if unset and checks it can serve `device`."""
+        import torch
+
+        dev = torch.device(device)
+        with self._lock:
+            if self.where is None:
+                self.where = "cpu" if dev.type == "cpu" else str(dev)
+        if self.where != "cpu" and not torch.cuda.is_available():
+            raise ValueError(f"Cache(where={self.where!r}) needs a CUDA device; use where='cpu' on this machine")
+        if self.where.startswith("cuda") and dev.type == "cpu":
+            raise ValueError(f"a Cache(where={self.where!r}) cannot serve a loader on the CPU; use where='cpu'")
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items
+
+    @property
+    def bytes_used(self) -> int:
+        return self._used
+
+    def get(self, key: Hashable) -> Any:
+        """The cached tensor (a view into the cache: do not modify it) or None.
+        A sample still being copied in on a GPU stream is waited for here."""
+        found = self.lookup(key)
+        if found is None:
+            return None
+        tensor, ready = found
+        if ready is not None:
+            ready.synchronize()
+        return tensor
+
+    def lookup(self, key: Hashable) -> tuple[Any, Any] | None:
+        """(tensor, CUDA event or None) or None. Before using the tensor on a
+        stream, make that stream wait for the event (the copy into the cache
+        may still be queued); the loader does."""
+        with self._lock:
+            item = self._items.get(key)
+            if item is None:
+                self.misses += 1
+                return None
+            self.hits += 1
+            tensor, ready = item
+            if ready is not None and ready.query():
+                self._items[key] = (tensor, None)  # done: forget the event
+                ready = None
+            return tensor, ready
+
+    def put(self, key: Hashable, tensor: Any) -> bool:
+        """Copies `tensor` in if it fits the budget; False when it does not."""
+        return self.put_many([key], [tensor])[0]
+
+    def put_many(self, keys: list[Hashable], tensors: list[Any]) -> list[bool]:
+        """Copies each tensor that fits the budget, on the current stream of
+        its device; one CUDA event marks them all complete."""
+        import torch
+
+        placed = []
+        for key, tensor in zip(keys, tensors):
+            nbytes = tensor.numel() * tensor.element_size()
+            with self._lock:
+                if key in self._items:
+                    continue
+                dst = self._alloc(nbytes)
+                if dst is None:
+                    self.rejected += 1
+                    continue
+            view = dst.view(tensor.dtype).view(tensor.shape) if nbytes else torch.empty_like(tensor, device=dst.device)
+            view.copy_(tensor, non_blocking=True)
+            placed.append((key, view, tensor))
+        ready = None
+        cuda = [t for _, _, t in placed if t.is_cuda] or [v for _, v, _ in placed if v.is_cuda]
+        if cuda:
+            # Copies queued on a stream: readers on other streams wait for this event.
+            ready = torch.cuda.Event()
+            ready.record(torch.cuda.current_stream(cuda[0].device))
+        with self._lock:
+            for key, view, _ in placed:
+                self._items[key] = (view, ready)  # published once the copy is queued (host copies are done)
+            return [k in self._items for k in keys]
+
+    def _alloc(self, nbytes: int) -> Any:
+        size = -(-nbytes // _ALIGN) * _ALIGN
+        if self._slabs and self._fill + size <= self._slabs[-1].numel():
+            out = self._slabs[-1][self._fill : self._fill + nbytes]
+            self._fill += size
+            return out
+        slab_bytes = max(_SLAB, size)
+        if self._used + slab_bytes > self.budget:
+            slab_bytes = self.budget - self._used  # a last, smaller slab uses up the budget
+            if slab_bytes < size:
+                return None
+        self._slabs.append(self._new_slab(slab_bytes))
+        self._used += slab_bytes
+        self._fill = size
+        return self._slabs[-1][:nbytes]
+
+    def _new_slab(self, nbytes: int) -> Any:
+        import torch
+
+        if self.where == "pinned":
+            return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+        return torch.empty(nbytes, dtype=torch.uint8, device=self.where or "cpu")
+
+    def clear(self) -> None:
+        """Drops every sample and frees the memory."""
+        with self._lock:
+            self._items.clear()
+            self._slabs.clear()
+            self._used = self._fill = 0
+
+    def stats(self) -> dict[str, Any]:
+        with self._lock:
+            return {"samples": len(self._items), "bytes_used": self._used, "budget": self.budget,
+                    "where": self.where, "hits": self.hits, "misses": self.misses, "rejected": self.rejected}
+
+    def __repr__(self) -> str:
+        return f"Cache(bytes={self.budget}, where={self.where!r}, samples={len(self._items)}, used={self._used})"

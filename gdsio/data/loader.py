@@ -1,0 +1,371 @@
+"""``gdsio.Loader``: files to device batches, with the device never waiting.
+
+One pass over the data runs three stages, each in its own threads:
+
+    reader threads (gdsio.read / File.read_batch, straight into device memory)
+      -> the loader thread: decode + transform on the loader's CUDA stream
+      -> a bounded queue of ready batches -> the consumer's ``next()``
+
+A batch crosses to the consumer's stream through a CUDA event
+(``current_stream().wait_event``) and ``record_stream``, never a device-wide
+synchronisation. At most ``prefetch`` ready batches wait in the queue, one is
+being transformed and one is being read: memory is bounded and the same in
+every epoch. On the CPU (``device="cpu"``) the reader threads also decode, in
+parallel, and the loader thread transforms with gdsio's CPU kernels.
+
+>>> loader = gdsio.Loader("imagenet/train", 256, device="cuda", shuffle=True,
+...                       transform=gdsio.data.Compose([gdsio.data.RandomResizedCrop(224), ...]))
+>>> for epoch in range(90):
+...     loader.set_epoch(epoch)
+...     for images, labels in loader: ...
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import weakref
+from typing import Any, Callable
+
+from ..starvation import LoaderStats, Meter
+from .cache import Cache
+from .sampler import ShardedOrder
+from .sources import SampleTable, scan
+
+log = logging.getLogger("gdsio")
+
+ON_ERROR = ("raise", "skip")
+STATE_VERSION = 1
+_POLL_S = 0.1  # how often blocked threads look at the stop flag
+_local = threading.local()  # .in_loader: set in the loader's own threads
+
+
+class SampleError(RuntimeError):
+    """A sample could not be read or decoded; ``path`` and ``index`` name it,
+    ``__cause__`` is the original error."""
+
+    def __init__(self, message: str, *, index: int, path: str) -> None:
+        super().__init__(message)
+        self.index = index
+        self.path = path
+
+
+def _resolve_device(device: Any) -> Any:
+    import torch
+
+    from .. import _libs
+
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError):
+        d = None
+    if d is None or d.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {device!r}")
+    if d.type == "cpu":
+        return d
+    why = _libs.cuda_unusable_reason()
+    if why is None and not torch.cuda.is_available():
+        why = "torch sees no CUDA device (a CPU build of torch?)"
+    if why:
+        raise RuntimeError(f"device={str(device)!r}, but CUDA is not usable here: {why}; pass device='cpu'")
+    return torch.device("cuda", torch.cuda.current_device() if d.index is None else d.index)
+
+
+def _positive_int(name: str, v: Any) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise ValueError(f"{name} must be a positive int, got {v!r}")
+    return v
+
+
+class Loader:
+    """Batches of `source` on `device`, as ``(images, labels)``: images
+    ``(N, C, H, W)`` (or ``(N, *shape)`` for npy and raw samples), labels int64
+    on the device (``-1`` where the source has no labels).
+
+    source: a folder in ImageFolder layout (labels from the sorted sub-folder
+    names), a glob pattern, a list of paths or of ``(path, label)`` pairs, a
+    single file, or a ``gdsio.data.FileList``. kind: ``"image"`` (JPEG, PNM:
+    decoded on the device), ``"npy"`` (a tensor per file, ``gdsio.load_npy``),
+    ``"raw"`` (fixed-size records of ``record_shape`` and ``record_dtype``;
+    each file holds one or more whole records, one file of N records or one
+    record per file alike; a file's label applies to all its records) or
+    ``"auto"`` (from the file extensions).
+
+    transform: called with the samples of one batch (a list of tensors on the
+    device; image sizes may differ) and returns the batch tensor; see
+    ``gdsio.data.Compose``. While it runs, ``gdsio.data.current_batch()``
+    gives the batch's (seed, epoch, sample indices), from which random
+    transforms draw, so a repeated or resumed run is identical. Without a
+    transform, samples of different shapes raise ``ValueError``.
+
+    shuffle/seed/rank/world_size/drop_last: as torch's DistributedSampler
+    (each rank a disjoint, equal share, padded by repeating samples, or cut
+    when ``drop_last``, which also drops a last short batch). on_error:
+    ``"raise"`` raises ``SampleError`` naming the file; ``"skip"`` logs it to
+    the ``gdsio`` logger and yields that batch shorter (never refilled, so
+    batches and resumption stay deterministic; a batch left empty is not
+    yielded). prefetch: ready batches queued ahead of the consumer. threads:
+    reader threads (default: ``gdsio.current_settings().threads``).
+    cache: a ``gdsio.Cache`` of decoded samples. image_mode: ``"RGB"``,
+    ``"GRAY"`` or ``"UNCHANGED"``.
+
+    Epochs: each complete pass advances ``epoch``; ``set_epoch(e)`` sets the
+    next pass's epoch (call it each epoch as with DistributedSampler, or let
+    it count). One pass runs at a time: a new ``iter()`` stops the previous one.
+
+    >>> loader = gdsio.Loader("data/*.npy", 64, device="cpu", shuffle=True)
+    >>> images, labels = next(iter(loader))
+    >>> state = loader.state_dict()   # JSON-serialisable; load_state_dict resumes mid-epoch
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        batch_size: int,
+        *,
+        transform: Callable[[Any], Any] | None = None,
+        device: Any = "cuda",
+        shuffle: bool = False,
+        seed: int = 0,
+        drop_last: bool = False,
+        rank: int = 0,
+        world_size: int = 1,
+        prefetch: int = 4,
+        threads: int | None = None,
+        on_error: str = "raise",
+        cache: Cache | None = None,
+        kind: str = "auto",
+        record_shape: Any = None,
+        record_dtype: Any = None,
+        image_mode: str = "RGB",
+    ) -> None:
+        from .._settings import current
+
+        if on_error not in ON_ERROR:
+            raise ValueError(f"on_error must be 'raise' or 'skip'; got {on_error!r}")
+        if transform is not None and not callable(transform):
+            raise TypeError(f"transform must be callable, got {type(transform).__name__}")
+        if cache is not None and not isinstance(cache, Cache):
+            raise TypeError(f"cache must be a gdsio.Cache, got {type(cache).__name__}")
+        if image_mode not in ("RGB", "GRAY", "UNCHANGED"):
+            raise ValueError(f"image_mode must be 'RGB', 'GRAY' or 'UNCHANGED'; got {image_mode!r}")
+        self.device = _resolve_device(device)
+        self.table: SampleTable = scan(source, kind=kind, record_shape=record_shape, record_dtype=record_dtype)
+        self.order = ShardedOrder(len(self.table), batch_size=_positive_int("batch_size", batch_size),
+                                  shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, drop_last=drop_last)
+        self.transform = transform
+        self.prefetch = _positive_int("prefetch", prefetch)
+        self.threads = current().threads if threads is None else _positive_int("threads", threads)
+        self.on_error = on_error
+        self.image_mode = image_mode
+        self.cache = cache
+        if cache is not None:
+            cache.bind(self.device)
+        self._meter = Meter()
+        self._epoch = 0
+        self._done = 0  # batches of the epoch consumed so far
+        self._resume = False  # the next pass starts at self._done (after load_state_dict)
+        self._gen = 0  # bumped by set_epoch/load_state_dict/iter: a stale pass stops updating the position
+        self._pass: weakref.ref[_Pass] | None = None
+        self._streams: tuple[Any, Any] | None = None
+
+    # ---- what it is ------------------------------------------------------------
+
+    @property
+    def kind(self) -> str:
+        return self.table.kind
+
+    @property
+    def classes(self) -> list[str]:
+        """Class names, index = label (ImageFolder sources); empty otherwise."""
+        return self.table.classes
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the current pass, or of the next one if none runs."""
+        return self._epoch
+
+    @property
+    def batch_size(self) -> int:
+        return self.order.batch_size
+
+    def __len__(self) -> int:
+        """Batches per epoch on this rank."""
+        return len(self.order)
+
+    def __repr__(self) -> str:
+        return (f"Loader({len(self.table)} {self.kind} samples, batch_size={self.batch_size}, device={self.device}, "
+                f"rank {self.order.rank}/{self.order.world_size}, {len(self)} batches/epoch, epoch {self._epoch})")
+
+    # ---- position ---------------------------------------------------------------
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch of the next pass (its shuffle and random transforms)."""
+        if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+            raise ValueError(f"epoch must be a non-negative int, got {epoch!r}")
+        self._gen += 1
+        self._epoch, self._done, self._resume = epoch, 0, False
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the loader stands: plain ints and bools (JSON-serialisable).
+        Counts batches handed to the consumer, not prefetched ones."""
+        o = self.order
+        return {"version": STATE_VERSION, "epoch": self._epoch, "batches_done": self._done,
+                "seed": o.seed, "shuffle": o.shuffle, "num_samples": o.num_samples, "batch_size": o.batch_size,
+                "world_size": o.world_size, "rank": o.rank, "drop_last": o.drop_last}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resumes: the next pass yields exactly the batches the saved loader had
+        not yet handed out, in the same order, with the same random transforms."""
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+            raise ValueError(f"not a gdsio.Loader state (version {STATE_VERSION}): {state!r}")
+        mine = self.state_dict()
+        for key in ("seed", "shuffle", "num_samples", "batch_size", "world_size", "rank", "drop_last"):
+            if state.get(key) != mine[key]:
+                raise ValueError(f"state_dict mismatch: {key}={state.get(key)!r} in the state, {mine[key]!r} in this loader")
+        epoch, done = state.get("epoch"), state.get("batches_done")
+        if not isinstance(epoch, int) or not isinstance(done, int) or epoch < 0 or not 0 <= done <= len(self):
+            raise ValueError(f"state_dict: bad position epoch={epoch!r}, batches_done={done!r}")
+        self._gen += 1
+        self._epoch, self._done, self._resume = epoch, done, True
+        if done == len(self):  # saved at the very end of an epoch
+            self._epoch, self._done = epoch + 1, 0
+
+    def stats(self, reset: bool = False) -> LoaderStats:
+        """Throughput, data-wait share, bytes read and the backends that ran
+        (see ``gdsio.starvation.LoaderStats``)."""
+        s = self._meter.snapshot()
+        if self.device.type == "cuda":
+            s.clock = "host for waits; CUDA events for gpu_ms"
+        if reset:
+            self._meter.reset()
+        return s
+
+    # ---- iteration --------------------------------------------------------------
+
+    def __iter__(self) -> "_Pass":
+        old = self._pass() if self._pass is not None else None
+        if old is not None:
+            old.close()
+        start = self._done if self._resume else 0
+        self._gen += 1
+        self._done, self._resume = start, False
+        p = _Pass(self, self._epoch, start, self._gen)
+        self._pass = weakref.ref(p)
+        return p
+
+    def _consumed(self, gen: int, batch_no: int) -> None:
+        if gen == self._gen:
+            self._done = batch_no + 1
+
+    def _finished(self, gen: int, epoch: int) -> None:
+        if gen == self._gen:
+            self._epoch, self._done = epoch + 1, 0
+
+    def _cuda_streams(self) -> tuple[Any, Any]:
+        """(read stream, work stream), made once: reads of batch k+1 overlap
+        the decode and transform of batch k."""
+        import torch
+
+        if self._streams is None:
+            self._streams = (torch.cuda.Stream(self.device), torch.cuda.Stream(self.device))
+        return self._streams
+
+
+class _Pass:
+    """One pass over the data: the iterator ``iter(loader)`` returns. Its
+    threads stop when it ends, on ``close()``, on any exception in ``next()``
+    (KeyboardInterrupt included) and when it is garbage collected."""
+
+    def __init__(self, loader: Loader, epoch: int, start: int, gen: int) -> None:
+        from .pipeline import Producer
+
+        self._loader = loader
+        self._epoch = epoch
+        self._gen = gen
+        self._queue: queue.Queue[tuple[Any, ...]] = queue.Queue(maxsize=loader.prefetch)
+        self._stop = threading.Event()
+        self._closed = False
+        self._last: float | None = None
+        loader._meter.begin_pass(epoch, start)
+        # The producer holds the loader's settings, the queue and the flag, never
+        # this object: dropping the iterator is what stops it.
+        producer = Producer(loader, epoch, start, self._queue, self._stop)
+        self._thread = threading.Thread(target=producer.run, name="gdsio-loader", daemon=True)
+        self._thread.start()
+
+    def __iter__(self) -> "_Pass":
+        return self
+
+    def __next__(self) -> tuple[Any, Any]:
+        if self._closed:
+            raise StopIteration
+        t0 = time.perf_counter()
+        try:
+            while True:
+                item = self._get()
+                if item[0] == "batch":
+                    break
+                if item[0] == "empty":  # every sample of that batch was skipped
+                    self._loader._consumed(self._gen, item[1])
+                    continue
+                if item[0] == "end":
+                    self._loader._finished(self._gen, self._epoch)
+                    self.close()
+                    raise StopIteration
+                raise item[1]  # an error from the loader's threads, with its traceback
+        except StopIteration:
+            raise
+        except BaseException:
+            self.close()
+            raise
+        _, batch_no, images, labels, ready = item
+        if ready is not None:  # CUDA: order the consumer's stream after the batch, no host sync
+            import torch
+
+            cur = torch.cuda.current_stream(self._loader.device)
+            cur.wait_event(ready)
+            for t in (images, labels):
+                if isinstance(t, torch.Tensor) and t.is_cuda:  # a user transform may return anything
+                    t.record_stream(cur)
+        t1 = time.perf_counter()
+        self._loader._meter.consumed(t1 - t0, t1 - (self._last if self._last is not None else t0), int(images.shape[0]))
+        self._last = t1
+        self._loader._consumed(self._gen, batch_no)
+        return images, labels
+
+    def _get(self) -> tuple[Any, ...]:
+        while True:
+            try:
+                return self._queue.get(timeout=_POLL_S)
+            except queue.Empty:
+                if not self._thread.is_alive():
+                    try:
+                        return self._queue.get_nowait()
+                    except queue.Empty:
+                        raise RuntimeError("gdsio.Loader: the loader thread ended without a result") from None
+
+    def close(self) -> None:
+        """Stops the pass's threads and waits for them (reads in flight finish)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        if getattr(_local, "in_loader", False):
+            return  # called from the loader's own threads (a GC there): they exit by the flag
+        self._thread.join(timeout=60)
+        if self._thread.is_alive():
+            log.warning("gdsio.Loader: the loader thread did not stop within 60 s (a read is stuck?)")
+        while True:  # drop ready batches now rather than with the queue
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,331 @@
+"""The loader's producing side: reader threads and the loader thread.
+
+For each batch the loader thread submits the reads (cache misses only) to
+the reader pool one batch ahead, so the reads of batch k+1 run while batch k
+is decoded and transformed. On a GPU the reads are ordered on the loader's
+read stream and decode + transform on its work stream; each step waits for
+the previous one through CUDA events, never through a synchronisation.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import contextlib
+import dataclasses
+import logging
+import queue
+import threading
+import time
+from typing import Any, Iterator
+
+import numpy as np
+
+from .sources import SampleTable
+from .transforms import BatchInfo, batch_context
+
+log = logging.getLogger("gdsio")
+_POLL_S = 0.1
+
+
+def _mark_loader_thread() -> None:
+    from .loader import _local
+
+    _local.in_loader = True
+
+
+@dataclasses.dataclass
+class _Pending:
+    batch_no: int
+    indices: np.ndarray
+    t0: float
+    hits: dict[int, Any]  # position in the batch -> cached sample
+    futures: list[tuple[list[int], concurrent.futures.Future[Any]]]  # positions -> (samples, event)
+    buf: Any = None  # raw kind: the batch buffer the reads fill
+
+
+class Producer:
+    """Runs in the thread ``gdsio-loader``; puts ``("batch", batch_no, images,
+    labels, ready_event)``, ``("empty", batch_no)``, ``("error", exc)`` or
+    ``("end",)`` on the queue."""
+
+    def __init__(self, loader: Any, epoch: int, start: int, q: queue.Queue[Any], stop: threading.Event) -> None:
+        self.table: SampleTable = loader.table
+        self.order = loader.order
+        self.epoch, self.start = epoch, start
+        self.transform = loader.transform
+        self.device = loader.device
+        self.cuda = self.device.type == "cuda"
+        self.streams = loader._cuda_streams() if self.cuda else None
+        self.threads = loader.threads
+        self.on_error = loader.on_error
+        self.mode = loader.image_mode
+        self.cache = loader.cache
+        self.meter = loader._meter
+        self.q, self.stop = q, stop
+
+    # ---- contexts ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _on(self, which: int) -> Iterator[None]:
+        """Makes the loader's read stream (0) or work stream (1) current in this thread."""
+        if not self.cuda:
+            yield
+            return
+        import torch
+
+        stream = self.streams[which]  # type: ignore[index]
+        with torch.cuda.device(stream.device), torch.cuda.stream(stream):
+            yield
+
+    def _event(self, stream_index: int, timing: bool = False) -> Any:
+        if not self.cuda:
+            return None
+        import torch
+
+        ev = torch.cuda.Event(enable_timing=timing)
+        ev.record(self.streams[stream_index])  # type: ignore[index]
+        return ev
+
+    # ---- the loop ---------------------------------------------------------------
+
+    def run(self) -> None:
+        _mark_loader_thread()
+        pool = concurrent.futures.ThreadPoolExecutor(
+            self.threads, thread_name_prefix="gdsio-reader", initializer=_mark_loader_thread
+        )
+        try:
+            batches = enumerate(self.order.batches(self.epoch, self.start), start=self.start)
+            ahead: collections.deque[_Pending] = collections.deque()
+            while True:
+                # Keep this batch and the next one submitted: reads overlap the transform.
+                while len(ahead) < 2 and (nxt := next(batches, None)) is not None:
+                    ahead.append(self._submit(pool, *nxt))
+                if not ahead or self.stop.is_set():
+                    break
+                item = self._finish(ahead.popleft())
+                if not self._put(item):
+                    return
+            if not self.stop.is_set():
+                self._put(("end",))
+        except BaseException as e:  # reaches the consumer, which re-raises it
+            self._put(("error", e))
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _put(self, item: tuple[Any, ...]) -> bool:
+        while not self.stop.is_set():
+            try:
+                self.q.put(item, timeout=_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    # ---- reads ------------------------------------------------------------------
+
+    def _keys(self, idx: np.ndarray) -> list[tuple[Any, ...]]:
+        """Cache keys: (kind, path, byte offset, image mode), shareable between loaders."""
+        t = self.table
+        files = t.file_of(idx).tolist()
+        offs = t.offset_of(idx).tolist() if t.starts is not None else [0] * len(files)
+        mode = self.mode if t.kind == "image" else None
+        return [(t.kind, t.files.paths[f], off, mode) for f, off in zip(files, offs)]
+
+    def _submit(self, pool: concurrent.futures.Executor, batch_no: int, idx: np.ndarray) -> _Pending:
+        p = _Pending(batch_no, idx, time.perf_counter(), {}, [])
+        misses = list(range(len(idx)))
+        if self.cache is not None:
+            misses = []
+            for pos, key in enumerate(self._keys(idx)):
+                hit = self.cache.lookup(key)
+                if hit is not None:
+                    p.hits[pos] = hit
+                else:
+                    misses.append(pos)
+        if self.table.kind == "raw":
+            import torch
+
+            with self._on(0):  # allocated on the read stream, which fills it
+                p.buf = torch.empty((len(idx), self.table.record_bytes), dtype=torch.uint8, device=self.device)
+            for rows in self._group_by_file(idx, misses):
+                p.futures.append((rows, pool.submit(self._read_records, idx, rows, p.buf)))
+        else:
+            for pos in misses:
+                p.futures.append(([pos], pool.submit(self._read_file, int(idx[pos]))))
+        return p
+
+    def _group_by_file(self, idx: np.ndarray, rows: list[int]) -> list[list[int]]:
+        files = self.table.file_of(idx[rows]) if rows else []
+        groups: dict[int, list[int]] = {}
+        for r, f in zip(rows, np.asarray(files).tolist()):
+            groups.setdefault(f, []).append(r)
+        return list(groups.values())
+
+    def _read_records(self, idx: np.ndarray, rows: list[int], buf: Any) -> tuple[None, Any]:
+        """Reader thread: the records of `rows` (one file) into their rows of the batch buffer."""
+        from ..io import File
+
+        t = self.table
+        rb = t.record_bytes
+        offs = t.offset_of(idx[rows]).tolist()
+        # Coalesce runs adjacent both in the file and in the batch (unshuffled data): fewer, larger requests.
+        reqs: list[list[int]] = []
+        for r, off in zip(rows, offs):
+            if reqs and reqs[-1][2] + reqs[-1][1] == off and reqs[-1][3] + reqs[-1][1] == r * rb:
+                reqs[-1][1] += rb
+            else:
+                reqs.append([0, rb, off, r * rb])
+        path = t.files.paths[int(t.file_of(idx[rows[:1]])[0])]
+        with self._on(0):
+            stream = self.streams[0].cuda_stream if self.cuda else None  # type: ignore[index]
+            with File(path) as f:
+                st = f.read_batch([(buf, n, off, out) for _, n, off, out in reqs], stream=stream)
+            ev = self._event(0)
+        self.meter.read(st.backend, st.nbytes)
+        return None, ev
+
+    def _read_file(self, index: int) -> tuple[Any, Any]:
+        """Reader thread: one npy tensor, or one image (decoded here on the CPU;
+        on a GPU its bytes, decoded later with the whole batch)."""
+        from ..io import read
+        from ..tensors import load_npy
+
+        path = self.table.files.paths[index]
+        with self._on(0):
+            if self.table.kind == "npy":
+                t, st = load_npy(path, device=self.device, return_stats=True)
+            else:
+                t, st = read(path, device=self.device, return_stats=True)
+            ev = self._event(0)
+        if st is not None:
+            self.meter.read(st.backend, st.nbytes)
+        if self.table.kind == "image" and not self.cuda:
+            from . import _decode
+
+            t, backend = _decode.decode_one(t, self.device, self.mode)
+            self.meter.decoded(backend)
+        return t, ev
+
+    # ---- one batch --------------------------------------------------------------
+
+    def _failed(self, index: int, err: BaseException, failures: dict[int, BaseException], pos: int) -> None:
+        from .loader import SampleError
+
+        desc = self.table.describe(index)
+        if self.on_error == "raise":
+            raise SampleError(f"sample {index} ('{desc}'): {type(err).__name__}: {err}", index=index,
+                              path=self.table.files.paths[int(self.table.file_of(np.asarray([index]))[0])]) from err
+        log.warning("gdsio.Loader: skipping sample %d ('%s'): %s: %s", index, desc, type(err).__name__, err)
+        failures[pos] = err
+
+    def _finish(self, p: _Pending) -> tuple[Any, ...]:
+        import torch
+
+        n = len(p.indices)
+        idx = p.indices.tolist()
+        samples: list[Any] = [None] * n
+        failures: dict[int, BaseException] = {}
+        events = []
+        for rows, fut in p.futures:
+            try:
+                t, ev = fut.result()
+            except Exception as e:
+                for r in rows:
+                    self._failed(idx[r], e, failures, r)
+                continue
+            events.append(ev)
+            if p.buf is None:
+                samples[rows[0]] = t
+        with self._on(1):
+            start = self._event(1, timing=True)
+            work = self.streams[1] if self.cuda else None  # type: ignore[index]
+            for ev in events:
+                if ev is not None:
+                    work.wait_event(ev)
+            fresh = [r for rows, _ in p.futures for r in rows if r not in failures]
+            if self.cuda:  # read on the read stream, used on this one: keep the allocator from reusing early
+                for r in fresh if p.buf is None else []:
+                    samples[r].record_stream(work)
+                if p.buf is not None:
+                    p.buf.record_stream(work)
+            if self.table.kind == "image" and self.cuda and fresh:
+                from . import _decode
+
+                decoded, errors, backends = _decode.decode_batch([samples[r] for r in fresh], self.device, self.mode)
+                for name, count in backends.items():
+                    self.meter.decoded(name, count)
+                for k, r in enumerate(fresh):
+                    samples[r] = decoded[k]
+                    if k in errors:
+                        self._failed(idx[r], errors[k], failures, r)
+                fresh = [r for r in fresh if r not in failures]
+            self._fill_from_cache(p, samples)
+            if self.cache is not None and fresh:
+                self.cache.put_many(self._keys(p.indices[fresh]), [samples[r] if p.buf is None else p.buf[r] for r in fresh])
+            keep = [r for r in range(n) if r not in failures]
+            if not keep:
+                self.meter.produced(time.perf_counter() - p.t0, len(p.hits), len(failures), None)
+                return ("empty", p.batch_no)
+            images = self._assemble(p, samples, keep)
+            labels = torch.from_numpy(self.table.labels_of(p.indices[keep])).to(self.device, non_blocking=True)
+            end = self._event(1, timing=True)
+        self.meter.produced(time.perf_counter() - p.t0, len(p.hits), len(failures),
+                            (start, end) if self.cuda else None)
+        return ("batch", p.batch_no, images, labels, end)
+
+    def _fill_from_cache(self, p: _Pending, samples: list[Any]) -> None:
+        for r, (hit, ready) in p.hits.items():
+            if ready is not None:  # still being copied into the cache on some stream
+                self.streams[1].wait_event(ready)  # type: ignore[index]
+            if hit.device != self.device:  # a pinned cache: the copy is queued on the work stream
+                hit = hit.to(self.device, non_blocking=True)
+            if p.buf is not None:
+                p.buf[r].copy_(hit, non_blocking=True)
+            else:
+                samples[r] = hit
+
+    def _assemble(self, p: _Pending, samples: list[Any], keep: list[int]) -> Any:
+        import torch
+
+        t = self.table
+        kept_idx = p.indices[keep]
+        names: list[str] | None = None
+        if p.buf is not None:
+            rows = p.buf if len(keep) == len(p.indices) else p.buf[torch.as_tensor(keep, device=p.buf.device)]
+            batch = rows.view(t.record_dtype).view(len(keep), *t.record_shape)
+            if self.transform is None:
+                return batch  # read straight into the batch: no copy
+            chosen = list(batch.unbind(0))
+        else:
+            chosen = [samples[r] for r in keep]
+            names = [t.describe(i) for i in kept_idx.tolist()]
+            if self.transform is None:
+                return _collate(chosen, names)
+        try:
+            with batch_context(BatchInfo(self.order.seed, self.epoch, kept_idx)):
+                out = self.transform(chosen)
+        except Exception as e:
+            e.add_note(f"in the transform of gdsio.Loader, batch {p.batch_no} of epoch {self.epoch}")
+            raise
+        if isinstance(out, (list, tuple)):
+            return _collate(list(out), names)
+        if not isinstance(out, torch.Tensor) or out.dim() < 1 or out.shape[0] != len(chosen):
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(f"the transform must return a batch of {len(chosen)} samples (a tensor (N, ...)); got {got}")
+        return out
+
+
+def _collate(samples: list[Any], names: list[str] | None) -> Any:
+    import torch
+
+    shapes = [tuple(s.shape) for s in samples]
+    for k, shape in enumerate(shapes[1:], start=1):
+        if shape != shapes[0]:
+            a = f" ('{names[0]}')" if names else ""
+            b = f" ('{names[k]}')" if names else ""
+            raise ValueError(
+                f"samples of one batch differ in shape: {shapes[0]}{a} and {shape}{b}; pass a transform that "
+                "fixes the size, e.g. gdsio.data.Compose([gdsio.data.Resize(256), gdsio.data.CenterCrop(224)])"
+            )
+    return torch.stack(samples)

@@ -1,0 +1,241 @@
+"""Where samples come from: a folder in ImageFolder layout, a glob, a list of
+paths (with optional labels), or one file of fixed-size records.
+
+A source becomes a ``SampleTable``: the files, a label per file, and for raw
+records how many records each file holds. Sample ``i`` is resolved to
+(file, byte offset) with a binary search over per-file record counts, so a
+single file of 50 million records costs two small arrays, not 50 million
+entries.
+
+>>> table = scan("imagenet/train", kind="auto")       # ImageFolder layout
+>>> table.kind, len(table), table.classes[:3]
+('image', 1281167, ['n01440764', 'n01443537', 'n01484850'])
+>>> scan("cifar.bin", kind="raw", record_shape=(3, 32, 32))   # one file, N records
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob as _glob
+import math
+import os
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+KINDS = ("auto", "image", "npy", "raw")
+
+# What gdsio.image decodes (JPEG, binary PNM). ``.npy`` files are their own
+# kind: a tensor of any shape, loaded with gdsio.load_npy.
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".jpe", ".jfif", ".pnm", ".pbm", ".pgm", ".ppm")
+NPY_EXTENSIONS = (".npy",)
+UNLABELED = -1  # the label of a sample whose source carries no labels
+
+
+@dataclasses.dataclass
+class FileList:
+    """Files and their labels (``UNLABELED`` = -1 where there are none).
+
+    >>> FileList.from_folder("train")                        # labels from sub-folders
+    >>> FileList.from_paths(["a.jpg", "b.jpg"], labels=[0, 3])
+    >>> FileList.from_glob("shards/*.npy")
+    """
+
+    paths: list[str]
+    labels: np.ndarray  # int64, one per path
+    classes: list[str] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.labels = np.asarray(self.labels, dtype=np.int64).reshape(-1)
+        if len(self.labels) != len(self.paths):
+            raise ValueError(f"labels: got {len(self.labels)} labels for {len(self.paths)} paths")
+
+    @classmethod
+    def from_folder(cls, root: str | os.PathLike[str], extensions: Sequence[str] | None = None) -> "FileList":
+        """ImageFolder layout, as torchvision reads it: class indices from the
+        sorted sub-folder names, files walked in sorted order (symlinks
+        followed), ``extensions`` matched case-insensitively (None: every file
+        but hidden ones). A folder with no sub-folders gives unlabeled files."""
+        root = os.fspath(root)
+        if not os.path.isdir(root):
+            raise FileNotFoundError(f"source folder '{root}' does not exist or is not a folder")
+        with os.scandir(root) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        classes = [e.name for e in entries if e.is_dir()]
+        if not classes:
+            files = [e.path for e in entries if e.is_file() and _wanted(e.name, extensions)]
+            return cls(files, np.full(len(files), UNLABELED, np.int64))
+        paths: list[str] = []
+        labels: list[int] = []
+        empty = []
+        for index, name in enumerate(classes):
+            before = len(paths)
+            for dirpath, _, fnames in sorted(os.walk(os.path.join(root, name), followlinks=True)):
+                paths.extend(os.path.join(dirpath, f) for f in sorted(fnames) if _wanted(f, extensions))
+            labels.extend([index] * (len(paths) - before))
+            if len(paths) == before:
+                empty.append(name)
+        if empty:
+            # torchvision's ImageFolder refuses empty classes too: an index with no sample is a layout mistake.
+            raise FileNotFoundError(
+                f"'{root}': no file with extension {_ext_text(extensions)} in class folder(s) {', '.join(empty[:5])}"
+                + (f" (and {len(empty) - 5} more)" if len(empty) > 5 else "")
+            )
+        return cls(paths, np.asarray(labels, np.int64), classes)
+
+    @classmethod
+    def from_glob(cls, pattern: str, extensions: Sequence[str] | None = None) -> "FileList":
+        """The regular files a glob matches (``**`` recurses), sorted; unlabeled."""
+        found = sorted(p for p in _glob.glob(pattern, recursive=True) if os.path.isfile(p))
+        files = [p for p in found if _wanted(os.path.basename(p), extensions)]
+        return cls(files, np.full(len(files), UNLABELED, np.int64))
+
+    @classmethod
+    def from_paths(cls, paths: Iterable[Any], labels: Iterable[int] | None = None) -> "FileList":
+        """Paths in the given order; ``labels`` one int per path, or None.
+        A list of ``(path, label)`` pairs works too."""
+        items = list(paths)
+        if labels is None and items and all(isinstance(p, (tuple, list)) and len(p) == 2 for p in items):
+            items, labels = [p for p, _ in items], [int(y) for _, y in items]
+        out = [os.fspath(p) for p in items]
+        lab = np.full(len(out), UNLABELED, np.int64) if labels is None else np.asarray(list(labels), np.int64)
+        return cls(out, lab)
+
+
+def _wanted(name: str, extensions: Sequence[str] | None) -> bool:
+    if extensions is None:
+        return not name.startswith(".")
+    return name.lower().endswith(tuple(e.lower() for e in extensions))
+
+
+def _ext_text(extensions: Sequence[str] | None) -> str:
+    return "any" if extensions is None else "/".join(extensions)
+
+
+@dataclasses.dataclass
+class SampleTable:
+    """Samples of one kind. For ``raw``, file ``f`` holds records
+    ``starts[f]`` to ``starts[f+1]-1``; for the other kinds a file is a sample."""
+
+    kind: str
+    files: FileList
+    starts: np.ndarray | None = None  # raw only: int64, len(files) + 1
+    record_shape: tuple[int, ...] = ()
+    record_dtype: Any = None
+    record_bytes: int = 0
+
+    def __len__(self) -> int:
+        return int(self.starts[-1]) if self.starts is not None else len(self.files.paths)
+
+    @property
+    def classes(self) -> list[str]:
+        return self.files.classes
+
+    def file_of(self, indices: np.ndarray) -> np.ndarray:
+        """The file index of each sample index."""
+        if self.starts is None:
+            return np.asarray(indices, np.int64)
+        return np.searchsorted(self.starts, indices, side="right") - 1
+
+    def offset_of(self, indices: np.ndarray) -> np.ndarray:
+        """Raw records: the byte offset of each sample in its file."""
+        assert self.starts is not None
+        idx = np.asarray(indices, np.int64)
+        return (idx - self.starts[self.file_of(idx)]) * self.record_bytes
+
+    def labels_of(self, indices: np.ndarray) -> np.ndarray:
+        return self.files.labels[self.file_of(indices)]
+
+    def describe(self, index: int) -> str:
+        """'path' or 'path, record k' for messages."""
+        f = int(self.file_of(np.asarray([index]))[0])
+        path = self.files.paths[f]
+        if self.starts is None:
+            return path
+        return f"{path}, record {index - int(self.starts[f])}"
+
+
+def _to_file_list(source: Any, extensions: Sequence[str] | None) -> FileList:
+    if isinstance(source, FileList):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        text = os.fspath(source)
+        if os.path.isdir(text):
+            return FileList.from_folder(text, extensions)
+        if os.path.isfile(text):
+            return FileList.from_paths([text])
+        if _glob.has_magic(text):
+            return FileList.from_glob(text, extensions)
+        raise FileNotFoundError(f"source '{text}' is neither a file, a folder nor a glob pattern that matches")
+    if isinstance(source, (list, tuple)):
+        return FileList.from_paths(source)
+    raise TypeError(
+        f"source must be a folder, a file, a glob pattern, a list of paths or of (path, label) pairs, "
+        f"or a gdsio.data.FileList; got {type(source).__name__}"
+    )
+
+
+def _infer_kind(files: FileList, where: str) -> str:
+    exts = {os.path.splitext(p)[1].lower() for p in files.paths}
+    if exts <= set(IMAGE_EXTENSIONS):
+        return "image"
+    if exts <= set(NPY_EXTENSIONS):
+        return "npy"
+    raise ValueError(
+        f"kind='auto' found both images and .npy files in {where} ({', '.join(sorted(exts))}); "
+        "pass kind='image' or kind='npy' to take one of them"
+    )
+
+
+def scan(
+    source: Any,
+    *,
+    kind: str = "auto",
+    record_shape: Sequence[int] | None = None,
+    record_dtype: Any = None,
+    extensions: Sequence[str] | None = None,
+) -> SampleTable:
+    """Lists the samples of `source` (see the module docstring). ``extensions``
+    defaults by kind: image files for ``image``, ``.npy`` for ``npy``, both for
+    ``auto`` (which then infers the kind from what it found; other files are
+    ignored), every non-hidden file for ``raw``."""
+    import torch
+
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    if kind == "raw" and record_shape is None:
+        raise ValueError("kind='raw' needs record_shape, e.g. record_shape=(3, 32, 32)")
+    if kind != "raw" and record_shape is not None:
+        raise ValueError(f"record_shape applies to kind='raw' only (kind is {kind!r})")
+    if extensions is None:
+        # auto: image and .npy files (other files, a README, are ignored); raw: every non-hidden file.
+        extensions = {"image": IMAGE_EXTENSIONS, "npy": NPY_EXTENSIONS,
+                      "auto": IMAGE_EXTENSIONS + NPY_EXTENSIONS}.get(kind)
+    where = f"'{os.fspath(source)}'" if isinstance(source, (str, os.PathLike)) else "the given paths"
+    files = _to_file_list(source, extensions)
+    if not files.paths:
+        hint = " (for files of fixed-size records pass kind='raw' and record_shape)" if kind == "auto" else ""
+        raise ValueError(f"source {where} holds no file with extension {_ext_text(extensions)}{hint}")
+    if kind == "auto":
+        kind = _infer_kind(files, where)
+    if kind != "raw":
+        return SampleTable(kind, files)
+
+    shape = tuple(int(d) for d in record_shape)  # type: ignore[union-attr]
+    if not shape or any(d <= 0 for d in shape):
+        raise ValueError(f"record_shape must hold positive sizes; got {tuple(record_shape)}")  # type: ignore[arg-type]
+    dtype = torch.uint8 if record_dtype is None else record_dtype
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"record_dtype must be a torch.dtype, got {type(dtype).__name__}")
+    rb = math.prod(shape) * dtype.itemsize
+    counts = np.empty(len(files.paths), np.int64)
+    for i, p in enumerate(files.paths):
+        size = os.path.getsize(p)
+        if size == 0 or size % rb:
+            raise ValueError(
+                f"'{p}' holds {size} bytes, not a whole number of {rb}-byte records "
+                f"(record_shape {shape}, {str(dtype).replace('torch.', '')})"
+            )
+        counts[i] = size // rb
+    starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return SampleTable("raw", files, starts, shape, dtype, rb)

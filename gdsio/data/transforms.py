@@ -1,0 +1,476 @@
+"""Batch transforms: torchvision's names, applied to a whole batch at once on
+the device, on top of ``gdsio.transforms``.
+
+A transform takes the decoded images of one batch (a list of ``(C,H,W)``
+tensors whose sizes may differ, or an ``(N,C,H,W)`` tensor) and returns a
+batch. ``Compose`` recognises the usual training and evaluation chains and runs
+them as one fused kernel (crop + resize + flip + normalise + cast):
+
+* ``RandomResizedCrop``, or a fixed-size ``Resize``, or ``CenterCrop`` then a
+  fixed-size ``Resize``;
+* then, in any order, an optional ``RandomHorizontalFlip`` and an optional
+  ``ToDtype(<float dtype>)``, which ``Normalize`` may follow.
+
+``Resize(256), CenterCrop(224)`` is not fused: resizing a crop is not the same
+as cropping a resize at the crop's border, and the fused op would differ from
+torchvision there. The fused op resizes to uint8 (Pillow-exact) and then
+normalises in float32 before the cast, so it equals the unfused chain with a
+float32 ``ToDtype`` and differs from a float16 chain only by float16
+rounding (the unfused ``Normalize`` computes in float16).
+
+Random parameters are drawn per sample from (seed, epoch, sample index), which
+the loader publishes for each batch (``current_batch()``), so a resumed or
+repeated run draws the same crops and flips. Used on their own, outside a
+loader, random transforms draw a seed from torch's global generator
+(``torch.manual_seed`` makes them repeatable), as torchvision's do.
+
+>>> train = Compose([RandomResizedCrop(224), RandomHorizontalFlip(),
+...                  ToDtype(torch.float16, scale=True), Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+>>> train.fused
+True
+>>> batch = train([img_a, img_b])            # (2, 3, 224, 224) float16
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import math
+import zlib
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def _F() -> Any:
+    from .. import transforms  # gdsio.transforms: the functional ops (CPU twin and CUDA kernels)
+
+    return transforms
+
+
+# ---- which batch is this: (seed, epoch, sample indices) -------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchInfo:
+    """Published by the loader around each call of its transform."""
+
+    seed: int
+    epoch: int
+    indices: np.ndarray  # the dataset index of each sample in the batch, in order
+
+
+_current: contextvars.ContextVar[BatchInfo | None] = contextvars.ContextVar("gdsio_batch", default=None)
+
+
+def current_batch() -> BatchInfo | None:
+    """The batch being transformed (inside a loader), else None. A custom
+    transform can draw its own per-sample randomness from it."""
+    return _current.get()
+
+
+@contextlib.contextmanager
+def batch_context(info: BatchInfo) -> Iterator[BatchInfo]:
+    """Makes `info` the current batch inside the block (thread- and task-local)."""
+    token = _current.set(info)
+    try:
+        yield info
+    finally:
+        _current.reset(token)
+
+
+def _fresh_info(n: int) -> BatchInfo:
+    import torch
+
+    seed = int(torch.randint(0, 2**62, (), dtype=torch.int64))  # repeatable under torch.manual_seed
+    return BatchInfo(seed, 0, np.arange(n, dtype=np.int64))
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    # splitmix64's finaliser: a counter-based hash, so any sample's draws are
+    # computed directly, vectorised over the batch, with no generator state.
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def uniforms(info: BatchInfo, salt: int, count: int) -> np.ndarray:
+    """(N, count) floats in [0, 1), a pure function of (seed, epoch, index, salt, draw)."""
+    mask = (1 << 64) - 1
+    with np.errstate(over="ignore"):  # uint64 arithmetic wraps by design
+        key = _mix(np.array([info.seed & mask], np.uint64) + _GOLDEN)
+        key = _mix(key ^ np.uint64(info.epoch & mask))
+        key = _mix(key ^ np.uint64(salt & mask))
+        per = _mix(key ^ (np.asarray(info.indices, np.int64).astype(np.uint64) * _GOLDEN))
+        draws = _mix(per[:, None] + np.arange(1, count + 1, dtype=np.uint64)[None, :] * _GOLDEN)
+    return (draws >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def _info_for(n: int) -> BatchInfo:
+    info = current_batch()
+    if info is None:
+        return _fresh_info(n)
+    if len(info.indices) != n:
+        raise ValueError(f"the batch holds {n} images but the current batch info names {len(info.indices)} samples")
+    return info
+
+
+def _salt(t: Any, position: int) -> int:
+    # Distinct streams per transform (a crop and a flip must not share draws),
+    # the same in the fused and the unfused path.
+    return zlib.crc32(f"{type(t).__name__}:{position}".encode())
+
+
+# ---- helpers ---------------------------------------------------------------------------
+
+
+def _sizes(images: Any) -> list[tuple[int, int]]:
+    if isinstance(images, (list, tuple)):
+        return [(int(t.shape[-2]), int(t.shape[-1])) for t in images]
+    if images.dim() == 3:
+        return [(int(images.shape[-2]), int(images.shape[-1]))]
+    return [(int(images.shape[-2]), int(images.shape[-1]))] * int(images.shape[0])
+
+
+def _count(images: Any) -> int:
+    if isinstance(images, (list, tuple)):
+        return len(images)
+    return 1 if images.dim() == 3 else int(images.shape[0])
+
+
+def _each(images: Any, fn: Callable[[Any], Any]) -> Any:
+    return [fn(t) for t in images] if isinstance(images, (list, tuple)) else fn(images)
+
+
+def _stack_if_same(images: list[Any]) -> Any:
+    import torch
+
+    if images and len({tuple(t.shape) for t in images}) == 1:
+        return torch.stack(images)
+    return images
+
+
+def _pair(size: int | Sequence[int], name: str) -> tuple[int, int]:
+    if isinstance(size, int) and not isinstance(size, bool):
+        return size, size
+    s = tuple(int(v) for v in size)
+    if len(s) == 1:
+        return s[0], s[0]
+    if len(s) != 2 or min(s) <= 0:
+        raise ValueError(f"{name} must be an int or (height, width) of positive ints; got {size!r}")
+    return s  # type: ignore[return-value]
+
+
+# ---- the transforms ------------------------------------------------------------------
+
+
+class BatchTransform:
+    """Base class: ``t(images)`` applies the transform to a batch."""
+
+    def __call__(self, images: Any) -> Any:
+        return self._apply(images, _salt(self, -1))
+
+    def _apply(self, images: Any, salt: int) -> Any:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({fields})"
+
+
+class Resize(BatchTransform):
+    """Resize to ``(height, width)``, or, given an int, the shorter side to
+    that length keeping the aspect ratio (torchvision's rule). Images of one
+    output size are resized in one launch."""
+
+    def __init__(self, size: int | Sequence[int], interpolation: str = "bilinear", antialias: bool = True) -> None:
+        if isinstance(size, int) and not isinstance(size, bool):
+            if size <= 0:
+                raise ValueError(f"size must be positive, got {size}")
+            self.size: int | tuple[int, int] = size
+        else:
+            self.size = _pair(size, "size")
+        self.interpolation = interpolation
+        self.antialias = antialias
+
+    @property
+    def fixed(self) -> bool:
+        return not isinstance(self.size, int)
+
+    def output_size(self, h: int, w: int) -> tuple[int, int]:
+        if not isinstance(self.size, int):
+            return self.size
+        short, long = (w, h) if w <= h else (h, w)
+        new_short, new_long = self.size, int(self.size * long / short)
+        return (new_long, new_short) if w <= h else (new_short, new_long)
+
+    def _apply(self, images: Any, salt: int) -> Any:
+        F = _F()
+        outs = [self.output_size(h, w) for h, w in _sizes(images)]
+        kw = dict(interpolation=self.interpolation, antialias=self.antialias)
+        if not isinstance(images, (list, tuple)) or len(set(outs)) == 1:
+            return F.resize(images if not isinstance(images, tuple) else list(images), list(outs[0]), **kw)
+        return [F.resize(t, list(o), **kw) for t, o in zip(images, outs)]
+
+
+def _center_box(h: int, w: int, ch: int, cw: int) -> tuple[int, int, int, int]:
+    # torchvision's rounding of the centre offset.
+    return int(round((h - ch) / 2.0)), int(round((w - cw) / 2.0)), ch, cw
+
+
+class CenterCrop(BatchTransform):
+    """Crop the centre ``(height, width)``; smaller images are zero-padded first,
+    as in torchvision. Crops are views: no copy, no launch."""
+
+    def __init__(self, size: int | Sequence[int]) -> None:
+        self.size = _pair(size, "size")
+
+    def _apply(self, images: Any, salt: int) -> Any:
+        F = _F()
+        return _each(images, lambda t: F.center_crop(t, list(self.size)))
+
+
+class RandomResizedCrop(BatchTransform):
+    """torchvision's RandomResizedCrop, per sample: a crop of random area
+    (``scale``) and aspect ratio (``ratio``), resized to ``size``; all crops
+    resized in one launch."""
+
+    def __init__(
+        self,
+        size: int | Sequence[int],
+        scale: tuple[float, float] = (0.08, 1.0),
+        ratio: tuple[float, float] = (3 / 4, 4 / 3),
+        interpolation: str = "bilinear",
+        antialias: bool = True,
+    ) -> None:
+        self.size = _pair(size, "size")
+        if not (0 < scale[0] <= scale[1]) or not (0 < ratio[0] <= ratio[1]):
+            raise ValueError(f"scale and ratio must be (min, max) with 0 < min <= max; got {scale}, {ratio}")
+        self.scale = (float(scale[0]), float(scale[1]))
+        self.ratio = (float(ratio[0]), float(ratio[1]))
+        self.interpolation = interpolation
+        self.antialias = antialias
+
+    def boxes(self, sizes: Sequence[tuple[int, int]], u: np.ndarray) -> np.ndarray:
+        """(N, 4) int64 boxes (top, left, height, width), torchvision's algorithm
+        vectorised: 10 attempts at a random area and ratio, then a central crop
+        of the nearest allowed ratio. `u` holds 40 uniforms per sample."""
+        n = len(sizes)
+        hw = np.asarray(sizes, np.int64).reshape(n, 2)
+        h, w = hw[:, 0:1], hw[:, 1:2]
+        u = u.reshape(n, 10, 4)
+        area = (h * w).astype(np.float64)
+        target = area * (self.scale[0] + (self.scale[1] - self.scale[0]) * u[..., 0])
+        lr = (math.log(self.ratio[0]), math.log(self.ratio[1]))
+        aspect = np.exp(lr[0] + (lr[1] - lr[0]) * u[..., 1])
+        cw = np.round(np.sqrt(target * aspect)).astype(np.int64)  # np.round: half to even, like Python's round
+        ch = np.round(np.sqrt(target / aspect)).astype(np.int64)
+        ok = (cw > 0) & (cw <= w) & (ch > 0) & (ch <= h)
+        k = ok.argmax(axis=1)
+        rows = np.arange(n)
+        ch, cw, ut, ul = ch[rows, k], cw[rows, k], u[rows, k, 2], u[rows, k, 3]
+        h, w = h[:, 0], w[:, 0]
+        top = np.floor(ut * (h - ch + 1)).astype(np.int64)
+        left = np.floor(ul * (w - cw + 1)).astype(np.int64)
+        out = np.stack([top, left, ch, cw], axis=1)
+        for i in np.flatnonzero(~ok.any(axis=1)):  # the fallback: rare, so a plain loop
+            H, W = int(h[i]), int(w[i])
+            r = W / H
+            if r < self.ratio[0]:
+                bw, bh = W, int(round(W / self.ratio[0]))
+            elif r > self.ratio[1]:
+                bh, bw = H, int(round(H * self.ratio[1]))
+            else:
+                bh, bw = H, W
+            out[i] = ((H - bh) // 2, (W - bw) // 2, bh, bw)
+        return out
+
+    def _boxes_for(self, images: Any, salt: int) -> np.ndarray:
+        sizes = _sizes(images)
+        return self.boxes(sizes, uniforms(_info_for(len(sizes)), salt, 40))
+
+    def _apply(self, images: Any, salt: int) -> Any:
+        import torch
+
+        F = _F()
+        boxes = self._boxes_for(images, salt)
+        seq = list(images) if isinstance(images, (list, tuple)) or images.dim() == 4 else [images]
+        out = F.resized_crop_flip_normalize(seq, boxes, False, list(self.size), None, None, dtype=torch.uint8,
+                                            interpolation=self.interpolation, antialias=self.antialias)
+        return out if isinstance(images, (list, tuple)) or images.dim() == 4 else out[0]
+
+
+class RandomHorizontalFlip(BatchTransform):
+    """Flip each sample left-right with probability ``p``."""
+
+    def __init__(self, p: float = 0.5) -> None:
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"p must be in [0, 1], got {p}")
+        self.p = float(p)
+
+    def flags(self, n: int, salt: int) -> np.ndarray:
+        return uniforms(_info_for(n), salt, 1)[:, 0] < self.p
+
+    def _apply(self, images: Any, salt: int) -> Any:
+        import torch
+
+        F = _F()
+        flip = self.flags(_count(images), salt)
+        if isinstance(images, (list, tuple)):
+            return [F.hflip(t) if f else t for t, f in zip(images, flip.tolist())]
+        if images.dim() == 3:
+            return F.hflip(images) if flip[0] else images
+        mask = torch.as_tensor(flip, device=images.device).view(-1, 1, 1, 1)
+        return torch.where(mask, F.hflip(images), images)
+
+
+class ToDtype(BatchTransform):
+    """Cast to ``dtype``; with ``scale=True`` integer pixel values are mapped
+    to [0, 1] for float dtypes (torchvision's ToDtype, whose default is scale=False)."""
+
+    def __init__(self, dtype: Any, scale: bool = False) -> None:
+        self.dtype = dtype
+        self.scale = bool(scale)
+
+    def _apply(self, images: Any, salt: int) -> Any:
+        F = _F()
+        return _each(images, lambda t: F.to_dtype(t, self.dtype, scale=self.scale))
+
+
+class Normalize(BatchTransform):
+    """``(x - mean) / std`` per channel, on float images (put ``ToDtype``
+    before it, as with torchvision)."""
+
+    def __init__(self, mean: Sequence[float], std: Sequence[float]) -> None:
+        self.mean = tuple(float(m) for m in mean)
+        self.std = tuple(float(s) for s in std)
+        if len(self.mean) != len(self.std) or any(s == 0 for s in self.std):
+            raise ValueError(f"mean and std need one value per channel and std no zero; got {mean}, {std}")
+
+    def _apply(self, images: Any, salt: int) -> Any:
+        F = _F()
+
+        def one(t: Any) -> Any:
+            if not t.dtype.is_floating_point:
+                raise TypeError(f"Normalize needs float images, got {t.dtype}; put ToDtype(torch.float32, scale=True) before it")
+            return F.normalize(t, list(self.mean), list(self.std))
+
+        return _each(images, one)
+
+
+@dataclasses.dataclass
+class _Fused:
+    geometry: BatchTransform  # RandomResizedCrop, Resize (fixed) or CenterCrop
+    geometry_salt: int
+    resize: Resize | RandomResizedCrop
+    flip: RandomHorizontalFlip | None
+    flip_salt: int
+    dtype: Any  # None: uint8 out (no ToDtype in the chain)
+    mean: tuple[float, ...] | None
+    std: tuple[float, ...] | None
+
+
+def _plan(ts: Sequence[Any]) -> _Fused | None:
+    if not ts:
+        return None
+    if isinstance(ts[0], RandomResizedCrop):
+        geo, resize, rest = ts[0], ts[0], 1
+    elif isinstance(ts[0], Resize) and ts[0].fixed:
+        geo, resize, rest = ts[0], ts[0], 1
+    elif isinstance(ts[0], CenterCrop) and len(ts) > 1 and isinstance(ts[1], Resize) and ts[1].fixed:
+        geo, resize, rest = ts[0], ts[1], 2
+    else:
+        return None
+    flip = cast = norm = None
+    flip_pos = -1
+    for pos in range(rest, len(ts)):
+        t = ts[pos]
+        if isinstance(t, RandomHorizontalFlip) and flip is None:
+            flip, flip_pos = t, pos
+        elif isinstance(t, ToDtype) and cast is None and _is_float(t.dtype):
+            cast = t
+        elif isinstance(t, Normalize) and cast is not None and norm is None:
+            norm = t
+        else:
+            return None
+    if cast is None:  # crop + resize + flip, uint8 out
+        return _Fused(geo, _salt(geo, 0), resize, flip, _salt(flip, flip_pos) if flip else 0, None, None, None)
+    # The fused op computes (x / 255 - mean) / std; without scale=True the cast keeps 0..255.
+    k = 1.0 if cast.scale else 255.0
+    mean = tuple(m / k for m in norm.mean) if norm else None
+    std = tuple(s / k for s in norm.std) if norm else None
+    if not cast.scale and norm is None:
+        mean, std = (0.0,), (1.0 / 255.0,)
+    return _Fused(geo, _salt(geo, 0), resize, flip, _salt(flip, flip_pos) if flip else 0, cast.dtype, mean, std)
+
+
+def _is_float(dtype: Any) -> bool:
+    import torch
+
+    return dtype in (torch.float32, torch.float16, torch.bfloat16)  # what the fused op writes
+
+
+class Compose(BatchTransform):
+    """Transforms applied in order; the usual chains run fused (see the module
+    docstring; ``fused`` says whether this one does). Plain callables may
+    appear in the list too; they make the chain unfused."""
+
+    def __init__(self, transforms: Sequence[Callable[[Any], Any]]) -> None:
+        self.transforms = list(transforms)
+        for i, t in enumerate(self.transforms):
+            if not callable(t):
+                raise TypeError(f"transforms[{i}] is not callable: {t!r}")
+        self._fusion = _plan(self.transforms)
+
+    @property
+    def fused(self) -> bool:
+        return self._fusion is not None
+
+    def __call__(self, images: Any) -> Any:
+        if current_batch() is None:
+            # Standalone: one seed for the whole chain, so fused and unfused agree.
+            with batch_context(_fresh_info(_count(images))):
+                return self._apply(images, 0)
+        return self._apply(images, 0)
+
+    def _apply(self, images: Any, salt: int) -> Any:
+        if self._fusion is not None:
+            out = self._run_fused(images, self._fusion)
+            if out is not None:
+                return out
+        x = images
+        for pos, t in enumerate(self.transforms):
+            x = t._apply(x, _salt(t, pos)) if isinstance(t, BatchTransform) else t(x)
+        return _stack_if_same(x) if isinstance(x, list) else x
+
+    def _run_fused(self, images: Any, f: _Fused) -> Any:
+        import torch
+
+        F = _F()
+        sizes = _sizes(images)
+        n = len(sizes)
+        if isinstance(f.geometry, RandomResizedCrop):
+            boxes = f.geometry._boxes_for(images, f.geometry_salt)
+        elif isinstance(f.geometry, CenterCrop):
+            ch, cw = f.geometry.size
+            if any(ch > h or cw > w for h, w in sizes):
+                return None  # padding needed: the plain path pads
+            boxes = np.asarray([_center_box(h, w, ch, cw) for h, w in sizes], np.int64).reshape(n, 4)
+        else:
+            boxes = np.asarray([(0, 0, h, w) for h, w in sizes], np.int64).reshape(n, 4)
+        flips = f.flip.flags(n, f.flip_salt) if f.flip is not None else np.zeros(n, bool)
+        seq = list(images) if isinstance(images, (list, tuple)) or images.dim() == 4 else [images]
+        out = F.resized_crop_flip_normalize(
+            seq, boxes, flips, list(f.resize.size),
+            list(f.mean) if f.mean is not None else None, list(f.std) if f.std is not None else None,
+            interpolation=f.resize.interpolation, antialias=f.resize.antialias,
+            dtype=f.dtype if f.dtype is not None else torch.uint8,
+        )
+        return out if isinstance(images, (list, tuple)) or images.dim() == 4 else out[0]

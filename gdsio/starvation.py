@@ -1,0 +1,297 @@
+"""Is training waiting for data? The loader's meter and the replay test.
+
+Two measures, both honest about their clocks:
+
+* ``Loader.stats()``: per batch, how long the consumer was blocked in
+  ``next()`` and how long the batch took to produce; the data-wait share is
+  the blocked time over the wall time of the loop. GPU utilisation figures
+  only say a kernel was running; time blocked in ``next()`` is what the
+  model actually lost.
+* ``measure(step_fn, loader)``: runs the training step on the real loader,
+  then on one batch replayed from memory (the "caching strategy": the step
+  alone, with free data, is the upper bound), and compares.
+
+>>> report = gdsio.starvation.measure(train_step, loader, steps=50)
+>>> print(report)       # input-bound: the step alone runs at 2.1x ...
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+import time
+from typing import Any, Callable
+
+# ---- the loader's meter ----------------------------------------------------------
+
+_KEEP_PASSES = 1000  # per-pass summaries kept; older ones are dropped so memory stays flat
+
+
+@dataclasses.dataclass
+class LoaderStats:
+    """What a loader did since it was made (or since ``stats(reset=True)``).
+
+    data_wait_share: time the consumer was blocked in ``next()`` over the
+    wall time of its loops (host clock). produce_ms: mean time from a batch's
+    first read to its being ready (read, decode, transform; the reads of one
+    batch overlap the transform of the one before), host clock; on a GPU also
+    ``gpu_ms``, the decode+transform time on the loader's stream (CUDA events). passes: one entry per pass over the data (an epoch, or the part
+    of one a loop ran) with the bytes read from disk in it: 0 when a cache
+    served everything.
+    """
+
+    batches: int = 0
+    samples: int = 0
+    seconds: float = 0.0
+    data_wait_s: float = 0.0
+    produce_ms: float = 0.0
+    gpu_ms: float | None = None
+    bytes_read: int = 0
+    skipped: int = 0
+    cache_hits: int = 0
+    io_backends: dict[str, int] = dataclasses.field(default_factory=dict)
+    decode_backends: dict[str, int] = dataclasses.field(default_factory=dict)
+    passes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    clock: str = "host"
+
+    @property
+    def data_wait_share(self) -> float:
+        return self.data_wait_s / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def batches_per_s(self) -> float:
+        return self.batches / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.bytes_read / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d.update(data_wait_share=self.data_wait_share, batches_per_s=self.batches_per_s,
+                 samples_per_s=self.samples_per_s, bytes_per_s=self.bytes_per_s)
+        return d
+
+    def __str__(self) -> str:
+        io = ", ".join(f"{k} x{v}" for k, v in sorted(self.io_backends.items())) or "none"
+        dec = ", ".join(f"{k} x{v}" for k, v in sorted(self.decode_backends.items())) or "none"
+        return (
+            f"{self.batches} batches, {self.samples_per_s:.1f} samples/s, {self.batches_per_s:.2f} batches/s, "
+            f"data wait {100 * self.data_wait_share:.1f}%, {self.bytes_per_s / 1e6:.1f} MB/s read; "
+            f"I/O: {io}; decode: {dec}"
+            + (f"; {self.skipped} skipped" if self.skipped else "")
+            + (f"; {self.cache_hits} cache hits" if self.cache_hits else "")
+        )
+
+
+class Meter:
+    """Thread-safe counters behind ``Loader.stats()``: the consumer adds waits,
+    the loader's threads add reads and batches. Sums only, so memory is flat."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._s = LoaderStats()
+            self._produce_s = 0.0
+            self._produced = 0
+            self._gpu_pending: collections.deque[tuple[Any, Any]] = collections.deque(maxlen=256)
+            self._gpu_s = 0.0
+            self._gpu_n = 0
+            self._pass: dict[str, Any] | None = None
+
+    def begin_pass(self, epoch: int, start_batch: int) -> None:
+        with self._lock:
+            self._pass = {"epoch": epoch, "start_batch": start_batch, "batches": 0, "samples": 0,
+                          "bytes_read": 0, "cache_hits": 0, "skipped": 0}
+            self._s.passes.append(self._pass)
+            del self._s.passes[:-_KEEP_PASSES]
+
+    def consumed(self, wait_s: float, wall_s: float, samples: int) -> None:
+        """The consumer got a batch after waiting `wait_s`; `wall_s` since its previous one."""
+        with self._lock:
+            self._s.batches += 1
+            self._s.samples += samples
+            self._s.data_wait_s += wait_s
+            self._s.seconds += wall_s
+            if self._pass is not None:
+                self._pass["batches"] += 1
+                self._pass["samples"] += samples
+
+    def read(self, backend: str, nbytes: int) -> None:
+        with self._lock:
+            self._s.io_backends[backend] = self._s.io_backends.get(backend, 0) + 1
+            self._s.bytes_read += nbytes
+            if self._pass is not None:
+                self._pass["bytes_read"] += nbytes
+
+    def decoded(self, backend: str, count: int = 1) -> None:
+        with self._lock:
+            self._s.decode_backends[backend] = self._s.decode_backends.get(backend, 0) + count
+
+    def produced(self, seconds: float, cache_hits: int, skipped: int, gpu_events: tuple[Any, Any] | None) -> None:
+        with self._lock:
+            self._produce_s += seconds
+            self._produced += 1
+            self._s.cache_hits += cache_hits
+            self._s.skipped += skipped
+            if self._pass is not None:
+                self._pass["cache_hits"] += cache_hits
+                self._pass["skipped"] += skipped
+            if gpu_events is not None:
+                self._gpu_pending.append(gpu_events)
+
+    def snapshot(self) -> LoaderStats:
+        with self._lock:
+            still = collections.deque(maxlen=256)
+            for start, end in self._gpu_pending:
+                if end.query():  # never waits: unfinished pairs are counted next time
+                    self._gpu_s += start.elapsed_time(end) / 1e3
+                    self._gpu_n += 1
+                else:
+                    still.append((start, end))
+            self._gpu_pending = still
+            s = dataclasses.replace(
+                self._s,
+                io_backends=dict(self._s.io_backends),
+                decode_backends=dict(self._s.decode_backends),
+                passes=[dict(p) for p in self._s.passes],
+                produce_ms=1e3 * self._produce_s / self._produced if self._produced else 0.0,
+                gpu_ms=1e3 * self._gpu_s / self._gpu_n if self._gpu_n else None,
+            )
+        return s
+
+
+# ---- the replay test ----------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Report:
+    """The result of ``measure``. Throughputs in samples per second."""
+
+    steps: int
+    batch_size: int
+    real_samples_per_s: float
+    upper_samples_per_s: float
+    data_wait_share: float
+    verdict: str
+    clock: str  # "cuda-events" or "host (no GPU: host clocks only)"
+    loader_stats: LoaderStats | None = None
+
+    @property
+    def input_bound(self) -> bool:
+        return self.verdict.startswith("input-bound")
+
+    def __str__(self) -> str:
+        return (
+            f"real: {self.real_samples_per_s:.1f} samples/s, replayed batch (upper bound): "
+            f"{self.upper_samples_per_s:.1f} samples/s, data wait {100 * self.data_wait_share:.1f}% "
+            f"[{self.steps} steps, clock: {self.clock}]\n{self.verdict}"
+        )
+
+
+def _timer(device: Any) -> tuple[Callable[[], Any], Callable[[Any, Any], float], str]:
+    """(mark, seconds between two marks, clock name). On a GPU the marks are
+    CUDA events on the current stream, so the time is the device's own."""
+    import torch
+
+    if device is not None and torch.device(device).type == "cuda":
+        def mark() -> Any:
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            return ev
+
+        def between(a: Any, b: Any) -> float:
+            b.synchronize()
+            return a.elapsed_time(b) / 1e3
+
+        return mark, between, "cuda-events"
+    return time.perf_counter, lambda a, b: b - a, "host (no GPU: host clocks only)"
+
+
+def _first(batch: Any) -> Any:
+    return batch[0] if isinstance(batch, (tuple, list)) else batch
+
+
+def _clone(batch: Any) -> Any:
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_clone(b) for b in batch)
+    return batch.clone() if hasattr(batch, "clone") else batch
+
+
+def measure(step_fn: Callable[[Any], Any], loader: Any, *, steps: int = 50, warmup: int = 5,
+            threshold: float = 0.9) -> Report:
+    """Runs ``step_fn(batch)`` for `steps` batches of `loader` (after `warmup`
+    untimed ones), then the same number of times on one batch replayed from
+    memory, and compares. Input-bound when the real loop reaches less than
+    `threshold` of the replayed throughput. Passes over the loader repeat as
+    needed (the loader's epoch advances).
+
+    >>> def step(batch):
+    ...     images, labels = batch
+    ...     loss = F.cross_entropy(model(images), labels); loss.backward(); opt.step(); opt.zero_grad()
+    >>> print(gdsio.starvation.measure(step, loader, steps=100))
+    """
+    if steps < 1 or warmup < 0:
+        raise ValueError(f"steps must be >= 1 and warmup >= 0; got steps={steps}, warmup={warmup}")
+    device = getattr(loader, "device", None)
+    mark, between, clock = _timer(device)
+
+    def batches() -> Any:
+        while True:
+            n = 0
+            one_pass = iter(loader)
+            try:
+                for b in one_pass:
+                    n += 1
+                    yield b
+            finally:
+                # Stops the loader's threads now, not at garbage collection.
+                getattr(one_pass, "close", lambda: None)()
+            if n == 0:
+                raise ValueError("the loader yields no batch")
+
+    it = batches()
+    last = None
+    for _ in range(warmup):
+        last = next(it)
+        step_fn(last)
+    wait = 0.0
+    t_start = mark()
+    h_start = time.perf_counter()
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        last = next(it)
+        wait += time.perf_counter() - t0
+        step_fn(last)
+    real = between(t_start, mark())
+    h_real = time.perf_counter() - h_start
+    it.close()
+    batch_size = int(_first(last).shape[0])
+    cached = _clone(last)
+    del last
+    step_fn(cached)  # one untimed replay: the step's own warm-up (allocator, autotuning)
+    t_start = mark()
+    for _ in range(steps):
+        step_fn(cached)
+    upper = between(t_start, mark())
+    real_tp = steps * batch_size / real if real > 0 else float("inf")
+    upper_tp = steps * batch_size / upper if upper > 0 else float("inf")
+    share = wait / h_real if h_real > 0 else 0.0
+    ratio = real_tp / upper_tp if upper_tp > 0 else 1.0
+    if ratio < threshold:
+        verdict = (f"input-bound: the loader delivers {real_tp:.0f} samples/s, the step alone runs at "
+                   f"{upper_tp:.0f} ({upper_tp / real_tp:.2f}x); the step waited for data "
+                   f"{100 * share:.0f}% of the time")
+    else:
+        verdict = (f"compute-bound: the real loop runs at {100 * ratio:.0f}% of the replayed batch's speed; "
+                   f"data wait {100 * share:.1f}%")
+    stats = loader.stats() if hasattr(loader, "stats") else None
+    return Report(steps, batch_size, real_tp, upper_tp, share, verdict, clock, stats)

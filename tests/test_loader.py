@@ -1,0 +1,564 @@
+"""gdsio.Loader on the CPU: sources, order, sharding, resumption, errors,
+threads, memory and the cache. Samples are npy files or raw records whose
+values encode their index, so every batch can be checked exactly."""
+
+from __future__ import annotations
+
+import _thread
+import gc
+import json
+import logging
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import gdsio.data as gd
+from gdsio.data import Cache, FileList, Loader, SampleError, ShardedOrder
+from gdsio.data.transforms import BatchInfo, current_batch, uniforms
+
+from conftest import os_threads
+
+
+def make_npy_folder(root, classes=3, per_class=10, shape=(2, 4, 4)):
+    """ImageFolder layout; sample k (in sorted order) holds the value k everywhere."""
+    k = 0
+    for c in range(classes):
+        d = root / f"class{c}"
+        d.mkdir(parents=True)
+        for i in range(per_class):
+            np.save(d / f"{i:03d}.npy", np.full(shape, k, np.int32))
+            k += 1
+    return root
+
+
+def make_raw(path, n, shape=(3, 2, 2)):
+    data = np.zeros((n, *shape), np.int32)
+    data[:] = np.arange(n, dtype=np.int32).reshape(n, *([1] * len(shape)))
+    data.tofile(path)
+    return path
+
+
+def ids(batch):
+    return batch.reshape(batch.shape[0], -1)[:, 0].tolist()
+
+
+def run(loader):
+    return [(ids(x), y.tolist()) for x, y in loader]
+
+
+class AddNoise:
+    """A random transform drawing from the loader's (seed, epoch, index)."""
+
+    def __call__(self, samples):
+        info = current_batch()
+        u = uniforms(info, salt=7, count=1)[:, 0]
+        out = torch.stack(samples).to(torch.float64)
+        return out + torch.as_tensor(u).view(-1, *([1] * (out.dim() - 1)))
+
+
+def thread_counts():
+    return len(threading.enumerate()), os_threads()
+
+
+# ---- sources ---------------------------------------------------------------------
+
+
+def test_image_folder_layout(tmp_path):
+    make_npy_folder(tmp_path / "ds", classes=3, per_class=4)
+    (tmp_path / "ds" / "class1" / "sub").mkdir()
+    np.save(tmp_path / "ds" / "class1" / "sub" / "z.npy", np.full((2, 4, 4), 99, np.int32))
+    (tmp_path / "ds" / "class2" / "notes.txt").write_text("not a sample")
+    loader = Loader(tmp_path / "ds", 100, device="cpu")
+    assert loader.kind == "npy" and loader.classes == ["class0", "class1", "class2"]
+    (x, y), = list(loader)
+    # torchvision's order: classes sorted, os.walk sorted, files sorted; nested folders belong to their class.
+    assert ids(x) == [0, 1, 2, 3, 4, 5, 6, 7, 99, 8, 9, 10, 11]
+    assert y.tolist() == [0] * 4 + [1] * 5 + [2] * 4
+    assert y.dtype == torch.int64
+
+
+def test_sources_glob_list_pairs_flat(tmp_path):
+    make_npy_folder(tmp_path, classes=2, per_class=3)
+    paths = sorted(str(p) for p in tmp_path.glob("*/*.npy"))
+    (x, y), = list(Loader(str(tmp_path / "*" / "*.npy"), 10, device="cpu"))
+    assert ids(x) == list(range(6)) and y.tolist() == [-1] * 6
+    (x, y), = list(Loader(paths[::-1], 10, device="cpu"))
+    assert ids(x) == list(range(6))[::-1] and y.tolist() == [gd.UNLABELED] * 6
+    (x, y), = list(Loader([(p, 7 + i) for i, p in enumerate(paths)], 10, device="cpu"))
+    assert y.tolist() == [7, 8, 9, 10, 11, 12]
+    (x, y), = list(Loader(FileList.from_paths(paths, labels=[5] * 6), 10, device="cpu"))
+    assert y.tolist() == [5] * 6
+    (x, y), = list(Loader(tmp_path / "class1", 10, device="cpu"))  # no sub-folders: unlabeled files
+    assert ids(x) == [3, 4, 5] and y.tolist() == [-1] * 3
+
+
+def test_source_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="neither a file, a folder nor a glob"):
+        Loader(tmp_path / "missing", 4, device="cpu")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    np.save(tmp_path / "a" / "x.npy", np.zeros(3))
+    with pytest.raises(FileNotFoundError, match="class folder.*b"):
+        Loader(tmp_path, 4, device="cpu", kind="npy")
+    (tmp_path / "b" / "y.bin").write_bytes(b"12345678")
+    with pytest.raises(FileNotFoundError, match="class folder.*b"):
+        Loader(tmp_path, 4, device="cpu")  # auto: .npy and images only
+    (tmp_path / "b" / "z.ppm").write_bytes(b"P6 1 1 255 abc")
+    with pytest.raises(ValueError, match=r"found both images and \.npy files.*\.npy, \.ppm"):
+        Loader(tmp_path, 4, device="cpu")
+    with pytest.raises(ValueError, match="pass kind='raw' and record_shape"):
+        Loader(str(tmp_path / "b" / "*.bin"), 4, device="cpu")
+    with pytest.raises(ValueError, match="needs record_shape"):
+        Loader(tmp_path / "b" / "y.bin", 4, device="cpu", kind="raw")
+    with pytest.raises(ValueError, match=r"y\.bin' holds 8 bytes, not a whole number of 12-byte records"):
+        Loader(tmp_path / "b" / "y.bin", 4, device="cpu", kind="raw", record_shape=(3,), record_dtype=torch.int32)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        Loader(tmp_path, 4, device="cpu", kind="jpeg")
+    with pytest.raises(TypeError, match="source must be"):
+        Loader(42, 4, device="cpu")
+    with pytest.raises(ValueError, match="holds no file"):
+        Loader(str(tmp_path / "*.none"), 4, device="cpu")
+
+
+def test_argument_errors(tmp_path):
+    make_npy_folder(tmp_path)
+    for kw, msg in [
+        (dict(on_error="ignore"), "on_error must be"),
+        (dict(prefetch=0), "prefetch must be a positive int"),
+        (dict(threads=0), "threads must be a positive int"),
+        (dict(rank=2, world_size=2), r"rank must be an int in \[0, world_size=2\)"),
+        (dict(seed=-1), "seed must be a non-negative int"),
+        (dict(device="tpu"), "device must be"),
+        (dict(image_mode="CMYK"), "image_mode must be"),
+    ]:
+        with pytest.raises(ValueError, match=msg):
+            Loader(tmp_path, 4, device=kw.pop("device", "cpu"), **kw)
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        Loader(tmp_path, 0, device="cpu")
+    with pytest.raises(TypeError, match="transform must be callable"):
+        Loader(tmp_path, 4, device="cpu", transform="flip")
+
+
+def test_cuda_device_without_cuda_names_the_reason(tmp_path, monkeypatch):
+    from gdsio import _libs
+
+    make_npy_folder(tmp_path)
+    monkeypatch.setattr(_libs, "cuda_unusable_reason", lambda: "no NVIDIA driver is installed")
+    with pytest.raises(RuntimeError, match="CUDA is not usable here: no NVIDIA driver is installed; pass device='cpu'"):
+        Loader(tmp_path, 4)  # the default device is cuda
+
+
+def test_raw_records_one_file_and_one_per_file(tmp_path):
+    make_raw(tmp_path / "all.bin", 10)
+    loader = Loader(tmp_path / "all.bin", 4, device="cpu", kind="raw", record_shape=(3, 2, 2), record_dtype=torch.int32)
+    got = list(loader)
+    assert [ids(x) for x, _ in got] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert got[0][0].shape == (4, 3, 2, 2) and got[0][0].dtype == torch.int32
+    assert got[0][1].tolist() == [-1] * 4
+    # ImageFolder of shards: a file's label applies to each of its records.
+    for c, n in (("cat", 3), ("dog", 2)):
+        (tmp_path / "f" / c).mkdir(parents=True)
+        make_raw(tmp_path / "f" / c / "shard.bin", n)
+    loader = Loader(tmp_path / "f", 8, device="cpu", kind="raw", record_shape=(3, 2, 2), record_dtype=torch.int32)
+    (x, y), = list(loader)
+    assert ids(x) == [0, 1, 2, 0, 1] and y.tolist() == [0, 0, 0, 1, 1]
+
+
+# ---- order, sharding, epochs -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("n,world,drop_last", [(10, 3, False), (10, 3, True), (7, 4, False), (12, 4, True)])
+def test_sharding_matches_distributed_sampler(n, world, drop_last):
+    from torch.utils.data import DistributedSampler
+
+    shares = []
+    for r in range(world):
+        mine = ShardedOrder(n, batch_size=2, rank=r, world_size=world, drop_last=drop_last).indices(0).tolist()
+        ref = list(DistributedSampler(range(n), num_replicas=world, rank=r, shuffle=False, drop_last=drop_last))
+        assert mine == ref
+        shares.append(mine)
+    assert len({len(s) for s in shares}) == 1
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 5])
+def test_shuffled_shards_are_disjoint_equal_and_cover(world):
+    n = 23
+    for epoch in (0, 1):
+        shares = [ShardedOrder(n, batch_size=4, shuffle=True, seed=3, rank=r, world_size=world,
+                               drop_last=True).indices(epoch) for r in range(world)]
+        flat = np.concatenate(shares)
+        assert len({len(s) for s in shares}) == 1 and len(set(flat.tolist())) == len(flat) == (n // world) * world
+        padded = np.concatenate([ShardedOrder(n, batch_size=4, shuffle=True, seed=3, rank=r, world_size=world)
+                                 .indices(epoch) for r in range(world)])
+        assert set(padded.tolist()) == set(range(n))
+    a = ShardedOrder(n, batch_size=4, shuffle=True, seed=3).indices(0)
+    assert not np.array_equal(a, ShardedOrder(n, batch_size=4, shuffle=True, seed=3).indices(1))
+    assert not np.array_equal(a, ShardedOrder(n, batch_size=4, shuffle=True, seed=4).indices(0))
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(1, 300), world=st.integers(1, 9), batch=st.integers(1, 40), drop_last=st.booleans(),
+       shuffle=st.booleans(), seed=st.integers(0, 2**31), epoch=st.integers(0, 1000))
+def test_order_properties(n, world, batch, drop_last, shuffle, seed, epoch):
+    if drop_last and n < world:
+        with pytest.raises(ValueError, match="cannot be shared"):
+            ShardedOrder(n, batch_size=batch, world_size=world, drop_last=True)
+        return
+    orders = [ShardedOrder(n, batch_size=batch, shuffle=shuffle, seed=seed, rank=r, world_size=world,
+                           drop_last=drop_last) for r in range(world)]
+    shares = [o.indices(epoch) for o in orders]
+    assert len({len(s) for s in shares}) == 1
+    flat = np.concatenate(shares)
+    if drop_last:
+        assert len(set(flat.tolist())) == len(flat) == n - n % world
+    else:
+        assert set(flat.tolist()) == set(range(n)) and len(flat) - n < world
+    for o, share in zip(orders, shares):
+        got = list(o.batches(epoch))
+        assert len(got) == len(o) and all(len(b) == batch for b in got[:-1])
+        if not got:  # drop_last with fewer samples than a batch: none, as torch's DataLoader
+            assert drop_last and len(share) < batch
+            continue
+        assert 0 < len(got[-1]) <= batch
+        joined = np.concatenate(got)
+        assert np.array_equal(joined, share[: len(joined)]) and (drop_last or len(joined) == len(share))
+        assert [b.tolist() for b in o.batches(epoch, start=len(got) // 2)] == [b.tolist() for b in got[len(got) // 2 :]]
+
+
+def test_len_and_drop_last(tmp_path):
+    make_npy_folder(tmp_path, classes=1, per_class=10)
+    assert len(Loader(tmp_path, 4, device="cpu")) == 3
+    assert [len(x) for x, _ in Loader(tmp_path, 4, device="cpu")] == [4, 4, 2]
+    assert len(Loader(tmp_path, 4, device="cpu", drop_last=True)) == 2
+    assert [len(x) for x, _ in Loader(tmp_path, 4, device="cpu", drop_last=True)] == [4, 4]
+    # 10 samples on 3 ranks: 4 each with padding, 3 each with drop_last.
+    assert sum(len(x) for x, _ in Loader(tmp_path, 2, device="cpu", rank=2, world_size=3)) == 4
+    assert sum(len(x) for x, _ in Loader(tmp_path, 2, device="cpu", rank=2, world_size=3, drop_last=True)) == 2
+
+
+def test_epochs_advance_and_set_epoch(tmp_path):
+    make_npy_folder(tmp_path)
+    loader = Loader(tmp_path, 8, device="cpu", shuffle=True, seed=5)
+    e0 = run(loader)
+    assert loader.epoch == 1
+    e1 = run(loader)
+    assert e0 != e1 and sorted(sum((b for b, _ in e0), [])) == list(range(30))
+    loader.set_epoch(0)
+    assert run(loader) == e0
+    again = Loader(tmp_path, 8, device="cpu", shuffle=True, seed=5)
+    assert run(again) == e0 and run(again) == e1
+
+
+@pytest.mark.parametrize("kind", ["npy", "raw"])
+@pytest.mark.parametrize("stop_at", [0, 1, 3])
+def test_resume_mid_epoch_yields_the_rest(tmp_path, kind, stop_at):
+    if kind == "npy":
+        make_npy_folder(tmp_path, classes=3, per_class=9)
+        src, kw = tmp_path, {}
+    else:
+        src, kw = make_raw(tmp_path / "r.bin", 27), dict(kind="raw", record_shape=(3, 2, 2), record_dtype=torch.int32)
+    common = dict(device="cpu", shuffle=True, seed=11, transform=AddNoise(), world_size=2, rank=1, prefetch=2, **kw)
+    ref = Loader(src, 3, **common)
+    ref.set_epoch(4)
+    full = [(x.clone(), y.clone()) for x, y in ref]
+    first = Loader(src, 3, **common)
+    first.set_epoch(4)
+    it = iter(first)
+    for _ in range(stop_at):
+        next(it)
+    state = json.loads(json.dumps(first.state_dict()))  # plain JSON
+    assert state["epoch"] == 4 and state["batches_done"] == stop_at
+    del it
+    resumed = Loader(src, 3, **common)
+    resumed.load_state_dict(state)
+    rest = list(resumed)
+    assert len(rest) == len(full) - stop_at
+    for (x, y), (rx, ry) in zip(rest, full[stop_at:]):
+        assert torch.equal(x, rx) and torch.equal(y, ry)
+    assert resumed.epoch == 5  # the resumed epoch ran to its end
+
+
+def test_state_dict_checks(tmp_path):
+    make_npy_folder(tmp_path)
+    a = Loader(tmp_path, 4, device="cpu", shuffle=True)
+    s = a.state_dict()
+    with pytest.raises(ValueError, match="batch_size=4 in the state, 5 in this loader"):
+        Loader(tmp_path, 5, device="cpu", shuffle=True).load_state_dict(s)
+    with pytest.raises(ValueError, match="not a gdsio.Loader state"):
+        a.load_state_dict({"epoch": 3})
+    with pytest.raises(ValueError, match="bad position"):
+        a.load_state_dict(dict(s, batches_done=99))
+    end = dict(s, epoch=2, batches_done=len(a))
+    a.load_state_dict(end)
+    assert a.state_dict()["epoch"] == 3 and a.state_dict()["batches_done"] == 0
+
+
+def test_break_then_iterate_restarts_the_epoch(tmp_path):
+    make_npy_folder(tmp_path)
+    loader = Loader(tmp_path, 4, device="cpu", shuffle=True)
+    full = run(loader)
+    loader.set_epoch(0)
+    for _ in loader:
+        break
+    assert loader.state_dict()["batches_done"] == 1
+    assert run(loader) == full  # not resumed: only load_state_dict resumes
+
+
+# ---- transforms and shapes ------------------------------------------------------------------
+
+
+def test_transform_gets_the_batch_info(tmp_path):
+    make_npy_folder(tmp_path)
+    seen = []
+
+    def tf(samples):
+        info = current_batch()
+        seen.append((info.seed, info.epoch, info.indices.tolist()))
+        assert isinstance(samples, list) and all(s.shape == (2, 4, 4) for s in samples)
+        return torch.stack(samples)
+
+    loader = Loader(tmp_path, 8, device="cpu", transform=tf, seed=9, shuffle=True)
+    loader.set_epoch(2)
+    got = run(loader)
+    assert [s[:2] for s in seen] == [(9, 2)] * 4
+    assert [s[2] for s in seen] == [b for b, _ in got]
+    assert current_batch() is None
+
+
+def test_random_draws_depend_on_seed_epoch_index_only():
+    a = uniforms(BatchInfo(1, 2, np.array([5, 9, 5])), salt=3, count=4)
+    assert a.shape == (3, 4) and np.array_equal(a[0], a[2]) and not np.array_equal(a[0], a[1])
+    assert np.array_equal(uniforms(BatchInfo(1, 2, np.array([9])), 3, 4)[0], a[1])
+    for other in (BatchInfo(2, 2, np.array([5])), BatchInfo(1, 3, np.array([5]))):
+        assert not np.array_equal(uniforms(other, 3, 4)[0], a[0])
+    assert not np.array_equal(uniforms(BatchInfo(1, 2, np.array([5])), 4, 4)[0], a[0])
+    u = uniforms(BatchInfo(0, 0, np.arange(20000)), 0, 2)
+    assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.01
+
+
+def test_different_shapes_name_two_sizes_and_files(tmp_path):
+    np.save(tmp_path / "a.npy", np.zeros((3, 4, 4), np.uint8))
+    np.save(tmp_path / "b.npy", np.zeros((3, 5, 4), np.uint8))
+    with pytest.raises(ValueError, match=r"\(3, 4, 4\) \('.*a\.npy'\) and \(3, 5, 4\) \('.*b\.npy'\); pass a transform"):
+        list(Loader(tmp_path, 2, device="cpu"))
+    (x, _), = list(Loader(tmp_path, 2, device="cpu", transform=lambda s: torch.stack([t[:, :4] for t in s])))
+    assert x.shape == (2, 3, 4, 4)
+
+
+def test_transform_errors_reach_the_consumer(tmp_path):
+    make_npy_folder(tmp_path)
+
+    def bad(samples):
+        raise ZeroDivisionError("boom")
+
+    with pytest.raises(ZeroDivisionError, match="boom") as e:
+        list(Loader(tmp_path, 4, device="cpu", transform=bad))
+    assert any("batch 0 of epoch 0" in n for n in e.value.__notes__)
+    with pytest.raises(ValueError, match="must return a batch of 4 samples"):
+        list(Loader(tmp_path, 4, device="cpu", transform=lambda s: s[0]))
+
+
+# ---- errors --------------------------------------------------------------------------
+
+
+def corrupt(tmp_path, name="class1/002.npy"):
+    (tmp_path / name).write_bytes(b"\x93NUMPY garbage")
+    return str(tmp_path / name)
+
+
+def test_on_error_raise_names_the_file(tmp_path, no_leaks):
+    make_npy_folder(tmp_path)
+    bad = corrupt(tmp_path)
+    before = thread_counts()
+    loader = Loader(tmp_path, 4, device="cpu")
+    with pytest.raises(SampleError, match=r"sample 12 \('.*class1/002\.npy'\): ValueError: .*unsupported \.npy format") as e:
+        list(loader)
+    assert e.value.path == bad and e.value.index == 12 and isinstance(e.value.__cause__, ValueError)
+    assert thread_counts()[0] == before[0]
+
+
+def test_on_error_skip_logs_and_shortens_the_batch(tmp_path, caplog):
+    make_npy_folder(tmp_path)
+    corrupt(tmp_path)
+    loader = Loader(tmp_path, 4, device="cpu", on_error="skip")
+    os.remove(tmp_path / "class2" / "000.npy")  # gone after the scan
+    with caplog.at_level(logging.WARNING, logger="gdsio"):
+        got = run(loader)
+    assert [len(b) for b, _ in got] == [4, 4, 4, 3, 4, 3, 4, 2]
+    assert 12 not in sum((b for b, _ in got), []) and 20 not in sum((b for b, _ in got), [])
+    msgs = [r.getMessage() for r in caplog.records]
+    assert any("skipping sample 12" in m and "002.npy" in m for m in msgs)
+    assert any("skipping sample 20" in m and "FileNotFoundError" in m for m in msgs)
+
+
+def test_a_batch_with_every_sample_skipped_is_not_yielded(tmp_path, caplog):
+    make_npy_folder(tmp_path, classes=1, per_class=6)
+    for i in (2, 3):
+        corrupt(tmp_path, f"class0/{i:03d}.npy")
+    loader = Loader(tmp_path, 2, device="cpu", on_error="skip")
+    with caplog.at_level(logging.WARNING, logger="gdsio"):
+        assert [b for b, _ in run(loader)] == [[0, 1], [4, 5]]
+    assert loader.stats().skipped == 2 and loader.epoch == 1
+
+
+# ---- threads never outlive the loop ------------------------------------------------------------
+
+
+@pytest.fixture
+def many(tmp_path):
+    make_npy_folder(tmp_path, classes=2, per_class=40)
+    loader = Loader(tmp_path, 2, device="cpu", threads=3, prefetch=2)
+    run(loader)  # the engine's own pool is up; now count
+    return loader
+
+
+def back_to(base_py, base_os, timeout=10.0):
+    """Python threads as before, OS threads no more (an OS thread leaves
+    /proc/self/task a moment after join() returns)."""
+
+    def ok():
+        py, os_ = thread_counts()
+        return py == base_py and os_ <= base_os
+
+    t0 = time.monotonic()
+    while not ok() and time.monotonic() - t0 < timeout:
+        time.sleep(0.01)
+    return thread_counts() if not ok() else True
+
+
+def test_break_and_del_and_gc_stop_every_thread(many):
+    base_py, base_os = thread_counts()
+    for _ in many:
+        break
+    assert back_to(base_py, base_os) is True
+    it = iter(many)
+    next(it)
+    assert thread_counts()[0] == base_py + 4  # the loader thread and three readers
+    del it
+    assert back_to(base_py, base_os) is True
+    it = iter(many)
+    next(it)
+    it.me = it  # a reference cycle: only the garbage collector frees it
+    del it
+    gc.collect()
+    assert back_to(base_py, base_os) is True
+
+
+def test_keyboard_interrupt_in_the_loop_body_and_in_next(many):
+    base_py, base_os = thread_counts()
+
+    def body():
+        for _ in many:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        body()
+    assert back_to(base_py, base_os) is True
+
+    def slow(samples):
+        time.sleep(0.5)
+        return torch.stack(samples)
+
+    many.transform = slow
+    it = iter(many)
+    timer = threading.Timer(0.1, _thread.interrupt_main)  # arrives while next() waits
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        next(it)
+    timer.join()
+    assert back_to(base_py, base_os) is True
+    with pytest.raises(StopIteration):
+        next(it)  # closed
+
+
+def test_a_new_pass_stops_the_previous_one(many):
+    base = thread_counts()[0]
+    a = iter(many)
+    next(a)
+    b = iter(many)
+    next(b)
+    assert thread_counts()[0] == base + 4
+    with pytest.raises(StopIteration):
+        next(a)
+    b.close()
+    assert thread_counts()[0] == base
+
+
+def rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_host_memory_is_flat_across_epochs(tmp_path):
+    make_npy_folder(tmp_path, classes=2, per_class=32, shape=(3, 64, 64))
+    loader = Loader(tmp_path, 8, device="cpu", shuffle=True, transform=AddNoise(), prefetch=3,
+                    cache=Cache(bytes="16M"))
+    rss = []
+    for _ in range(30):
+        run(loader)
+        gc.collect()
+        rss.append(rss_bytes())
+    # The allocator's high-water mark wobbles by a few MiB from epoch to epoch; a
+    # leak lifts the floor. Floors of epochs 3-7 and 25-29: leaking even one
+    # batch (0.75 MiB of float64) per epoch would add 16 MiB.
+    grown = min(rss[-5:]) - min(rss[3:8])
+    assert grown < 12 << 20, f"RSS floor grew by {grown / 2**20:.1f} MiB over 22 epochs"
+    assert len(loader.stats().passes) == 30
+
+
+# ---- cache and stats -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["npy", "raw"])
+def test_cache_second_epoch_reads_nothing(tmp_path, kind):
+    if kind == "npy":
+        make_npy_folder(tmp_path)
+        src, kw = tmp_path, {}
+    else:
+        src, kw = make_raw(tmp_path / "r.bin", 30), dict(kind="raw", record_shape=(3, 2, 2), record_dtype=torch.int32)
+    cache = Cache(bytes="4M", where="cpu")
+    loader = Loader(src, 4, device="cpu", shuffle=True, cache=cache, **kw)
+    e0, e1 = run(loader), run(loader)
+    ref = Loader(src, 4, device="cpu", shuffle=True, **kw)
+    assert e0 == run(ref) and e1 == run(ref)
+    p = loader.stats().passes
+    assert p[0]["bytes_read"] > 0 and p[0]["cache_hits"] == 0
+    assert p[1]["bytes_read"] == 0 and p[1]["cache_hits"] == 30
+    assert cache.stats()["samples"] == 30 and cache.bytes_used <= cache.budget
+
+
+def test_cache_respects_its_budget(tmp_path):
+    make_npy_folder(tmp_path, classes=1, per_class=20, shape=(1000,))  # 4000 bytes each
+    cache = Cache(bytes=10 * 4096, where="cpu")
+    loader = Loader(tmp_path, 5, device="cpu", cache=cache)
+    run(loader)
+    run(loader)
+    st = cache.stats()
+    assert st["samples"] == 10 and st["bytes_used"] <= 10 * 4096 and st["rejected"] >= 10
+    p = loader.stats().passes[1]
+    assert p["cache_hits"] == 10 and p["bytes_read"] > 0
+    with pytest.raises(ValueError, match="where must be"):
+        Cache(bytes=1, where="disk")
+    with pytest.raises(ValueError, match="bytes must be"):
+        Cache(bytes=-1)
+
+
+def test_stats(tmp_path):
+    make_npy_folder(tmp_path)
+    loader = Loader(tmp_path, 4, device="cpu")
+    for x, _ in loader:
+        time.sleep(0.01)  # the "training step"
+    s = loader.stats()
+    assert s.batches == 8 and s.samples == 30 and s.seconds > 0.07
+    assert 0 <= s.data_wait_share < 1 and s.batches_per_s > 0 and s.samples_per_s > 0
+    assert s.io_backends == {"posix": 30} and s.bytes_read == 30 * 32 * 4 and s.bytes_per_s > 0
+    assert s.produce_ms > 0 and s.gpu_ms is None and s.clock == "host"
+    assert "8 batches" in str(s) and "posix x30" in str(s)
+    json.dumps(s.as_dict())
+    assert loader.stats(reset=True).batches == 8 and loader.stats().batches == 0

@@ -1,0 +1,93 @@
+"""The starvation meter: loader.stats() and gdsio.starvation.measure, on the
+CPU with host clocks. The loader and the step are slowed by sleeps far apart
+(tens of ms against ~1 ms), so the verdicts do not depend on machine speed."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from gdsio import starvation
+from gdsio.data import Loader
+from gdsio.starvation import LoaderStats, Meter
+
+
+@pytest.fixture
+def folder(tmp_path):
+    for i in range(24):
+        np.save(tmp_path / f"{i:02d}.npy", np.full((3, 8, 8), i, np.float32))
+    return tmp_path
+
+
+def slow_transform(samples):
+    time.sleep(0.03)
+    return torch.stack(samples)
+
+
+def test_stats_see_a_slow_loader_and_a_slow_consumer(folder):
+    slow = Loader(folder, 4, device="cpu", transform=slow_transform, prefetch=1)
+    for _ in slow:
+        pass
+    assert slow.stats().data_wait_share > 0.5
+    fast = Loader(folder, 4, device="cpu", prefetch=2)
+    for _ in fast:
+        time.sleep(0.03)
+    s = fast.stats()
+    assert s.data_wait_share < 0.5 and s.produce_ms > 0
+
+
+def test_measure_input_bound(folder):
+    loader = Loader(folder, 4, device="cpu", transform=slow_transform, prefetch=1)
+    before = threading.active_count()
+    r = starvation.measure(lambda b: b[0].sum(), loader, steps=8, warmup=1)
+    assert r.input_bound and r.verdict.startswith("input-bound")
+    assert r.upper_samples_per_s > r.real_samples_per_s > 0 and r.data_wait_share > 0.5
+    assert r.batch_size == 4 and r.steps == 8 and r.clock.startswith("host")
+    assert isinstance(r.loader_stats, LoaderStats) and r.loader_stats.batches >= 9
+    assert "input-bound" in str(r) and "host clocks only" in str(r)
+    assert threading.active_count() == before  # the loader's threads are stopped, not left to GC
+
+
+def test_measure_compute_bound(folder):
+    loader = Loader(folder, 4, device="cpu", prefetch=4)
+
+    def step(batch):
+        time.sleep(0.05)
+        return batch[0].sum()
+
+    r = starvation.measure(step, loader, steps=10, warmup=3)  # 13 steps > 6 batches: passes repeat
+    assert not r.input_bound and r.verdict.startswith("compute-bound"), str(r)
+    assert r.data_wait_share < 0.3
+    assert loader.epoch >= 1
+
+
+def test_measure_arguments(folder):
+    loader = Loader(folder, 4, device="cpu")
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        starvation.measure(lambda b: None, loader, steps=0)
+
+
+def test_meter_sums_and_bounds():
+    m = Meter()
+    for e in range(1200):
+        m.begin_pass(e, 0)
+    m.consumed(0.5, 2.0, 10)
+    m.consumed(0.5, 2.0, 6)
+    m.read("posix", 100)
+    m.read("pinned", 50)
+    m.read("posix", 1)
+    m.decoded("pillow", 3)
+    m.produced(0.2, cache_hits=2, skipped=1, gpu_events=None)
+    s = m.snapshot()
+    assert len(s.passes) == 1000 and s.passes[-1]["epoch"] == 1199  # bounded: memory stays flat
+    assert (s.batches, s.samples, s.seconds, s.data_wait_s) == (2, 16, 4.0, 1.0)
+    assert s.data_wait_share == 0.25 and s.samples_per_s == 4.0 and s.bytes_per_s == 151 / 4
+    assert s.io_backends == {"posix": 2, "pinned": 1} and s.decode_backends == {"pillow": 3}
+    assert s.produce_ms == pytest.approx(200.0) and s.cache_hits == 2 and s.skipped == 1
+    assert s.passes[-1]["bytes_read"] == 151 and s.passes[-1]["samples"] == 16
+    m.reset()
+    assert m.snapshot().batches == 0
