@@ -2,7 +2,9 @@
 
 Reads files into GPU (or host) memory through cuFile (GPUDirect Storage),
 KvikIO, a pipelined pinned-buffer copy, or parallel host reads, and says
-which path ran.
+which path ran; decodes images (gdsio.image), resizes them as Pillow does
+(gdsio.transforms), loads batches (gdsio.Loader) and measures how long the
+GPU waits for data (gdsio.starvation).
 
 >>> import gdsio
 >>> t = gdsio.read("shard-0001.bin", device="cuda")   # 1-D uint8 CUDA tensor
@@ -22,7 +24,9 @@ except ImportError as e:  # a source checkout without a build, or a broken insta
         "Install gdsio with `pip install .` (it compiles the extension); when running from a "
         "source checkout, run outside it (python -P) so the installed package is imported."
     ) from e
+from . import data, image, starvation
 from ._report import BackendInfo, backends, info
+from .data import Cache, Loader
 from ._settings import Settings, settings
 from ._settings import current as current_settings
 from .io import BackendUnavailable, File, ReadStats, read, read_into, register_buffer
@@ -33,11 +37,15 @@ __version__ = "0.1.0"
 __all__ = [
     "BackendInfo",
     "BackendUnavailable",
+    "Cache",
     "File",
+    "Loader",
     "ReadStats",
     "Settings",
     "backends",
     "current_settings",
+    "data",
+    "image",
     "info",
     "load_npy",
     "load_safetensors",
@@ -45,7 +53,18 @@ __all__ = [
     "read_into",
     "register_buffer",
     "settings",
+    "starvation",
+    "transforms",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # gdsio.transforms imports torch; importing gdsio itself must stay light.
+    if name == "transforms":
+        import importlib
+
+        return importlib.import_module(".transforms", __name__)
+    raise AttributeError(f"module 'gdsio' has no attribute {name!r}")
 
 
 @atexit.register

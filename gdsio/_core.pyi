@@ -53,3 +53,66 @@ def staging_pool_stats() -> dict[str, int]: ...
 def release_staging() -> None: ...
 def pool_threads() -> int: ...
 def shutdown_pool() -> None: ...
+
+# ---- image decode (csrc/bindings/decode.cpp)
+img_jobs_per_launch: int
+
+def img_decode_pixels_cpu(jobs: list[tuple[int, ...]], *, threads: int) -> None: ...
+def img_decode_pixels_cuda(jobs: list[tuple[int, ...]], *, device: int, stream: int) -> int: ...
+def nvjpeg_load(path: str = "") -> dict[str, Any]: ...
+def nvjpeg_status() -> dict[str, Any]: ...
+def nvjpeg_probe(device: int) -> dict[str, Any]: ...
+def nvjpeg_hardware_supported(device: int, headers: list[bytes]) -> list[int]: ...
+def nvjpeg_decode_batch(
+    device: int, backend: str, output: str, jobs: list[tuple[int, int, int, int, int]], stream: int
+) -> None: ...
+def nvjpeg_release() -> bool: ...
+
+# ---- transforms (csrc/bindings/transforms.cpp)
+tf_max_images_per_launch: int
+
+def tf_resize_workspace_bytes(
+    images: Any, *, channels: int, out_h: int, out_w: int, filter: str, antialias: bool
+) -> int: ...
+def tf_resize_windows(
+    images: Any, *, channels: int, out_h: int, out_w: int, filter: str, antialias: bool
+) -> bytes: ...
+def tf_resize(
+    images: Any,
+    *,
+    channels: int,
+    out_h: int,
+    out_w: int,
+    filter: str,
+    antialias: bool,
+    out: int,
+    out_dtype: str = "uint8",
+    scale: bool = False,
+    mean: list[float] | None = None,
+    std: list[float] | None = None,
+    device: int = -1,
+    stream: int = 0,
+    workspace: int = 0,
+    workspace_bytes: int = 0,
+    threads: int = 1,
+) -> None: ...
+def tf_to_float(
+    src: int, out: int, *, dtype: str, count: int, scale: bool, device: int = -1, stream: int = 0, threads: int = 1
+) -> None: ...
+def tf_normalize(
+    src: int,
+    out: int,
+    *,
+    dtype: str,
+    planes: int,
+    plane_size: int,
+    channels: int,
+    mean: list[float],
+    std: list[float],
+    device: int = -1,
+    stream: int = 0,
+    threads: int = 1,
+) -> None: ...
+def tf_hflip(
+    src: int, out: int, *, rows: int, width: int, elem_size: int, device: int = -1, stream: int = 0, threads: int = 1
+) -> None: ...

@@ -38,6 +38,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             it.add_marker(mark)
 
 
+def run_python(code: str) -> "subprocess.CompletedProcess[str]":
+    """Runs `code` in a fresh interpreter that imports the same gdsio as this one."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    return subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, env=env, cwd="/")
+
+
 def open_fds() -> set[str]:
     return set(os.listdir("/proc/self/fd"))
 

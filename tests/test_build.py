@@ -3,9 +3,6 @@ without, in which case GPU calls raise a clear error."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
@@ -37,8 +34,11 @@ def test_import_is_light():
         "print(len(os.listdir('/proc/self/task')) - n, 'torch' in sys.modules, "
         "'libcufile' in maps, 'libcuda.so' in maps)"
     )
-    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True,
-                         cwd="/").stdout.split()
+    from conftest import run_python
+
+    r = run_python(code)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.split()
     assert out == ["0", "False", "False", "False"], out
 
 

@@ -181,16 +181,30 @@ def test_core_option_validation(make_file):
 
 
 def test_errors_leave_no_threads_behind(make_file):
+    """Run in a fresh interpreter, so threads of other tests cannot blur the count."""
+    from conftest import run_python
+
     path, _ = make_file(1 << 20)
-    out = np.zeros(2 << 20, np.uint8)
-    f = _core.File(path)
-    _core.shutdown_pool()
-    base = len(os.listdir("/proc/self/task"))
-    for _ in range(20):
-        with pytest.raises(OSError):
-            _core.read(f, "posix", [(out.ctypes.data, 2 << 20, 0)], threads=4, chunk_bytes=4096,
-                       staging_buffers=2, direct_io=False)
-    assert _core.pool_threads() == 3  # the caller is the fourth worker
-    _core.shutdown_pool()
-    f.close()
-    assert len(os.listdir("/proc/self/task")) <= base
+    code = f"""
+import os, numpy as np
+from gdsio import _core
+def tasks(): return len(os.listdir('/proc/self/task'))
+out = np.zeros(2 << 20, np.uint8)
+f = _core.File({path!r})
+base = tasks()
+for _ in range(20):
+    try:
+        _core.read(f, "posix", [(out.ctypes.data, 2 << 20, 0)], threads=4, chunk_bytes=4096,
+                   staging_buffers=2, direct_io=False)
+        raise SystemExit("no error")
+    except OSError:
+        pass
+assert _core.pool_threads() == 3, _core.pool_threads()  # the caller is the fourth worker
+assert tasks() == base + 3, (tasks(), base)
+_core.shutdown_pool()
+f.close()
+assert tasks() == base, (tasks(), base)
+print("ok")
+"""
+    r = run_python(code)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
