@@ -150,7 +150,7 @@ def pillow_decode(data: bytes, mode: str) -> Any:
         from ..io import BackendUnavailable
 
         raise BackendUnavailable(
-            "Pillow is needed to decode this JPEG on the CPU and is not installed: pip install 'gdsio[image]'"
+            "Pillow is needed to decode this JPEG on the CPU and is not installed (it is a dependency of gdsio): pip install pillow"
         ) from None
     try:
         with Image.open(io.BytesIO(data), formats=["JPEG"]) as f:
