@@ -52,31 +52,9 @@ __global__ void __launch_bounds__(kThreads) decode_pixels_kernel(const __grid_co
   });
 }
 
-// Makes `device` current for the launches and restores the caller's device
-// (torch reads the current device from the runtime).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    const CudaStatus st = cuda_status();
-    if (st.device_count == 0) throw Unavailable("no usable CUDA device: " + st.error);
-    GDSIO_EXPECT(device >= 0 && device < st.device_count, ValueError, "device cuda:", device,
-                 " does not exist (", st.device_count, " visible)");
-    GDSIO_CUDA_CHECK(cudaGetDevice(&prev_), "cudaGetDevice");
-    if (prev_ != device) {
-      GDSIO_CUDA_CHECK(cudaSetDevice(device), "cudaSetDevice(", device, ")");
-      changed_ = true;
-    }
-  }
-  ~DeviceGuard() {
-    if (changed_) (void)cudaSetDevice(prev_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int prev_ = 0;
-  bool changed_ = false;
-};
+// DeviceGuard: gdsio::DeviceGuard (core/cuda_rt.hpp) makes `device` current and
+// restores the caller's, which torch reads back.
+using ::gdsio::DeviceGuard;
 
 }  // namespace
 

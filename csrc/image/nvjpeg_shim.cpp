@@ -150,31 +150,9 @@ bool sym(void* lib, const char* name, F* out) {
   return *out != nullptr;
 }
 
-// Makes `device` current and restores the caller's device on exit (torch
-// reads the current device from the runtime, so a decode must not move it).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    const CudaStatus st = cuda_status();
-    if (st.device_count == 0) throw Unavailable("nvJPEG needs a CUDA device: " + st.error);
-    GDSIO_EXPECT(device >= 0 && device < st.device_count, ValueError, "device cuda:", device,
-                 " does not exist (", st.device_count, " visible)");
-    GDSIO_CUDA_CHECK(cudaGetDevice(&prev_), "cudaGetDevice");
-    if (prev_ != device) {
-      GDSIO_CUDA_CHECK(cudaSetDevice(device), "cudaSetDevice(", device, ")");
-      changed_ = true;
-    }
-  }
-  ~DeviceGuard() {
-    if (changed_) (void)cudaSetDevice(prev_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int prev_ = 0;
-  bool changed_ = false;
-};
+// DeviceGuard: gdsio::DeviceGuard (core/cuda_rt.hpp) makes `device` current and
+// restores the caller's, which torch reads back.
+using ::gdsio::DeviceGuard;
 
 bool at_least(int major, int minor) {
   return g_status.major > major || (g_status.major == major && g_status.minor >= minor);

@@ -211,27 +211,7 @@ __global__ void hflip_kernel(const T* in, T* out, std::int64_t rows, std::int64_
 
 // ---- host side ---------------------------------------------------------------------------
 // Makes `device` current for the launch and restores the caller's device.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    if (cudaGetDevice(&prev_) != cudaSuccess) {
-      (void)cudaGetLastError();
-      cuda_use_device(device);  // throws Unavailable, saying why no device is usable
-      prev_ = device;
-    } else if (prev_ != device) {
-      cuda_use_device(device);
-    }
-  }
-  ~DeviceScope() {
-    int cur = -1;
-    if (cudaGetDevice(&cur) == cudaSuccess && cur != prev_) (void)cudaSetDevice(prev_);
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int prev_ = 0;
-};
+using DeviceScope = ::gdsio::DeviceGuard;
 
 cudaStream_t as_stream(std::uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
 
