@@ -37,6 +37,24 @@ def cufile_state(device: int = 0) -> dict[str, Any]:
     return _core.cufile_status(open_driver=True, device=device)
 
 
+@functools.lru_cache(maxsize=None)
+def gds_impossible_reason() -> str | None:
+    """Why true GDS cannot run here, known without opening the cuFile driver
+    (which costs time, GPU memory and writes cufile.log): None when nvidia-fs
+    is loaded or cufile.json enables PCI P2PDMA, so only cuFile can tell."""
+    from ._sysinfo import cufile_json, nvidia_fs_status
+
+    if nvidia_fs_status()["loaded"]:
+        return None
+    cfg = cufile_json()
+    if cfg["settings"].get("properties.use_pci_p2pdma") is True:
+        return None
+    return (
+        "the nvidia-fs driver is not loaded and PCI P2PDMA is not enabled in "
+        f"{cfg['path']} (properties.use_pci_p2pdma), so cuFile could only run in its compat mode"
+    )
+
+
 def cuda_unusable_reason() -> str | None:
     """None when a CUDA device can be used, else a sentence saying why not."""
     if not _core.built_with_cuda:

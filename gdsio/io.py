@@ -72,6 +72,12 @@ def _plan(backend: str, dest: Destination, core_file: Any) -> tuple[str, str]:
         raise ValueError("backend 'posix' reads into host memory, but the destination is on the GPU; use 'auto' or 'pinned'")
     if backend in ("pinned", "kvikio"):
         return backend, ""
+    if backend in ("auto", "gds"):
+        why = _libs.gds_impossible_reason()
+        if why:  # decided without opening the cuFile driver
+            if backend == "gds":
+                raise BackendUnavailable("true GPUDirect Storage is not available: " + why)
+            return "pinned", "gds skipped: " + why
     st = _libs.cufile_state(dest.device)
     if backend == "cufile":
         if not st["driver_open"]:

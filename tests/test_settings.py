@@ -87,3 +87,22 @@ def test_settings_reach_the_read(make_file):
     assert st.threads == 3 and st.chunks == 16
     with gdsio.settings(backend="posix"):
         assert gdsio.read_into(path, out).backend == "posix"
+
+
+def test_gds_precheck_without_opening_cufile(tmp_path, monkeypatch):
+    """auto decides 'no true GDS' from nvidia-fs and cufile.json alone, so a
+    machine without GDS never pays for (or logs from) a cuFile driver open."""
+    from gdsio import _libs, _sysinfo
+
+    cfg = tmp_path / "cufile.json"
+    monkeypatch.setenv("CUFILE_ENV_PATH_JSON", str(cfg))
+    try:
+        cfg.write_text('{ "properties": { "use_pci_p2pdma": false } }')
+        _libs.gds_impossible_reason.cache_clear()
+        if not _sysinfo.nvidia_fs_status()["loaded"]:
+            assert "nvidia-fs driver is not loaded" in _libs.gds_impossible_reason()
+        cfg.write_text('{ // P2PDMA on\n "properties": { "use_pci_p2pdma": true } }')
+        _libs.gds_impossible_reason.cache_clear()
+        assert _libs.gds_impossible_reason() is None  # only cuFile itself can tell now
+    finally:
+        _libs.gds_impossible_reason.cache_clear()
