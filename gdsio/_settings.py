@@ -14,7 +14,8 @@ import dataclasses
 import functools
 import os
 import re
-from typing import Any, Iterator
+import types
+from typing import Any, Iterator, Mapping
 
 BACKENDS = ("auto", "gds", "cufile", "kvikio", "pinned", "posix")
 
@@ -91,7 +92,10 @@ _PARSERS = {
     "backend": lambda s: s.strip().lower(),
 }
 
-_overrides: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("gdsio_settings", default={})
+# Read-only default: blocks replace the mapping, never mutate it.
+_overrides: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
+    "gdsio_settings", default=types.MappingProxyType({})
+)
 
 
 def env_name(field: str) -> str:

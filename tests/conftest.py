@@ -4,6 +4,7 @@ no CUDA device is visible. Tests themselves never call pytest.skip."""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +41,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def run_python(code: str) -> "subprocess.CompletedProcess[str]":
     """Runs `code` in a fresh interpreter that imports the same gdsio as this one."""
-    import subprocess
     import sys
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
