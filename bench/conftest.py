@@ -25,7 +25,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     gpu_items = [it for it in items if "gpu" in it.keywords]
     if not gpu_items:
         return
-    from gdsio.bench import gpu_unusable_reason
+    from gdsio._libs import gpu_unusable_reason
 
     why = gpu_unusable_reason()
     if why:

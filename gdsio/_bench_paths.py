@@ -12,7 +12,6 @@ performs one timed call and returns ``{"backend", "reason", "direct_io"}``.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from typing import Any, Callable
 
@@ -63,17 +62,7 @@ class CopyPath:
 
 # ----------------------------------------------------------------------------- availability
 
-@functools.cache
-def gpu_unusable_reason() -> str | None:
-    """None when both gdsio and torch can use a CUDA device, else why not."""
-    why = _libs.cuda_unusable_reason()
-    if why:
-        return why
-    import torch
-
-    if not torch.cuda.is_available():
-        return f"torch {torch.__version__} sees no CUDA device (a CPU-only build of torch?)"
-    return None
+gpu_unusable_reason = _libs.gpu_unusable_reason
 
 
 def _cufile_unusable(cfg: BenchConfig) -> str | None:

@@ -1,32 +1,39 @@
-"""Loading libcufile into the core, once, from where cuda-pathfinder or the
-system says it is. Nothing here runs at import time."""
+"""Loading NVIDIA libraries (libcufile, libnvjpeg) into the core, once, from
+where cuda-pathfinder or the system says they are, and whether a GPU is
+usable. Nothing here runs at import time."""
 
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Callable
 
 from . import _core
 
 
-@functools.lru_cache(maxsize=None)
-def cufile_loaded() -> dict[str, Any]:
-    """Loads libcufile (wheel via cuda-pathfinder first, then the system); the core's status dict."""
+def load_nvidia_lib(name: str, load: Callable[[str], dict[str, Any]], extra: str) -> dict[str, Any]:
+    """Loads an NVIDIA library into the core through `load(path)`: first where
+    cuda-pathfinder or the wheel layouts say it is, then the dynamic loader's
+    own search path (`load("")`). Returns the core's status dict; when nothing
+    loads, its reason lists every attempt and the extra that installs it."""
     from ._sysinfo import find_nvidia_lib
 
-    found = find_nvidia_lib("cufile")
+    found = find_nvidia_lib(name)
     tried = []
     if found.get("path"):
-        st = _core.cufile_load(found["path"])
+        st = dict(load(found["path"]))
         if st["loaded"]:
             return st
         tried.append(st["reason"])
-    st = _core.cufile_load("")  # the dynamic loader's own search path
-    if not st["loaded"] and tried:
-        st = dict(st, reason="; ".join(tried + [st["reason"]]))
+    st = dict(load(""))
     if not st["loaded"]:
-        st = dict(st, reason=st["reason"] + " (install it with: pip install 'gdsio[gds]')")
+        st["reason"] = "; ".join(tried + [st["reason"]]) + f" (install it with: pip install 'gdsio[{extra}]')"
     return st
+
+
+@functools.lru_cache(maxsize=None)
+def cufile_loaded() -> dict[str, Any]:
+    """Loads libcufile once; the core's status dict."""
+    return load_nvidia_lib("cufile", _core.cufile_load, "gds")
 
 
 def cufile_state(device: int = 0) -> dict[str, Any]:
@@ -53,6 +60,20 @@ def gds_impossible_reason() -> str | None:
         "the nvidia-fs driver is not loaded and PCI P2PDMA is not enabled in "
         f"{cfg['path']} (properties.use_pci_p2pdma), so cuFile could only run in its compat mode"
     )
+
+
+@functools.lru_cache(maxsize=None)
+def gpu_unusable_reason() -> str | None:
+    """None when both gdsio and torch can use a CUDA device, else why not
+    (what GPU tests and GPU benchmarks are skipped for)."""
+    why = cuda_unusable_reason()
+    if why:
+        return why
+    import torch
+
+    if not torch.cuda.is_available():
+        return f"torch {torch.__version__} sees no CUDA device (a CPU-only build of torch?)"
+    return None
 
 
 def cuda_unusable_reason() -> str | None:

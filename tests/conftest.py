@@ -16,16 +16,7 @@ def _gpu_skip_reason() -> str | None:
         from gdsio import _libs
     except ImportError as e:  # the extension is not built
         return f"gdsio cannot be imported: {e}"
-    why = _libs.cuda_unusable_reason()
-    if why:
-        return why
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed"
-    if not torch.cuda.is_available():
-        return "torch sees no CUDA device (a CPU build of torch?)"
-    return None
+    return _libs.gpu_unusable_reason()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

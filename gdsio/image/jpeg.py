@@ -27,6 +27,7 @@ import io
 from typing import Any, Callable, Sequence
 
 from .. import _core
+from .._libs import load_nvidia_lib
 from .headers import JpegHeader
 
 HARDWARE = "nvjpeg-hardware-device"
@@ -41,22 +42,8 @@ BATCH = 256
 
 @functools.lru_cache(maxsize=None)
 def _loaded() -> dict[str, Any]:
-    from .._sysinfo import find_nvidia_lib
-
-    found = find_nvidia_lib("nvjpeg")
-    tried = []
-    if found.get("path"):
-        st = _core.nvjpeg_load(found["path"])
-        if st["loaded"]:
-            return dict(st)
-        tried.append(st["reason"])
-    st = dict(_core.nvjpeg_load(""))  # libnvjpeg.so.13, then .so.12, from the loader's path
-    if not st["loaded"]:
-        reasons = tried + [st["reason"]]
-        if _core.built_with_cuda:
-            reasons.append("install it with: pip install 'gdsio[nvjpeg]'")
-        st["reason"] = "; ".join(reasons)
-    return st
+    # libnvjpeg.so.13, then .so.12, when the loader looks on its own path.
+    return load_nvidia_lib("nvjpeg", _core.nvjpeg_load, "nvjpeg")
 
 
 def nvjpeg_status() -> dict[str, Any]:
