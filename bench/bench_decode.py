@@ -20,32 +20,11 @@ import os
 
 import numpy as np
 import pytest
+from photos import photos as make_photos  # bench/photos.py: bench/ is on sys.path under pytest and as a script
 
 import gdsio.image as gi
 
 N = int(os.environ.get("GDSIO_BENCH_IMAGES", "64"))
-
-
-def _photo_tiles(n: int) -> list[np.ndarray]:
-    """n RGB photos of about 500x375 (ImageNet's typical size), from
-    scikit-image's samples when installed, else a textured stand-in."""
-    try:
-        from skimage import data
-
-        sources = [data.astronaut(), data.coffee(), data.chelsea(), data.rocket(), data.immunohistochemistry()]
-    except ImportError:
-        rng = np.random.default_rng(0)
-        y, x = np.mgrid[0:600, 0:800]
-        base = (np.sin(x / 9.0) * np.cos(y / 13.0) * 90 + 128 + rng.integers(0, 30, (600, 800))).clip(0, 255)
-        sources = [np.stack([base, np.roll(base, 7, 1), base[::-1]], -1).astype(np.uint8)]
-    from PIL import Image
-
-    out = []
-    for k in range(n):
-        src = sources[k % len(sources)]
-        im = Image.fromarray(src).resize((500, 375) if k % 2 else (375, 500))
-        out.append(np.asarray(im))
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +32,7 @@ def jpegs() -> list[bytes]:
     from PIL import Image
 
     blobs = []
-    for a in _photo_tiles(N):
+    for a in make_photos(N):
         b = io.BytesIO()
         Image.fromarray(a).save(b, format="JPEG", quality=90)
         blobs.append(b.getvalue())
@@ -62,7 +41,7 @@ def jpegs() -> list[bytes]:
 
 @pytest.fixture(scope="module")
 def pnms() -> list[bytes]:
-    return [b"P6\n%d %d\n255\n" % (a.shape[1], a.shape[0]) + a.tobytes() for a in _photo_tiles(N)]
+    return [b"P6\n%d %d\n255\n" % (a.shape[1], a.shape[0]) + a.tobytes() for a in make_photos(N)]
 
 
 def _tensors(blobs: list[bytes], device: str) -> list:

@@ -23,6 +23,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from photos import photos as make_photos  # bench/photos.py: bench/ is on sys.path under pytest and as a script
 
 import gdsio
 from gdsio import transforms as T
@@ -33,30 +34,9 @@ OUT = [224, 224]
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
 
-def _photos(n: int) -> list[np.ndarray]:
-    """n RGB photos of 500x375 or 375x500, from scikit-image's samples when
-    installed, else a textured stand-in."""
-    from PIL import Image
-
-    try:
-        from skimage import data
-
-        sources = [data.astronaut(), data.coffee(), data.chelsea(), data.rocket(), data.immunohistochemistry()]
-    except ImportError:
-        rng = np.random.default_rng(0)
-        y, x = np.mgrid[0:600, 0:800]
-        base = (np.sin(x / 9.0) * np.cos(y / 13.0) * 90 + 128 + rng.integers(0, 30, (600, 800))).clip(0, 255)
-        sources = [np.stack([base, np.roll(base, 7, 1), base[::-1]], -1).astype(np.uint8)]
-    out = []
-    for k in range(n):
-        im = Image.fromarray(sources[k % len(sources)]).resize((500, 375) if k % 2 else (375, 500))
-        out.append(np.asarray(im))
-    return out
-
-
 @pytest.fixture(scope="module")
 def photos() -> list[np.ndarray]:
-    return _photos(max(N, N_CPU))
+    return make_photos(max(N, N_CPU))
 
 
 def _chw(a: np.ndarray) -> torch.Tensor:
