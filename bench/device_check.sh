@@ -9,12 +9,17 @@
 #   ../shared/device/fetch-wheels.sh safetensors hypothesis sortedcontainers attrs
 # (a test module whose imports fail is reported, and the other GPU tests still run).
 #
-# Builds gdsio for sm_90 only into /tmp/gdsio-site, runs the GPU tests, doctor,
-# and the benchmarks (warm and cold), and writes under $OUT (7 files):
-#   report.md  steps.log  doctor.json  bench-warm.json  bench-warm.png  bench-cold.json  bench-cold.png
+# Builds gdsio for sm_90 only into /tmp/gdsio-site, runs the GPU tests, the
+# issues' headline figures (bench/figures.py), doctor and the copy-path
+# benchmarks (warm and cold), and writes under $OUT (8 files):
+#   report.md  steps.log  figures.json  doctor.json  bench-warm.json  bench-warm.png  bench-cold.json  bench-cold.png
 # Every step runs under its own time limit and a failure never stops the next
-# step: report.md lists each step's exit code. Knobs: GDSIO_CHECK_SIZES (64M,1G),
-# GDSIO_CHECK_REPEAT (3), GDSIO_BENCH_DIR (where the benchmark files go).
+# step: report.md lists each step's exit code. The whole script keeps to a
+# budget (GDSIO_CHECK_BUDGET seconds, default 480): a step is cut to what is
+# left and skipped when too little is, so the device call ends in time and
+# the report still comes back. Knobs: GDSIO_CHECK_SIZES (64M,1G),
+# GDSIO_CHECK_REPEAT (3), GDSIO_CHECK_IMAGES (JPEGs for the loader figures,
+# 4096), GDSIO_BENCH_DIR (where the benchmark files go).
 # Without $OUT (a dry run on a CPU machine) it writes to ./device-check-out.
 
 set -u
@@ -27,6 +32,8 @@ LOG=$OUT/steps.log
 REPORT=$OUT/report.md
 SIZES=${GDSIO_CHECK_SIZES:-64M,1G}
 REPEAT=${GDSIO_CHECK_REPEAT:-3}
+IMAGES=${GDSIO_CHECK_IMAGES:-4096}
+BUDGET=${GDSIO_CHECK_BUDGET:-480}
 COMMIT=${GDSIO_COMMIT:-$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)}
 export GDSIO_COMMIT=$COMMIT
 export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
@@ -39,8 +46,17 @@ py() { (cd "$RUN" && python3 "$@"); }
 # step NAME SECONDS CMD...: runs CMD from $RUN under a time limit, logs it, records the exit code.
 STEPS=()
 step() {
-  local name=$1 limit=$2 t0 rc
+  local name=$1 limit=$2 t0 rc left
   shift 2
+  left=$(( BUDGET - ($(date +%s) - START) ))
+  local cmd="$*"
+  if [ "$left" -lt 15 ]; then
+    STEPS+=("| $name | SKIPPED: the ${BUDGET}s budget is spent | 0s | \`${cmd//|/\\|}\` |")
+    echo "[$(date +%T)] $name: skipped, budget spent"
+    write_report
+    return 0
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
   t0=$(date +%s)
   printf '\n===== %s (limit %ss): %s\n' "$name" "$limit" "$*" >>"$LOG"
   (cd "$RUN" && timeout -k 10 "$limit" "$@") >>"$LOG" 2>&1
@@ -49,7 +65,6 @@ step() {
   local what="ok"
   [ "$rc" -ne 0 ] && what="FAILED (exit $rc)"
   [ "$rc" -eq 124 ] && what="TIMED OUT after ${limit}s"
-  local cmd="$*"
   STEPS+=("| $name | $what | ${took}s | \`${cmd//|/\\|}\` |")
   echo "[$(date +%T)] $name: $what in ${took}s"
   write_report
@@ -71,6 +86,12 @@ write_report() {
     echo "| step | result | time | command |"
     echo "| --- | --- | --- | --- |"
     printf '%s\n' "${STEPS[@]}"
+    if [ -s "$OUT/figures.json" ]; then
+      echo
+      echo "## The issues' figures (bench/figures.py, same run)"
+      echo
+      py "$REPO/bench/figures.py" --render "$OUT/figures.json" 2>&1
+    fi
     for mode in warm cold; do
       if [ -s "$OUT/bench-$mode.json" ]; then
         echo
@@ -133,9 +154,10 @@ step "machine" 20 bash -c 'nvidia-smi; echo; df -hT /tmp "$0"; echo; python3 -m 
 step "build (sm_90, pip --target)" 240 env GDSIO_CUDA_ARCHITECTURES=90-real \
   python3 -m pip install --no-build-isolation --no-deps --no-compile --upgrade -q --target "$SITE" "$REPO"
 step "import" 30 python3 -c 'import gdsio, gdsio._core as c; print(gdsio.__file__, c.cuda_architectures, c.cuda_status(), c.kernel_probe(0) or "kernel probe ok")'
-step "pytest -m gpu" 120 python3 -m pytest -c "$REPO/pyproject.toml" --rootdir "$REPO" -p no:cacheprovider \
+step "pytest -m gpu" 150 python3 -m pytest -c "$REPO/pyproject.toml" --rootdir "$REPO" -p no:cacheprovider \
   -m gpu -q -rs --continue-on-collection-errors "$REPO/tests"
 BENCH_DIR=${GDSIO_BENCH_DIR:-$(pick_bench_dir /tmp /var/tmp "$REPO" 2>>"$LOG")}
+step "figures" 200 python3 "$REPO/bench/figures.py" --images "$IMAGES" --tmpdir "$BENCH_DIR" --json "$OUT/figures.json"
 step "doctor" 30 bash -c 'python3 -m gdsio.cli doctor "$0" --json >"$1"; rc=$?; python3 -m gdsio.cli doctor "$0"; exit $rc' \
   "$BENCH_DIR" "$OUT/doctor.json"
 PLOT=1
@@ -143,9 +165,9 @@ python3 -c 'import matplotlib' 2>/dev/null || { PLOT=0; echo "matplotlib missing
 for mode in warm cold; do
   args=(bench --sizes "$SIZES" --repeat "$REPEAT" "--$mode" --tmpdir "$BENCH_DIR" --json "$OUT/bench-$mode.json")
   [ "$PLOT" = 1 ] && args+=(--plot "$OUT/bench-$mode.png")
-  step "bench $mode" 100 python3 -m gdsio.cli "${args[@]}"
+  step "bench $mode" 90 python3 -m gdsio.cli "${args[@]}"
 done
-step "pytest-benchmark bench/ (64M)" 60 env GDSIO_BENCH_SIZES=64M python3 -m pytest -c "$REPO/pyproject.toml" \
+step "pytest-benchmark bench/ (64M)" 45 env GDSIO_BENCH_SIZES=64M python3 -m pytest -c "$REPO/pyproject.toml" \
   --rootdir "$REPO" -p no:cacheprovider -q "$REPO/bench" --benchmark-max-time=0.5 --benchmark-columns=median,rounds
 
 write_report
