@@ -770,12 +770,15 @@ def stand_in_gpu(monkeypatch):
     from gdsio.image import _decode as D
     from gdsio.image import jpeg as J
 
-    state = {"calls": [], "reject": b"\x00no-such-bytes\x00", "hw_ok": 1, "usable": {J.HARDWARE, J.HYBRID, J.HOST}, "syncs": 0}
+    state = {"calls": [], "reject": b"\x00no-such-bytes\x00", "hw_ok": 1, "usable": {J.HARDWARE, J.HYBRID, J.HOST}, "syncs": 0,
+             "reject_on": {J.HARDWARE, J.HYBRID, J.HOST}, "reject_with": ValueError}
 
     def decode_batch(device, backend, output, jobs, stream):
         state["calls"].append((backend, output, len(jobs)))
         blobs = [ctypes.string_at(ptr, n) for ptr, n, _, _, _ in jobs]
-        if any(state["reject"] in b for b in blobs):
+        if any(state["reject"] in b for b in blobs) and backend in state["reject_on"]:
+            if state["reject_with"] is RuntimeError:  # what the shim raises for EXECUTION_FAILED and the like
+                raise RuntimeError(f"nvJPEG failed: nvjpegDecodeBatched ({backend}): fake execution failure")
             raise ValueError(f"nvJPEG rejected the batch: nvjpegDecodeBatched ({backend}): fake status")
         for b, (_, _, dst, h, w) in zip(blobs, jobs):
             planar = np.ascontiguousarray(pil_chw(Image.open(io.BytesIO(b)).convert("RGB" if output == "rgb" else "L")))
@@ -866,6 +869,59 @@ def test_gpu_orchestration_falls_down_the_backends(stand_in_gpu):
     stand_in_gpu["usable"] = set()
     items = stand_in_gpu["run"]([jp["420"]])
     assert items[0].backend == J.PILLOW and "nvjpeg-host: off" in items[0].reason
+
+
+@pytest.mark.parametrize("error", [ValueError, RuntimeError])
+def test_an_image_a_backend_fails_goes_down_the_ladder_not_straight_to_pillow(stand_in_gpu, error):
+    from gdsio.image import jpeg as J
+
+    jp = _jpegs()
+    stand_in_gpu.update(reject=b"REJECT-ME", reject_on={J.HARDWARE}, reject_with=error)
+    items = stand_in_gpu["run"]([jp["rejected"], jp["420"]])
+    assert [it.backend for it in items] == [J.HYBRID, J.HARDWARE], [it.reason for it in items]
+    assert "fake" in items[0].reason and J.HARDWARE in items[0].reason
+    np.testing.assert_array_equal(items[0].result.numpy(), pil_chw(Image.open(io.BytesIO(jp["rejected"]))))
+    # Hybrid off too: the host backend takes it; everything off: Pillow.
+    stand_in_gpu.update(reject_on={J.HARDWARE, J.HYBRID})
+    assert stand_in_gpu["run"]([jp["rejected"]])[0].backend == J.HOST
+    stand_in_gpu.update(reject_on={J.HARDWARE, J.HYBRID, J.HOST})
+    it = stand_in_gpu["run"]([jp["rejected"]])[0]
+    assert it.backend == J.PILLOW and it.error is None and it.reason.count("fake") == 3
+
+
+def test_next_backend_skips_what_cannot_take_the_image():
+    from gdsio.image import jpeg as J
+
+    photo = photos()[0][1]
+    base = pil_bytes(Image.fromarray(photo), quality=90)
+    h = H.parse_jpeg(base, len(base), base[-32:])
+    usable = {"backends": {b: {"usable": True, "reason": ""} for b in (J.HARDWARE, J.HYBRID, J.HOST)}}
+    assert J.next_backend(J.HARDWARE, h, usable) == (J.HYBRID, "")
+    assert J.next_backend(J.HYBRID, h, usable) == (J.HOST, "")
+    assert J.next_backend(J.HOST, h, usable) == (J.PILLOW, "")
+    no_hybrid = {"backends": dict(usable["backends"], **{J.HYBRID: {"usable": False, "reason": "off"}})}
+    assert J.next_backend(J.HARDWARE, h, no_hybrid) == (J.HOST, f"{J.HYBRID}: off")
+    try:
+        rst = pil_bytes(Image.fromarray(photo), quality=90, restart_marker_blocks=4)
+    except TypeError:
+        return
+    hr = H.parse_jpeg(rst, len(rst), rst[-32:])
+    assert J.next_backend(J.HARDWARE, hr, usable) == (J.HOST, f"{J.HYBRID}: restart intervals")
+
+
+def test_nvjpeg_run_fails_a_whole_chunk_when_the_backend_cannot_start(monkeypatch):
+    from gdsio.image import jpeg as J
+    from gdsio.io import BackendUnavailable
+
+    calls, failed = [], []
+
+    def batch(device, backend, output, jobs, stream):
+        calls.append(len(jobs))
+        raise BackendUnavailable("nvjpegCreateEx failed: fake")
+
+    monkeypatch.setattr(_core, "nvjpeg_decode_batch", batch)
+    J.nvjpeg_run(0, J.HOST, "rgb", [(k, 1, 0, 1, 1) for k in range(5)], 0, lambda k, why: failed.append((k, why)))
+    assert calls == [5] and [k for k, _ in failed] == list(range(5)) and "fake" in failed[0][1]
 
 
 def test_nvjpeg_run_retries_one_by_one(monkeypatch):

@@ -259,9 +259,13 @@ class Checkout {
     }
     return st;
   }
-  // Orders this use of the state after its previous one, on any stream.
-  void begin(cudaStream_t stream) {
-    GDSIO_CUDA_CHECK(cudaStreamWaitEvent(stream, p_.done, 0), "cudaStreamWaitEvent (nvJPEG state)");
+  // Orders this use of the state after its previous one, on any stream. A host
+  // wait: nvjpegDecodeBatchedInitialize wants "any currently running batched
+  // decoding ... finished", and the host backend's CPU Huffman pass writes the
+  // state's pinned buffer during the call, while the last call's copy from it may
+  // be queued still (nvImageCodec and DALI wait on the host here too).
+  void begin(cudaStream_t) {
+    GDSIO_CUDA_CHECK(cudaEventSynchronize(p_.done), "cudaEventSynchronize (nvJPEG state)");
   }
   void end(cudaStream_t stream) { GDSIO_CUDA_CHECK(cudaEventRecord(p_.done, stream), "cudaEventRecord (nvJPEG state)"); }
   void discard() { discard_ = true; }
@@ -424,6 +428,15 @@ void nvjpeg_decode_batch(int device, JpegBackend backend, JpegOutput output, con
   }
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   co.begin(s);
+  // The JPEG engines do not keep stream order on Hopper: they read the bitstream
+  // and write the outputs when nvjpegDecodeBatched is called, ahead of the work
+  // queued on `s` (the H2D copy of the bitstream, kernels still reading a freed
+  // block the allocator now hands out as an output); a device-side wait does not
+  // gate them, a host wait does (torchcodec PR 1634, torchvision PR 9606). So
+  // drain the stream first, and once more after the call, so that no later
+  // kernel on `s` can read an output the engines are still writing.
+  const bool engines = backend == JpegBackend::kHardwareDevice;
+  if (engines) GDSIO_CUDA_CHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize (before the nvJPEG hardware decode)");
   nvj::Status st = co.initialize(api, static_cast<int>(n), static_cast<int>(output));
   if (st != 0) {
     co.discard();
@@ -434,6 +447,7 @@ void nvjpeg_decode_batch(int device, JpegBackend backend, JpegOutput output, con
     co.discard();
     throw_status(st, "nvjpegDecodeBatched", backend, device, n);
   }
+  if (engines) GDSIO_CUDA_CHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize (after the nvJPEG hardware decode)");
   co.end(s);
 }
 

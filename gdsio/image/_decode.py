@@ -376,12 +376,11 @@ def _decode_jpegs_cuda(items: Sequence[_Item], target: Any, opts: _Options) -> N
         it.backend, it.reason = _jpeg.route(it.header, backends)
     # nvJPEG's own word on the hardware candidates (size limits and the like).
     hw = [it for it in items if it.backend == _jpeg.HARDWARE]
-    for it, ok in zip(hw, _jpeg.hardware_check(dev, [it.prefix[: it.header.header_bytes] for it in hw])):
+    for it, ok in zip(hw, _jpeg.hardware_check(dev, [bytes(it.prefix) for it in hw])):
         if ok == 0:
             skip = f"{_jpeg.HARDWARE}: nvjpegDecodeBatchedSupported refuses it"
-            usable = backends["backends"]
-            nxt = _jpeg.HYBRID if usable[_jpeg.HYBRID]["usable"] and not it.header.restart_interval else _jpeg.HOST
-            it.backend, it.reason = nxt, "; ".join(r for r in (it.reason, skip) if r)
+            nxt, why = _jpeg.next_backend(_jpeg.HARDWARE, it.header, backends)
+            it.backend, it.reason = nxt, "; ".join(r for r in (it.reason, skip, why) if r)
     stream = _stream(target)
     # Bitstreams for the device backends go to the GPU in one copy when they are on the host.
     on_host = [it for it in items if it.backend in (_jpeg.HARDWARE, _jpeg.HYBRID) and not it.data.is_cuda]
@@ -410,10 +409,12 @@ def _decode_jpegs_cuda(items: Sequence[_Item], target: Any, opts: _Options) -> N
                 keep.append(data)
                 jobs.append((data.data_ptr(), it.total, it.result.data_ptr(), h.height, h.width))
 
-            def failed(k: int, why: str, group: list = group) -> None:
+            def failed(k: int, why: str, group: list = group, backend: str = backend) -> None:
+                # The next backend down the ladder takes it: its group runs later in this loop.
                 it = group[k]
-                it.backend, it.result = _jpeg.PILLOW, None
-                it.reason = "; ".join(r for r in (it.reason, why) if r)
+                nxt, skipped = _jpeg.next_backend(backend, it.header, backends)
+                it.backend, it.result = nxt, None
+                it.reason = "; ".join(r for r in (it.reason, why, skipped) if r)
 
             _jpeg.nvjpeg_run(dev, backend, output, jobs, stream, failed)
             if backend == _jpeg.HOST:

@@ -105,8 +105,20 @@ def route(h: JpegHeader, backends: dict[str, Any]) -> tuple[str, str]:
     why = pillow_refusal(h)
     if why:
         return PILLOW, why
+    return _first_taker(h, backends, (HARDWARE, HYBRID, HOST))
+
+
+def next_backend(after: str, h: JpegHeader, backends: dict[str, Any]) -> tuple[str, str]:
+    """The backend to try once `after` has refused or failed an image (the
+    ladder hardware -> hybrid -> host -> Pillow), and why the ones between
+    were skipped."""
+    order = (HARDWARE, HYBRID, HOST)
+    return _first_taker(h, backends, order[order.index(after) + 1 :] if after in order else ())
+
+
+def _first_taker(h: JpegHeader, backends: dict[str, Any], candidates: Sequence[str]) -> tuple[str, str]:
     skipped = []
-    for b in (HARDWARE, HYBRID, HOST):
+    for b in candidates:
         st = backends["backends"][b]
         if not st["usable"]:
             skipped.append(f"{b}: {st['reason']}")
@@ -187,21 +199,31 @@ def nvjpeg_run(
     on_fail: Callable[[int, str], None],
 ) -> None:
     """Decodes [(data_ptr, length, dst_ptr, height, width)] with one backend
-    in batches; a batch nvJPEG rejects is retried image by image, and an image
-    it rejects alone is reported through on_fail(job index, why)."""
+    in batches; a batch nvJPEG rejects or fails is retried image by image, and
+    an image it rejects or fails alone is reported through on_fail(job index,
+    why), so the caller can hand it to the next backend. nvJPEG's execution
+    and internal errors count as failures of the images too: engines return
+    them on some corrupt data. A backend that cannot start at all
+    (BackendUnavailable) fails the whole chunk at once, without retries."""
+    from ..io import BackendUnavailable
+
     for first in range(0, len(jobs), BATCH):
         chunk = list(jobs[first : first + BATCH])
         try:
             _core.nvjpeg_decode_batch(device, backend, output, chunk, stream)
             continue
-        except ValueError as e:
+        except BackendUnavailable as e:
+            for k in range(len(chunk)):
+                on_fail(first + k, str(e))
+            continue
+        except (ValueError, RuntimeError) as e:
             if len(chunk) == 1:
                 on_fail(first, str(e))
                 continue
         for k, j in enumerate(chunk):
             try:
                 _core.nvjpeg_decode_batch(device, backend, output, [j], stream)
-            except ValueError as e:
+            except (ValueError, RuntimeError) as e:
                 on_fail(first + k, str(e))
 
 
