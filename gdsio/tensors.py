@@ -7,14 +7,13 @@ it never touches host memory.
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import os
 import struct
-import threading
 from typing import Any, Iterable
 
+from . import _literal
 from .io import ReadStats, _parse_device, read_into
 
 # safetensors caps its header at 100 MB; a larger length field is corruption.
@@ -177,9 +176,6 @@ def load_safetensors(
 # ---- npy ---------------------------------------------------------------------
 
 _NPY_MAGIC = b"\x93NUMPY"
-# ast.literal_eval is not thread-safe on CPython 3.11 (SystemError "AST
-# constructor recursion depth mismatch", gh-106905); loaders parse from threads.
-_LITERAL_LOCK = threading.Lock()
 
 
 def read_npy_header(path: str | os.PathLike[str]) -> tuple[int, str, bool, tuple[int, ...]]:
@@ -208,9 +204,8 @@ def read_npy_header(path: str | os.PathLike[str]) -> tuple[int, str, bool, tuple
         raise ValueError(f"'{path}': the .npy header ({hlen} bytes) runs past the end of the file")
     text = _read_host(path, start, hlen).decode(enc)
     try:
-        with _LITERAL_LOCK:
-            d = ast.literal_eval(text)  # literals only: no code, no pickle
-    except (ValueError, SyntaxError) as e:
+        d = _literal.literal(text)  # literals only: no code, no pickle, no ast (see _literal)
+    except ValueError as e:
         raise ValueError(f"'{path}': the .npy header is not a Python literal: {e}") from None
     if not isinstance(d, dict) or not {"descr", "fortran_order", "shape"} <= set(d):
         raise ValueError(f"'{path}': the .npy header needs descr, fortran_order and shape")

@@ -14,10 +14,11 @@ tests/test_decode.py), and none unpickles or evaluates code.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import struct
 from typing import Union
+
+from .. import _literal
 
 __all__ = [
     "JpegHeader",
@@ -223,7 +224,8 @@ def _npy_descr(descr: object) -> str:
 
 def parse_npy(buf: bytes, total: int) -> NpyHeader:
     """The NPY magic, version, header length and header dict, which is read
-    with ast.literal_eval (literals only, as numpy itself does), never eval or pickle."""
+    as a literal (gdsio._literal: literals only, as numpy's ast.literal_eval, but
+    thread-safe), never eval or pickle."""
     _need(buf, total, 8, "NPY header")
     if bytes(buf[:6]) != b"\x93NUMPY":
         raise ValueError("not an NPY file: bad magic")
@@ -244,8 +246,8 @@ def parse_npy(buf: bytes, total: int) -> NpyHeader:
     raw = bytes(buf[start : start + hlen])
     try:
         text = raw.decode("utf-8" if major >= 3 else "latin1")
-        d = ast.literal_eval(text)
-    except Exception as e:  # SyntaxError, ValueError, MemoryError, RecursionError...
+        d = _literal.literal(text)
+    except Exception as e:  # UnicodeDecodeError, ValueError, MemoryError...
         raise ValueError(f"NPY header is not a Python literal: {type(e).__name__}") from None
     if not isinstance(d, dict) or set(d) != {"descr", "fortran_order", "shape"}:
         raise ValueError("NPY header must be a dict with exactly the keys 'descr', 'fortran_order' and 'shape'")

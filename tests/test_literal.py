@@ -1,0 +1,76 @@
+"""gdsio._literal: the .npy header parser that replaces ast.literal_eval (not
+thread-safe on CPython 3.11) must agree with it on literals and refuse code."""
+
+from __future__ import annotations
+
+import ast
+import io
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gdsio._literal import literal
+
+scalars = st.one_of(st.integers(), st.booleans(), st.none(), st.text(max_size=12))
+values = st.recursive(scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.tuples(inner), st.lists(inner, max_size=4).map(tuple),
+    st.dictionaries(st.text(max_size=6), inner, max_size=4)), max_leaves=20)
+
+
+@given(values)
+@settings(max_examples=300)
+def test_agrees_with_ast_literal_eval(v):
+    text = repr(v)
+    assert literal(text) == ast.literal_eval(text)
+
+
+@pytest.mark.parametrize("descr", ["<f4", ">i8", "|u1", "<U7", "<c16", "|b1", "<M8[ns]", [("a", "<f4"), ("b", "|u1", (2, 3))]])
+@pytest.mark.parametrize("shape", [(), (0,), (3,), (2, 3, 4)])
+def test_headers_numpy_writes(descr, shape):
+    b = io.BytesIO()
+    d = {"descr": np.lib.format.dtype_to_descr(np.dtype(descr)), "fortran_order": True, "shape": shape}
+    np.lib.format.write_array_header_2_0(b, d)
+    text = b.getvalue()[12:].decode("latin1")
+    assert literal(text) == ast.literal_eval(text) == d
+
+
+@pytest.mark.parametrize("text", [
+    "{'a': __import__('os').system('true')}", "{'a': 1+2}", "{1, 2}", "1.5", "{'a': 1", "{'a':}", "lambda: 1",
+    "(" * 100 + ")" * 100, "", "   ", "'x' 'y'", "{'a': 1}}", "[1 2]", "{[1]: 2}", "'\\x4'", "'\\q'", "b'x'", "f'{x}'",
+])
+def test_refuses_what_is_not_a_plain_literal(text):
+    with pytest.raises(ValueError):
+        literal(text)
+
+
+def test_escapes_as_repr_writes_them():
+    for s in ["a'b", 'a"b', "\x00\x9b\u20ac\U0001f600", "tab\there", "back\\slash"]:
+        assert literal(repr(s)) == s
+    assert literal("'\\101\\0'") == "A\0"
+
+
+def test_python2_long_suffix_as_numpy_accepts():
+    assert literal("{'descr': '<f8', 'fortran_order': False, 'shape': (3L, 4L), }") == {
+        "descr": "<f8", "fortran_order": False, "shape": (3, 4)}
+
+
+def test_threads_parse_at_once():
+    text = repr({"descr": "<f4", "fortran_order": False, "shape": tuple(range(20))})
+    errors = []
+
+    def work():
+        try:
+            for _ in range(300):
+                assert literal(text)["shape"] == tuple(range(20))
+        except Exception as e:  # pragma: no cover - the failure is the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
