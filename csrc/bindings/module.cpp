@@ -27,30 +27,37 @@ using namespace gdsio;
 namespace {
 
 // A file as Python holds it: the descriptors, and the cuFile registration
-// made on first use by a cuFile read.
+// made on first use by a cuFile read. A read holds its own references, so a
+// close() from another thread while it runs frees nothing under it: the file
+// goes when the last read ends.
 class PyFile {
  public:
-  explicit PyFile(const std::string& path) : f_(std::make_unique<FileHandle>(path)) {}
-  FileHandle& file() {
-    if (!f_) throw ValueError("I/O on a closed gdsio file");
-    return *f_;
-  }
-  CufileHandle& cufile(int device) {
+  explicit PyFile(const std::string& path) : f_(std::make_shared<FileHandle>(path)) {}
+  std::shared_ptr<FileHandle> file() {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!cf_) cf_ = std::make_unique<CufileHandle>(file(), device);
-    return *cf_;
+    if (!f_) throw ValueError("I/O on a closed gdsio file");
+    return f_;
+  }
+  std::shared_ptr<CufileHandle> cufile(int device) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!f_) throw ValueError("I/O on a closed gdsio file");
+    if (!cf_) cf_ = std::make_shared<CufileHandle>(*f_, device);
+    return cf_;
   }
   void close() {
     std::lock_guard<std::mutex> lk(mu_);
-    cf_.reset();
+    cf_.reset();  // before the file: its deregistration needs the descriptor open
     f_.reset();
   }
-  bool closed() const { return !f_; }
+  bool closed() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return !f_;
+  }
 
  private:
   std::mutex mu_;
-  std::unique_ptr<FileHandle> f_;
-  std::unique_ptr<CufileHandle> cf_;
+  std::shared_ptr<FileHandle> f_;
+  std::shared_ptr<CufileHandle> cf_;
 };
 
 std::vector<ReadRequest> to_requests(const std::vector<std::tuple<std::uintptr_t, std::uint64_t, std::uint64_t>>& t) {
@@ -124,16 +131,17 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<PyFile>(m, "File")
       .def(py::init<const std::string&>(), py::arg("path"), py::call_guard<py::gil_scoped_release>())
-      .def("size", [](PyFile& f) { return f.file().size(); })
+      .def("size", [](PyFile& f) { return f.file()->size(); })
       .def("close", &PyFile::close)
       .def("register_cufile", [](PyFile& f, int device) { f.cufile(device); }, py::arg("device"),
            py::call_guard<py::gil_scoped_release>(),
            "Registers the file with cuFile (O_DIRECT when the file system allows it).")
       .def_property_readonly("closed", &PyFile::closed)
-      .def_property_readonly("path", [](PyFile& f) { return f.file().path(); })
+      .def_property_readonly("path", [](PyFile& f) { return f.file()->path(); })
       .def("direct_io_refusal", [](PyFile& f) {
-        f.file().direct_fd();
-        return f.file().direct_io_refusal();
+        const auto h = f.file();
+        h->direct_fd();
+        return h->direct_io_refusal();
       });
 
   using Reqs = std::vector<std::tuple<std::uintptr_t, std::uint64_t, std::uint64_t>>;
@@ -147,11 +155,14 @@ PYBIND11_MODULE(_core, m) {
         ReadResult r;
         {
           py::gil_scoped_release nogil;
-          FileHandle& f = pf.file();
-          if (backend == "posix") r = posix_read(f, rq, o);
-          else if (backend == "pinned") r = pinned_read(f, rq, o);
-          else if (backend == "cufile") r = cufile_read(f, pf.cufile(device), rq, o);
-          else if (backend == "cufile-batch") r = cufile_read_batch(f, pf.cufile(device), rq, o);
+          // Declared in this order, the cuFile handle goes before the file it registered.
+          const std::shared_ptr<FileHandle> f = pf.file();
+          std::shared_ptr<CufileHandle> cf;
+          if (backend == "cufile" || backend == "cufile-batch") cf = pf.cufile(device);
+          if (backend == "posix") r = posix_read(*f, rq, o);
+          else if (backend == "pinned") r = pinned_read(*f, rq, o);
+          else if (backend == "cufile") r = cufile_read(*f, *cf, rq, o);
+          else if (backend == "cufile-batch") r = cufile_read_batch(*f, *cf, rq, o);
           else throw ValueError("unknown core backend '" + backend + "'");
         }
         return to_dict(r);
@@ -171,7 +182,7 @@ PYBIND11_MODULE(_core, m) {
         HostEngineReport rep;
         {
           py::gil_scoped_release nogil;
-          rep = staged_read_host_engine(pf.file(), rq, o, copy_delay_us, r);
+          rep = staged_read_host_engine(*pf.file(), rq, o, copy_delay_us, r);
         }
         py::dict d;
         d["copies"] = rep.copies;

@@ -28,8 +28,40 @@ void cuda_use_device(int device) {
   GDSIO_CUDA_CHECK(cudaSetDevice(device), "cudaSetDevice(", device, ")");
 }
 
+namespace {
+
+// cuCtxGetCurrent / cuCtxSetCurrent from the driver the runtime already loaded
+// (gdsio never links libcuda). CUresult is an int enum; 0 is CUDA_SUCCESS.
+struct ContextApi {
+  int (*get)(void**) = nullptr;
+  int (*set)(void*) = nullptr;
+};
+
+const ContextApi& context_api() {
+  static const ContextApi api = [] {
+    ContextApi a;
+    void* get = nullptr;
+    void* set = nullptr;
+    cudaDriverEntryPointQueryResult qg{}, qs{};
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 4000, cudaEnableDefault, &qg) == cudaSuccess &&
+        cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &set, 4000, cudaEnableDefault, &qs) == cudaSuccess &&
+        qg == cudaDriverEntryPointSuccess && qs == cudaDriverEntryPointSuccess && get && set) {
+      a.get = reinterpret_cast<int (*)(void**)>(get);
+      a.set = reinterpret_cast<int (*)(void*)>(set);
+    }
+    (void)cudaGetLastError();
+    return a;
+  }();
+  return api;
+}
+
+}  // namespace
+
 DeviceGuard::DeviceGuard(int device) {
-  if (cudaGetDevice(&previous_) != cudaSuccess) {
+  const ContextApi& ctx = context_api();
+  if (ctx.get && ctx.get(&previous_ctx_) == 0) {
+    exact_ = true;
+  } else if (cudaGetDevice(&previous_) != cudaSuccess) {
     (void)cudaGetLastError();
     previous_ = -1;
   }
@@ -37,7 +69,13 @@ DeviceGuard::DeviceGuard(int device) {
 }
 
 DeviceGuard::~DeviceGuard() {
-  if (previous_ >= 0) (void)cudaSetDevice(previous_);
+  if (exact_) (void)context_api().set(previous_ctx_);  // null again where the thread had none
+  else if (previous_ >= 0) (void)cudaSetDevice(previous_);
+}
+
+void cuda_stream_synchronize(std::uintptr_t stream) {
+  GDSIO_CUDA_CHECK(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(stream)),
+                   "cudaStreamSynchronize (the caller's stream, before a write outside stream order)");
 }
 
 std::string cuda_pointer_kind(const void* p, int* device) {
@@ -62,6 +100,7 @@ CudaStatus cuda_status() {
 void cuda_use_device(int) { throw_no_cuda(); }
 DeviceGuard::DeviceGuard(int) { throw_no_cuda(); }
 DeviceGuard::~DeviceGuard() = default;
+void cuda_stream_synchronize(std::uintptr_t) { throw_no_cuda(); }
 std::string cuda_pointer_kind(const void*, int*) { throw_no_cuda(); }
 std::string cuda_kernel_probe(int) { return "gdsio was built without CUDA"; }
 

@@ -50,8 +50,10 @@ CudaStatus cuda_status();
 // Throws Unavailable unless `device` exists, and makes it current on this thread.
 void cuda_use_device(int device);
 
-// Makes `device` current on this thread and restores the caller's device on
-// destruction: a read into cuda:1 must not change what torch sees as current.
+// Makes `device` current on this thread and restores the caller's exact CUDA
+// context on destruction: a read into cuda:1 must not change what torch sees as
+// current, and a thread that had no context gets none back (restoring "device
+// 0" there would create a context on GPU 0: hundreds of MB in every DDP rank).
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);
@@ -61,7 +63,13 @@ class DeviceGuard {
 
  private:
   int previous_ = -1;
+  void* previous_ctx_ = nullptr;  // CUcontext; null: none was current
+  bool exact_ = false;            // previous_ctx_ is known (the driver entry points were found)
 };
+
+// cudaStreamSynchronize(stream): work that writes outside stream order (a
+// cuFile read, the nvJPEG engines) first waits for what the caller queued.
+void cuda_stream_synchronize(std::uintptr_t stream);
 
 // Where a pointer lives: "device", "host" (pinned or pageable), "managed".
 // `device` receives the owning device for device memory.

@@ -24,6 +24,8 @@ constexpr int kParamAllowCompatMode = 1;
 constexpr int kParamForceCompatMode = 2;
 constexpr int kParamUsePciP2pdma = 7;
 
+constexpr int kOpErrorBase = 5000;  // CUFILEOP_BASE_ERR: CUfileOpError values start above it
+
 struct Error {  // CUfileError_t
   int err;      // CUfileOpError
   int cu_err;   // CUresult

@@ -56,9 +56,18 @@ const char* op_error_string(int err) {
     case 5036: return "failed to allocate pinned GPU Memory";
     case 5037: return "queue full for batch operation";
     case 5038: return "cuFile stream operation not supported";
-    case 5043: return "cufile no memory error";
+    case 5039: return "batch setup internal error (retry later)";
+    case 5040: return "batch submit internal error (retry later)";
+    case 5041: return "batch get status internal error (retry later)";
+    case 5042: return "batch cancel internal error (retry later)";
+    case 5043: return "cufile no memory error (retry later)";
     case 5044: return "cufile io error";
+    case 5045: return "cufile buffer registration error";
+    case 5046: return "cufile hash operation error";
+    case 5047: return "cufile invalid context error";
+    case 5048: return "nvfs internal driver error";
     case 5049: return "compat mode off error";
+    case 5050: return "GPUDirect Storage max error";
     default: return "unknown cufile error";
   }
 }
@@ -92,7 +101,12 @@ std::mutex g_mu;
 Api g_api;
 CufileStatus g_status;
 bool g_driver_tried = false;
-std::map<const void*, std::size_t> g_registered;
+struct Registered {
+  std::size_t size;
+  int device;
+};
+std::map<const void*, Registered> g_registered;
+int g_live_handles = 0;  // CufileHandles alive: the driver is not closed under them
 
 template <typename F>
 bool sym(void* lib, const char* name, F* out) {
@@ -231,8 +245,19 @@ CufileStatus cufile_status(bool open_driver, int device) {
 void cufile_shutdown() {
   std::lock_guard<std::mutex> lk(g_mu);
   if (g_status.driver_open) {
-    for (auto& [p, n] : g_registered) g_api.BufDeregister(p);
+    for (auto& [p, r] : g_registered) {
+      try {
+        DeviceGuard g(r.device);  // "APIs with GPU buffers should be called in a valid CUDA context"
+        g_api.BufDeregister(p);
+      } catch (...) {
+        // The runtime is going away at exit: nothing left to give back.
+      }
+    }
     g_registered.clear();
+    // A file still registered (a gdsio.File the program never closed) keeps the
+    // driver open: closing it under a live handle makes the handle's later
+    // deregistration a call into a closed driver. The process is exiting anyway.
+    if (g_live_handles > 0) return;
     g_api.DriverClose();
     g_status.driver_open = false;
     g_driver_tried = false;
@@ -256,17 +281,23 @@ CufileHandle::CufileHandle(FileHandle& f, int device) {
   direct_ = fd >= 0;
   if (fd < 0) fd = f.fd();
   d.handle.fd = fd;
+  if (!direct_) refusal_ = f.direct_io_refusal();
   Error e = api.HandleRegister(&h_, &d);
   if (e.err != 0) {
     h_ = nullptr;
     std::string why = "cuFileHandleRegister failed for '" + f.path() + "': " + err_text(e);
-    if (!direct_) why += " (" + f.direct_io_refusal() + ")";
+    if (!direct_) why += " (" + refusal_ + ")";
     throw Unavailable(why);
   }
+  std::lock_guard<std::mutex> lk(g_mu);
+  ++g_live_handles;
 }
 
 CufileHandle::~CufileHandle() {
-  if (h_) g_api.HandleDeregister(h_);
+  if (!h_) return;
+  std::lock_guard<std::mutex> lk(g_mu);
+  --g_live_handles;
+  if (g_status.driver_open) g_api.HandleDeregister(h_);
 }
 
 namespace {
@@ -278,24 +309,37 @@ void* registered_base(void* p) {
   if (it == g_registered.begin()) return nullptr;
   --it;
   auto* b = static_cast<const char*>(it->first);
-  if (static_cast<const char*>(p) < b + it->second) return const_cast<char*>(b);
+  if (static_cast<const char*>(p) < b + it->second.size) return const_cast<char*>(b);
   return nullptr;
 }
 
+// cuFileRead returns -1 with errno set, the negative of an errno, or the
+// negative of a CUfileOpError (5000 and up).
 [[noreturn]] void throw_read_error(const FileHandle& f, ssize_t r, std::uint64_t off) {
-  if (r == -1)
-    throw_errno(errno, f.path(), "cuFileRead of '" + f.path() + "' failed at offset " + std::to_string(off));
+  if (r == -1 || (r < 0 && -r < cufile::kOpErrorBase))
+    throw_errno(r == -1 ? errno : static_cast<int>(-r), f.path(),
+                "cuFileRead of '" + f.path() + "' failed at offset " + std::to_string(off));
   throw OsError(EIO, f.path(),
                 detail::concat("cuFileRead of '", f.path(), "' failed at offset ", off, ": ",
                                cufile::op_error_string(static_cast<int>(-r)), " (", -r, ")"));
 }
 
-ReadResult start_result(const CufileStatus& s) {
+// GDS proper needs the file open with O_DIRECT; where the file system refused
+// it, cuFile serves this file in its compat mode whatever the driver can do.
+ReadResult start_result(const CufileStatus& s, const CufileHandle& h) {
   ReadResult res;
-  res.backend = s.true_gds ? "gds" : "cufile-compat";
+  res.backend = s.true_gds && h.direct() ? "gds" : "cufile-compat";
   res.reason = s.reason;
+  if (s.true_gds && !h.direct())
+    res.reason = "cuFile runs in its compat mode for this file: O_DIRECT was refused (" + h.direct_io_refusal() + ")";
+  res.direct_io = h.direct();
   return res;
 }
+
+// cuFile writes into device memory when called, outside stream order: what the
+// caller queued on its stream (kernels still reading the destination, a block
+// the allocator reused) goes first. kvikio does the same before each cuFileRead.
+void order_after_stream(const ReadOptions& opts) { cuda_stream_synchronize(opts.stream); }
 
 }  // namespace
 
@@ -304,8 +348,8 @@ ReadResult cufile_read(FileHandle& f, CufileHandle& h, const std::vector<ReadReq
   const ReadOptions opts = checked(opts_in);
   const Api& api = usable_api(opts.device);
   DeviceGuard device(opts.device);  // the caller is reader 0; its device is restored after
-  ReadResult res = start_result(cufile_status(false, opts.device));
-  res.direct_io = h.direct();
+  order_after_stream(opts);
+  ReadResult res = start_result(cufile_status(false, opts.device), h);
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<Chunk> chunks = plan_chunks(reqs, opts.chunk_bytes);
   res.chunks = chunks.size();
@@ -323,7 +367,7 @@ ReadResult cufile_read(FileHandle& f, CufileHandle& h, const std::vector<ReadReq
         ssize_t r = api.Read(h.get(), base, c.len - done, static_cast<off_t>(c.file_offset + done),
                              buf_off + static_cast<off_t>(done));
         if (r < 0) {
-          if (r == -1 && errno == EINTR) continue;
+          if ((r == -1 && errno == EINTR) || r == -EINTR) continue;
           throw_read_error(f, r, c.file_offset + done);
         }
         if (r == 0) throw_truncated(f.path(), c.file_offset, c.len, done);
@@ -342,17 +386,28 @@ ReadResult cufile_read_batch(FileHandle& f, CufileHandle& h, const std::vector<R
   const Api& api = usable_api(opts.device);
   if (!api.BatchIOSetUp || !api.BatchIOSubmit || !api.BatchIOGetStatus || !api.BatchIODestroy)
     return cufile_read(f, h, reqs, opts);  // an old libcufile: the thread pool does it
+  DeviceGuard device(opts.device);
+  order_after_stream(opts);
   CufileStatus st = cufile_status(false, opts.device);
-  ReadResult res = start_result(st);
-  res.direct_io = h.direct();
+  ReadResult res = start_result(st, h);
   res.threads = 1;
+  // Empty requests are not submitted; a request a batch entry cannot take in one
+  // go (over 2 GiB: compat mode reads with pread, which stops short of that)
+  // goes through cuFileRead, as does the rest of a short completion.
+  constexpr std::size_t kMaxEntry = std::size_t{1} << 30;
+  std::vector<ReadRequest> batched, single;
+  for (const ReadRequest& r : reqs) {
+    if (r.size == 0) continue;
+    (r.size <= kMaxEntry ? batched : single).push_back(r);
+  }
+  std::vector<ReadRequest> rest;  // the unread tails of short completions
   const auto t0 = std::chrono::steady_clock::now();
   const std::size_t max_batch = std::max<unsigned>(1, st.max_batch_io_size);
-  for (std::size_t first = 0; first < reqs.size(); first += max_batch) {
-    const std::size_t n = std::min(max_batch, reqs.size() - first);
+  for (std::size_t first = 0; first < batched.size(); first += max_batch) {
+    const std::size_t n = std::min(max_batch, batched.size() - first);
     std::vector<cufile::IOParams> params(n);
     for (std::size_t i = 0; i < n; ++i) {
-      const ReadRequest& r = reqs[first + i];
+      const ReadRequest& r = batched[first + i];
       void* base = registered_base(r.dst);
       if (!base) base = r.dst;
       params[i].mode = cufile::kBatchMode;
@@ -367,10 +422,15 @@ ReadResult cufile_read_batch(FileHandle& f, CufileHandle& h, const std::vector<R
     cufile::BatchHandle b = nullptr;
     Error e = api.BatchIOSetUp(&b, static_cast<unsigned>(n));
     if (e.err != 0) throw OsError(EIO, f.path(), "cuFileBatchIOSetUp failed: " + err_text(e));
+    // Cancelled unless every entry completed, then destroyed, on every path.
     struct Destroy {
       const Api& a;
       cufile::BatchHandle b;
-      ~Destroy() { a.BatchIODestroy(b); }
+      bool done = false;
+      ~Destroy() {
+        if (!done && a.BatchIOCancel) a.BatchIOCancel(b);
+        a.BatchIODestroy(b);
+      }
     } destroy{api, b};
     e = api.BatchIOSubmit(b, static_cast<unsigned>(n), params.data(), 0);
     if (e.err != 0) throw OsError(EIO, f.path(), "cuFileBatchIOSubmit failed: " + err_text(e));
@@ -382,21 +442,28 @@ ReadResult cufile_read_batch(FileHandle& f, CufileHandle& h, const std::vector<R
       if (e.err != 0) throw OsError(EIO, f.path(), "cuFileBatchIOGetStatus failed: " + err_text(e));
       for (unsigned k = 0; k < nr; ++k) {
         const auto idx = reinterpret_cast<std::size_t>(events[k].cookie);
-        const ReadRequest& r = reqs[idx];
-        if (events[k].status != cufile::kStatusComplete ||
-            static_cast<ssize_t>(events[k].ret) < 0 || events[k].ret != r.size) {
-          if (api.BatchIOCancel) api.BatchIOCancel(b);
+        const ReadRequest& r = batched[idx];
+        const auto ret = static_cast<ssize_t>(events[k].ret);
+        if (events[k].status != cufile::kStatusComplete || ret < 0) {
           throw OsError(EIO, f.path(),
-                        detail::concat("batched cuFile read of '", f.path(), "' (request ", idx,
-                                       ": ", r.size, " bytes at offset ", r.file_offset,
-                                       ") failed: status ", events[k].status, ", returned ",
-                                       static_cast<ssize_t>(events[k].ret)));
+                        detail::concat("batched cuFile read of '", f.path(), "' (", r.size, " bytes at offset ",
+                                       r.file_offset, ") failed: status ", events[k].status, ", returned ", ret,
+                                       ret < 0 && -ret >= cufile::kOpErrorBase
+                                           ? std::string(" (") + cufile::op_error_string(static_cast<int>(-ret)) + ")"
+                                           : std::string()));
+        }
+        if (static_cast<std::size_t>(ret) < r.size) {  // short: cuFileRead finishes it, or finds the end of file
+          rest.push_back(ReadRequest{static_cast<char*>(r.dst) + ret, r.size - static_cast<std::size_t>(ret),
+                                     r.file_offset + static_cast<std::uint64_t>(ret)});
         }
       }
       completed += nr;
     }
+    destroy.done = true;
     res.chunks += n;
   }
+  rest.insert(rest.end(), single.begin(), single.end());
+  if (!rest.empty()) res.chunks += cufile_read(f, h, rest, opts).chunks;
   for (const auto& r : reqs) res.nbytes += r.size;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
@@ -404,13 +471,14 @@ ReadResult cufile_read_batch(FileHandle& f, CufileHandle& h, const std::vector<R
 
 bool cufile_register_buffer(void* ptr, std::size_t n, int device, std::string* reason) {
   const Api& api = usable_api(device);
+  DeviceGuard g(device);  // "APIs with GPU buffers should be called in a valid CUDA context"
   Error e = api.BufRegister(ptr, n, 0);
   if (e.err != 0) {
     if (reason) *reason = "cuFileBufRegister refused the buffer: " + err_text(e);
     return false;
   }
   std::lock_guard<std::mutex> lk(g_mu);
-  g_registered[ptr] = n;
+  g_registered[ptr] = Registered{n, device};
   return true;
 }
 
@@ -418,7 +486,10 @@ void cufile_deregister_buffer(void* ptr) {
   std::lock_guard<std::mutex> lk(g_mu);
   auto it = g_registered.find(ptr);
   if (it == g_registered.end()) return;
-  g_api.BufDeregister(ptr);
+  {
+    DeviceGuard g(it->second.device);
+    g_api.BufDeregister(ptr);
+  }
   g_registered.erase(it);
 }
 

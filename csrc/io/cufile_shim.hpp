@@ -42,10 +42,13 @@ class CufileHandle {
   CufileHandle& operator=(const CufileHandle&) = delete;
   cufile::Handle get() const noexcept { return h_; }
   bool direct() const noexcept { return direct_; }
+  // Why the file is not open with O_DIRECT ("" when it is): then cuFile serves it in compat mode.
+  const std::string& direct_io_refusal() const noexcept { return refusal_; }
 
  private:
   cufile::Handle h_ = nullptr;
   bool direct_ = false;
+  std::string refusal_;
 };
 
 // cuFileRead split across the reader threads, into device memory.

@@ -16,11 +16,12 @@ namespace {
 // cudaFreeHost are slow and synchronising, hence the pool.
 class StagingPool {
  public:
-  StagingSlot acquire(std::size_t capacity) {
+  // A slot of `capacity` bytes whose event belongs to `device`, the current device.
+  StagingSlot acquire(std::size_t capacity, int device) {
     {
       std::lock_guard<std::mutex> lk(mu_);
       for (auto it = free_.begin(); it != free_.end(); ++it) {
-        if (it->capacity == capacity) {
+        if (it->capacity == capacity && it->device == device) {
           StagingSlot s = *it;
           free_.erase(it);
           cached_bytes_ -= s.capacity;
@@ -31,6 +32,7 @@ class StagingPool {
     }
     StagingSlot s;
     s.capacity = capacity;
+    s.device = device;
     void* p = nullptr;
     GDSIO_CUDA_CHECK(cudaHostAlloc(&p, capacity, cudaHostAllocPortable),
                      "cudaHostAlloc of a ", capacity, "-byte staging buffer");
@@ -77,6 +79,14 @@ class StagingPool {
     limit_ = 0;
   }
 
+  // A slot whose copy could not be waited for: counted out, never reused or freed.
+  void abandon(StagingSlot& s) {
+    if (!s.host) return;
+    std::lock_guard<std::mutex> lk(mu_);
+    --in_use_;
+    s.host = nullptr;
+  }
+
   StagingPoolStats stats() {
     std::lock_guard<std::mutex> lk(mu_);
     return StagingPoolStats{free_.size(), cached_bytes_, in_use_, limit_};
@@ -105,12 +115,18 @@ class CudaCopyEngine final : public CopyEngine {
  public:
   CudaCopyEngine(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
   void bind_thread() override { GDSIO_CUDA_CHECK(cudaSetDevice(device_), "cudaSetDevice"); }
-  StagingSlot acquire(std::size_t capacity) override { return pool().acquire(capacity); }
+  StagingSlot acquire(std::size_t capacity) override { return pool().acquire(capacity, device_); }
   void release(StagingSlot& s) override { pool().release(s); }
+  void abandon(StagingSlot& s) override { pool().abandon(s); }
   void copy_async(char* dst, const char* src, std::size_t n, StagingSlot& s) override {
     GDSIO_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream_),
                      "cudaMemcpyAsync of ", n, " bytes to the GPU");
-    GDSIO_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(s.event), stream_), "cudaEventRecord");
+    const cudaError_t e = cudaEventRecord(static_cast<cudaEvent_t>(s.event), stream_);
+    if (e != cudaSuccess) {
+      // The copy is queued but unguarded: let it finish before the slot can be reused.
+      (void)cudaStreamSynchronize(stream_);
+      GDSIO_CUDA_CHECK(e, "cudaEventRecord");
+    }
     s.pending = true;
   }
   void wait(StagingSlot& s) override {

@@ -18,9 +18,14 @@ class SlotRing {
     for (auto& s : slots_) {
       try {
         if (s.pending) e_.wait(s);
-        e_.release(s);
       } catch (...) {
         // Unwinding already; the first error is the one reported.
+        e_.abandon(s);
+        continue;
+      }
+      try {
+        e_.release(s);
+      } catch (...) {
       }
     }
   }

@@ -23,6 +23,7 @@ struct StagingSlot {
   std::size_t capacity = 0;
   void* event = nullptr;     // engine-specific completion marker
   std::uint64_t ticket = 0;  // engine-specific sequence number
+  int device = -1;           // the device its event belongs to (CUDA events are per device)
   bool pending = false;      // a copy out of this slot may still be running
 };
 
@@ -38,6 +39,9 @@ class CopyEngine {
   virtual void copy_async(char* dst, const char* src, std::size_t n, StagingSlot& s) = 0;
   // Blocks until the last copy queued from s has completed; clears pending.
   virtual void wait(StagingSlot& s) = 0;
+  // Gives up a slot whose wait failed: a copy may still read it, so it is
+  // never reused (and its memory is not freed under the copy).
+  virtual void abandon(StagingSlot& s) { s.host = nullptr; }
 };
 
 // Reads the requests through `engine`; fills res.chunks, res.threads, res.direct_io.
