@@ -28,6 +28,26 @@ class Destination:
         return "host memory" if self.kind == "cpu" else f"cuda:{self.device}"
 
 
+def stream_handle(stream: Any) -> int:
+    """A cudaStream_t as an int from an int, a torch.cuda.Stream (.cuda_stream)
+    or a cupy Stream (.ptr). 1 (cudaStreamLegacy) and 2 (cudaStreamPerThread)
+    become 0: gdsio's reader threads would otherwise take 2 as their own
+    per-thread stream, not the caller's; the legacy default stream orders
+    after both."""
+    if stream is None:
+        return 0
+    for attr in ("cuda_stream", "ptr"):
+        if not isinstance(stream, int) and hasattr(stream, attr):
+            stream = getattr(stream, attr)
+            break
+    try:
+        h = int(stream)
+    except (TypeError, ValueError):
+        raise TypeError(f"stream must be an int (a cudaStream_t), a torch.cuda.Stream or a cupy Stream; "
+                        f"got {type(stream).__name__}") from None
+    return 0 if h in (1, 2) else h
+
+
 def _is_torch_tensor(obj: Any) -> bool:
     torch = sys.modules.get("torch")
     return torch is not None and isinstance(obj, torch.Tensor)
@@ -47,7 +67,7 @@ def _from_torch(t: Any, stream: int | None, name: str) -> Destination:
         dev = t.device.index if t.device.index is not None else torch.cuda.current_device()
         if stream is None:
             stream = torch.cuda.current_stream(dev).cuda_stream
-        return Destination(t.data_ptr(), nbytes, "cuda", dev, int(stream), t)
+        return Destination(t.data_ptr(), nbytes, "cuda", dev, stream_handle(stream), t)
     raise ValueError(f"{name} lives on {t.device}; gdsio reads into cpu or cuda tensors")
 
 
@@ -82,11 +102,11 @@ def _from_cai(obj: Any, stream: int | None, name: str) -> Destination:
     if stream is None:
         cupy = sys.modules.get("cupy")
         if cupy is not None and isinstance(obj, cupy.ndarray):
-            stream = cupy.cuda.get_current_stream().ptr
+            with cupy.cuda.Device(obj.device.id):  # the current stream of the array's device
+                stream = cupy.cuda.get_current_stream().ptr
         else:
-            s = cai.get("stream")
-            stream = 0 if s in (None, 1, 2) else int(s)  # 1 and 2 name the legacy/per-thread defaults
-    return Destination(int(ptr), nbytes, "cuda", device, int(stream), obj)
+            stream = cai.get("stream")  # None, 1 and 2 name the default streams
+    return Destination(int(ptr), nbytes, "cuda", device, stream_handle(stream), obj)
 
 
 def _from_host_buffer(obj: Any, name: str) -> Destination:

@@ -86,7 +86,11 @@ def _plan(backend: str, dest: Destination, core_file: Any) -> tuple[str, str]:
     if st["driver_open"] and st["true_gds"]:
         try:
             _cufile_registration(core_file, dest.device)
-            return "cufile", ""
+            refusal = core_file.direct_io_refusal()
+            if not refusal:
+                return "cufile", ""
+            # Without O_DIRECT cuFile would serve this file in its compat mode.
+            why = f"O_DIRECT is refused for this file ({refusal}), so cuFile would run in its compat mode"
         except BackendUnavailable as e:
             why = str(e)
     elif st["driver_open"]:
@@ -110,7 +114,8 @@ def _uint8_view(dest: Destination, out_offset: int, size: int) -> Any:
 
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch.Tensor):
-        return obj.view(-1).view(torch.uint8)[out_offset : out_offset + size]
+        v = obj.view(-1).view(torch.uint8)[out_offset : out_offset + size]
+        return v if v.is_cuda else v.numpy()  # kvikio takes host memory through the buffer protocol
     if hasattr(obj, "view") and hasattr(obj, "ravel"):  # numpy / cupy
         return obj.ravel().view("uint8")[out_offset : out_offset + size]
     raise TypeError(f"the kvikio backend cannot take a {type(obj).__name__} destination")
@@ -229,7 +234,7 @@ class File:
         out_offset: int = 0,
         *,
         backend: str | None = None,
-        stream: int | None = None,
+        stream: Any = None,
     ) -> ReadStats:
         """Reads `size` bytes (default: what fits in `out` after `out_offset`) at
         `file_offset` into `out` at byte `out_offset`; blocks until done."""
@@ -261,11 +266,18 @@ class File:
         out_offset: int = 0,
         *,
         backend: str | None = None,
-        stream: int | None = None,
+        stream: Any = None,
     ) -> "concurrent.futures.Future[ReadStats]":
         """Like read_into, but returns at once with a Future of the ReadStats.
         Settings in force at the call apply; close() waits for pending reads."""
         ctx = contextvars.copy_context()
+        if stream is None:
+            # The caller's current stream, taken here: torch's current stream is
+            # per thread, and the read runs on a worker thread.
+            try:
+                stream = resolve(out, name="out").stream
+            except (TypeError, ValueError):
+                pass  # read_into raises it, through the Future
         with self._lock:
             if self._core.closed:
                 raise ValueError(f"I/O on closed file '{self.path}'")
@@ -282,7 +294,7 @@ class File:
         requests: Iterable[tuple[Any, int, int] | tuple[Any, int, int, int]],
         *,
         backend: str | None = None,
-        stream: int | None = None,
+        stream: Any = None,
     ) -> ReadStats:
         """Reads many (out, size, file_offset[, out_offset]) at once, all in
         flight together: cuFile's batch API on the gds backend, one pass of the
@@ -317,12 +329,14 @@ def read_into(
     offset: int = 0,
     size: int | None = None,
     backend: str | None = None,
-    stream: int | None = None,
+    stream: Any = None,
 ) -> ReadStats:
     """Fills `out` (torch/cupy/numpy/buffer, cpu or cuda, contiguous) with the
     bytes of `path` from `offset`; `size` defaults to out's byte size. The copy
-    is ordered on `stream` (default: the current stream of out's framework) and
-    complete on return.
+    is ordered on `stream` (an int cudaStream_t, a torch.cuda.Stream or a cupy
+    Stream; default: the current stream of out's framework) and complete on
+    return: it starts after the work queued there (cuFile and kvikio, which
+    write outside stream order, first synchronise the stream).
 
     >>> buf = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
     >>> st = gdsio.read_into("shard.bin", buf, offset=4096)

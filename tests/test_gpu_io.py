@@ -81,7 +81,8 @@ def test_pinned_unaligned_offsets(make_file, offset, direct_io):
     assert np.array_equal(t.cpu().numpy(), data[offset:])
 
 
-def test_non_default_stream_is_honoured(make_file):
+@pytest.mark.parametrize("backend", [b for b in gpu_backends() if b != "auto"])
+def test_non_default_stream_is_honoured(make_file, backend):
     import torch
 
     path, data = make_file(32 << 20)
@@ -89,20 +90,38 @@ def test_non_default_stream_is_honoured(make_file):
     buf = torch.empty(data.size, dtype=torch.uint8, device="cuda")
     with torch.cuda.stream(s):
         # Work queued before the read on the same stream must finish first:
-        # the fill would otherwise overwrite the bytes read.
+        # the fill would otherwise overwrite the bytes read. cuFile and kvikio
+        # write outside stream order, so they synchronise the stream first.
         buf.fill_(0)
         torch.cuda._sleep(50_000_000)
         buf.fill_(1)
-        st = gdsio.read_into(path, buf, backend="pinned")
-        assert st.backend == "pinned"
+        st = gdsio.read_into(path, buf, backend=backend)
+        assert st.backend in (backend, "gds", "cufile-compat")
         total = buf.sum(dtype=torch.int64)
     s.synchronize()
     assert total.item() == int(data.sum(dtype=np.int64))
-    # An explicit stream handle works too.
-    s2 = torch.cuda.Stream()
-    out = torch.empty_like(buf)
-    gdsio.read_into(path, out, stream=s2.cuda_stream, backend="pinned")
-    assert torch.equal(out, buf)
+    # An explicit stream works too: a handle, or the torch.cuda.Stream itself.
+    for stream in (torch.cuda.Stream().cuda_stream, torch.cuda.Stream()):
+        out = torch.empty_like(buf)
+        gdsio.read_into(path, out, stream=stream, backend=backend)
+        assert torch.equal(out, buf)
+
+
+def test_pread_orders_on_the_callers_stream(make_file):
+    import torch
+
+    path, data = make_file(8 << 20)
+    s = torch.cuda.Stream()
+    buf = torch.empty(data.size, dtype=torch.uint8, device="cuda")
+    with gdsio.File(path) as f, torch.cuda.stream(s):
+        buf.fill_(7)
+        torch.cuda._sleep(50_000_000)
+        buf.fill_(1)
+        fut = f.pread(buf, backend="pinned")  # runs on a worker thread, ordered on s
+        fut.result()
+        total = buf.sum(dtype=torch.int64)
+    s.synchronize()
+    assert total.item() == int(data.sum(dtype=np.int64))
 
 
 @pytest.mark.skipif(not HAS_CUPY, reason="cupy (the [cupy] extra) is not installed")

@@ -106,3 +106,62 @@ def test_gds_precheck_without_opening_cufile(tmp_path, monkeypatch):
         assert _libs.gds_impossible_reason() is None  # only cuFile itself can tell now
     finally:
         _libs.gds_impossible_reason.cache_clear()
+
+
+def test_auto_does_not_call_compat_mode_gds(monkeypatch):
+    """With true GDS on the machine but O_DIRECT refused for this file, cuFile
+    would serve it in compat mode: auto takes the pinned pipeline and says why."""
+    from gdsio import _libs
+    from gdsio import io as gio
+    from gdsio._buffers import Destination
+
+    class FakeFile:
+        def __init__(self, refusal):
+            self.refusal, self.registered = refusal, 0
+
+        def register_cufile(self, device):
+            self.registered += 1
+
+        def direct_io_refusal(self):
+            return self.refusal
+
+    monkeypatch.setattr(_libs, "gds_impossible_reason", lambda: None)
+    monkeypatch.setattr(_libs, "cufile_state", lambda dev: {"driver_open": True, "true_gds": True, "reason": ""})
+    dest = Destination(1 << 20, 16, "cuda", 0, 0, None)
+    assert gio._plan("auto", dest, FakeFile("")) == ("cufile", "")
+    backend, why = gio._plan("auto", dest, FakeFile("tmpfs does not support O_DIRECT (EINVAL)"))
+    assert backend == "pinned" and "O_DIRECT is refused for this file (tmpfs" in why and "compat mode" in why
+    with pytest.raises(gdsio.BackendUnavailable, match="O_DIRECT is refused"):
+        gio._plan("gds", dest, FakeFile("tmpfs does not support O_DIRECT (EINVAL)"))
+
+
+def test_stream_handles():
+    from gdsio._buffers import stream_handle
+
+    class TorchLike:
+        cuda_stream = 0x7F00
+
+    class CupyLike:
+        ptr = 0x7F10
+
+    assert stream_handle(None) == 0 and stream_handle(0x1234) == 0x1234
+    assert stream_handle(TorchLike()) == 0x7F00 and stream_handle(CupyLike()) == 0x7F10
+    # The legacy and per-thread default streams: the legacy one orders after both.
+    assert stream_handle(1) == stream_handle(2) == 0
+    with pytest.raises(TypeError, match="stream must be an int"):
+        stream_handle("default")
+
+
+def test_kvikio_gets_host_memory_as_a_buffer():
+    """kvikio takes host destinations through the buffer protocol, which a
+    torch CPU tensor does not offer: it gets a numpy view of the same bytes."""
+    import torch
+
+    from gdsio import io as gio
+    from gdsio._buffers import resolve
+
+    t = torch.zeros(16, dtype=torch.float32)
+    v = gio._uint8_view(resolve(t), 4, 8)
+    assert isinstance(v, np.ndarray) and v.nbytes == 8
+    v[:] = 1
+    assert t.view(torch.uint8)[4:12].eq(1).all() and t.view(torch.uint8)[:4].eq(0).all()

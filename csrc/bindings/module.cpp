@@ -204,6 +204,14 @@ PYBIND11_MODULE(_core, m) {
     d["error"] = s.error;
     return d;
   });
+  m.def(
+      "cuda_stream_synchronize",
+      [](std::uintptr_t stream, int device) {
+        DeviceGuard g(device);
+        cuda_stream_synchronize(stream);
+      },
+      py::arg("stream"), py::arg("device"), py::call_guard<py::gil_scoped_release>(),
+      "cudaStreamSynchronize on cuda:device (before a write outside stream order).");
   m.def("kernel_probe", &cuda_kernel_probe, py::arg("device"), py::call_guard<py::gil_scoped_release>());
   m.def("cuda_pointer_kind", [](std::uintptr_t p) {
     int dev = -1;
