@@ -11,6 +11,8 @@ device is visible, as in tests/.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
@@ -28,6 +30,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     from gdsio._libs import gpu_unusable_reason
 
     why = gpu_unusable_reason()
+    if why and os.environ.get("GDSIO_REQUIRE_GPU") == "1":  # bench/device_check.sh: a skip would hide a failure
+        raise pytest.UsageError(f"GDSIO_REQUIRE_GPU=1, but the GPU tests cannot run: {why}")
     if why:
         mark = pytest.mark.skip(reason=f"needs a CUDA device: {why}")
         for it in gpu_items:

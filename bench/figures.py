@@ -38,16 +38,17 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/ for photos and bench_loader
 
-import gdsio  # noqa: E402
-from gdsio.data import demo  # noqa: E402
+import gdsio
+from gdsio.data import demo
 
 OUT = [224, 224]
 
@@ -59,7 +60,7 @@ class Skip(Exception):
 def _torchvision() -> Any:
     try:
         import torchvision
-        import torchvision.transforms.v2.functional  # noqa: F401
+        import torchvision.transforms.v2.functional
     except ImportError as e:
         raise Skip(f"torchvision is not installed ({e})") from None
     return torchvision
@@ -108,32 +109,55 @@ def fig_resize(device: str, quick: bool) -> dict[str, Any]:
     moved = sum(t.numel() for t in imgs) + n * 3 * OUT[0] * OUT[1]  # bytes read + written, uint8
     r: dict[str, Any] = {"images": n, "sizes": sorted({tuple(t.shape) for t in imgs}), "torchvision": tv.__version__}
     r["gdsio_list"] = _timed(lambda: T.resize(imgs, OUT, antialias=True), device, reps)
-    r["torchvision_list"] = _timed(lambda: torch.stack([F.resize(t, OUT, antialias=True) for t in imgs]), device, reps)
     r["gdsio_same_size_batch"] = _timed(lambda: T.resize(same, OUT, antialias=True), device, reps)
-    r["torchvision_same_size_batch"] = _timed(lambda: F.resize(same, OUT, antialias=True), device, reps)
-    src = torch.empty(1 << 30, dtype=torch.uint8, device=device)
-    dst = torch.empty_like(src)
-    copy = _timed(lambda: dst.copy_(src), device, reps)
-    ceiling = 2 * src.numel() / copy["best_s"]
-    del src, dst
     g = r["gdsio_list"]["median_s"]
     r["images_per_s"] = n / g
-    r["ratio_vs_torchvision_list"] = r["torchvision_list"]["median_s"] / g
-    r["ratio_vs_torchvision_same_size_batch"] = (r["torchvision_same_size_batch"]["median_s"]
-                                                 / r["gdsio_same_size_batch"]["median_s"])
+    ceiling = _d2d_ceiling(device, reps)
     r["achieved_GBps"] = moved / g / 1e9
     r["d2d_copy_ceiling_GBps"] = ceiling / 1e9
     r["fraction_of_ceiling"] = moved / g / ceiling
-    # The outputs agree within the rounding of two different filters' implementations.
-    a = T.resize(imgs[:4], OUT, antialias=True).int()
-    b = torch.stack([F.resize(t, OUT, antialias=True) for t in imgs[:4]]).int()
-    r["max_abs_diff_vs_torchvision"] = int((a - b).abs().max())
-    r["summary"] = (f"resize {n} x ~500x375 -> 224: gdsio {n / g:.0f} images/s, "
-                    f"{r['ratio_vs_torchvision_list']:.2f}x torchvision's list loop "
-                    f"({r['ratio_vs_torchvision_same_size_batch']:.2f}x its same-size batch); "
+    # The peer, each measurement on its own: a torchvision failure keeps gdsio's figures.
+    _peer(r, "torchvision_list", lambda: _timed(
+        lambda: torch.stack([F.resize(t, OUT, antialias=True) for t in imgs]), device, reps))
+    _peer(r, "torchvision_same_size_batch", lambda: _timed(lambda: F.resize(same, OUT, antialias=True), device, reps))
+
+    def diff() -> int:
+        # The outputs agree within the rounding of two implementations of the filters.
+        a = T.resize(imgs[:4], OUT, antialias=True).int()
+        b = torch.stack([F.resize(t, OUT, antialias=True) for t in imgs[:4]]).int()
+        return int((a - b).abs().max())
+
+    _peer(r, "max_abs_diff_vs_torchvision", diff)
+    vs = ""
+    if "median_s" in r.get("torchvision_list", {}):
+        r["ratio_vs_torchvision_list"] = r["torchvision_list"]["median_s"] / g
+        r["ratio_vs_torchvision_same_size_batch"] = (r["torchvision_same_size_batch"]["median_s"]
+                                                     / r["gdsio_same_size_batch"]["median_s"]
+                                                     if "median_s" in r.get("torchvision_same_size_batch", {}) else None)
+        same_ratio = r["ratio_vs_torchvision_same_size_batch"]
+        vs = (f", {r['ratio_vs_torchvision_list']:.2f}x torchvision's list loop"
+              + (f" ({same_ratio:.2f}x its same-size batch)" if same_ratio else ""))
+    else:
+        vs = f", torchvision FAILED: {r['torchvision_list']['error']}"
+    r["summary"] = (f"resize {n} x ~500x375 -> 224: gdsio {n / g:.0f} images/s{vs}; "
                     f"{r['achieved_GBps']:.0f} GB/s = {r['fraction_of_ceiling']:.1%} of a D2D copy "
                     f"({r['d2d_copy_ceiling_GBps']:.0f} GB/s)")
     return r
+
+
+def _d2d_ceiling(device: str, reps: int) -> float:
+    """Bytes/s of a 1 GiB device-to-device copy (read + written), the best of `reps`."""
+    src = torch.empty(1 << 30, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    return 2 * src.numel() / _timed(lambda: dst.copy_(src), device, reps)["best_s"]
+
+
+def _peer(r: dict[str, Any], key: str, fn: Callable[[], Any]) -> None:
+    """r[key] = fn(), or {"error": ...} when the peer fails (gdsio's figures stay)."""
+    try:
+        r[key] = fn()
+    except Exception as e:
+        r[key] = {"error": f"{type(e).__name__}: {e}"}
 
 
 # ---- jpeg -------------------------------------------------------------------------------
@@ -167,19 +191,28 @@ def fig_jpeg(device: str, quick: bool) -> dict[str, Any]:
                          "nvjpeg": gi.nvjpeg_status()}
     r["gdsio_device_bitstream"] = _timed(lambda: gi.decode(dev, device=device, mode="RGB"), device, reps)
     r["gdsio_host_bitstream"] = _timed(lambda: gi.decode(host, device=device, mode="RGB"), device, reps)
-    mode = tv.io.ImageReadMode.RGB
-    r["torchvision"] = _timed(lambda: tv.io.decode_jpeg(host, device=device, mode=mode), device, reps)
-    best = min(r["gdsio_device_bitstream"]["median_s"], r["gdsio_host_bitstream"]["median_s"])
     r["images_per_s"] = n / r["gdsio_device_bitstream"]["median_s"]
-    r["torchvision_images_per_s"] = n / r["torchvision"]["median_s"]
-    r["ratio_vs_torchvision"] = r["torchvision"]["median_s"] / r["gdsio_device_bitstream"]["median_s"]
-    r["ratio_best_vs_torchvision"] = r["torchvision"]["median_s"] / best
-    a = gi.decode(dev[:4], device=device, mode="RGB")
-    b = tv.io.decode_jpeg(host[:4], device=device, mode=mode)
-    r["max_abs_diff_vs_torchvision"] = max(int((x.int() - y.int()).abs().max()) for x, y in zip(a, b))
+    mode = tv.io.ImageReadMode.RGB
+    _peer(r, "torchvision", lambda: _timed(lambda: tv.io.decode_jpeg(host, device=device, mode=mode), device, reps))
+
+    def diff() -> int:
+        a = gi.decode(dev[:4], device=device, mode="RGB")
+        b = tv.io.decode_jpeg(host[:4], device=device, mode=mode)
+        return max(int((x.int() - y.int()).abs().max()) for x, y in zip(a, b))
+
+    _peer(r, "max_abs_diff_vs_torchvision", diff)
+    if "median_s" in r["torchvision"]:
+        best = min(r["gdsio_device_bitstream"]["median_s"], r["gdsio_host_bitstream"]["median_s"])
+        r["torchvision_images_per_s"] = n / r["torchvision"]["median_s"]
+        r["ratio_vs_torchvision"] = r["torchvision"]["median_s"] / r["gdsio_device_bitstream"]["median_s"]
+        r["ratio_best_vs_torchvision"] = r["torchvision"]["median_s"] / best
+        vs = (f", {r['ratio_vs_torchvision']:.2f}x torchvision.io.decode_jpeg "
+              f"({r['torchvision_images_per_s']:.0f} images/s)")
+    else:
+        vs = f", torchvision FAILED: {r['torchvision']['error']}"
     r["summary"] = (f"JPEG decode x{n}: gdsio from GPU memory {r['images_per_s']:.0f} images/s "
-                    f"[{', '.join(r['backends_device_bitstream'])}], {r['ratio_vs_torchvision']:.2f}x "
-                    f"torchvision.io.decode_jpeg ({r['torchvision_images_per_s']:.0f} images/s)")
+                    f"[{', '.join(r['backends_device_bitstream'])}], from host bytes "
+                    f"{n / r['gdsio_host_bitstream']['median_s']:.0f} images/s{vs}")
     return r
 
 
@@ -232,7 +265,16 @@ def fig_resnet50(device: str, quick: bool, root: str) -> dict[str, Any]:
     _need_gpu(device)
     tv = _torchvision()
     from gdsio import starvation
-    from gdsio.data import IMAGENET_MEAN, IMAGENET_STD, Compose, Loader, Normalize, RandomHorizontalFlip, RandomResizedCrop, ToDtype
+    from gdsio.data import (
+        IMAGENET_MEAN,
+        IMAGENET_STD,
+        Compose,
+        Loader,
+        Normalize,
+        RandomHorizontalFlip,
+        RandomResizedCrop,
+        ToDtype,
+    )
 
     batch, steps = (32, 5) if quick else (256, 30)
     torch.backends.cudnn.benchmark = True
@@ -277,8 +319,10 @@ def fig_safetensors(device: str, quick: bool, tmpdir: str) -> dict[str, Any]:
     parts = 16
     path = os.path.join(tmpdir, "figure.safetensors")
     g = torch.Generator().manual_seed(0)
-    tensors = {f"layer{i}.weight": torch.randint(-(1 << 15), 1 << 15, (total // parts // 2,), dtype=torch.int16, generator=g)
-               .view(torch.bfloat16).view(-1, 1024) for i in range(parts)}
+    # One random block, copied per tensor: randint over 4 GiB on one thread takes ~20 s.
+    block = torch.randint(-(1 << 15), 1 << 15, (total // parts // 2,), dtype=torch.int16, generator=g)
+    tensors = {f"layer{i}.weight": block.clone().view(torch.bfloat16).view(-1, 1024) for i in range(parts)}
+    del block
     save_file(tensors, path)
     del tensors
     size = os.path.getsize(path)
@@ -295,8 +339,8 @@ def fig_safetensors(device: str, quick: bool, tmpdir: str) -> dict[str, Any]:
         del out
         return s
 
-    ours = lambda: gdsio.load_safetensors(path, device=device)  # noqa: E731
-    peer = lambda: load_file(path, device=device)  # noqa: E731
+    ours = lambda: gdsio.load_safetensors(path, device=device)
+    peer = lambda: load_file(path, device=device)
     a, b = ours(), peer()
     same = set(a) == set(b) and all(torch.equal(a[k].view(torch.int16), b[k].view(torch.int16)) for k in b)  # bits: NaNs
     _, st = gdsio.load_safetensors(path, device=device, return_stats=True)
@@ -333,7 +377,9 @@ def fig_safetensors(device: str, quick: bool, tmpdir: str) -> dict[str, Any]:
 FIGURES = ("resize", "jpeg", "loader", "resnet50", "safetensors")
 
 
-def run(only: list[str], device: str, quick: bool, tmpdir: str, images: int) -> dict[str, Any]:
+def run(only: list[str], device: str, quick: bool, tmpdir: str, images: int,
+        save: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Runs the figures in `only`; save(doc) after each, so a run cut short keeps what it measured."""
     doc: dict[str, Any] = {"device": device, "quick": quick, "gdsio": gdsio.__version__, "torch": torch.__version__,
                            "gpu": torch.cuda.get_device_name() if device.startswith("cuda") else None,
                            "cpus": len(os.sched_getaffinity(0)), "figures": {}}
@@ -365,6 +411,8 @@ def run(only: list[str], device: str, quick: bool, tmpdir: str, images: int) -> 
         r["seconds"] = time.perf_counter() - t0
         doc["figures"][name] = r
         print(r["summary"], flush=True)
+        if save is not None:
+            save(doc)
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
     return doc
@@ -397,15 +445,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(render_markdown(doc))
         return doc
     device = a.device or demo.default_device()
+
+    def save(doc: dict[str, Any]) -> None:
+        for path, text in ((a.json, lambda: json.dumps(doc, indent=2, default=str)),
+                           (a.md, lambda: render_markdown(doc) + "\n")):
+            if path:
+                with open(path + ".tmp", "w") as f:
+                    f.write(text())
+                os.replace(path + ".tmp", path)  # whole files only, also when the run is killed
+
     with tempfile.TemporaryDirectory(prefix="gdsio-figures-", dir=a.tmpdir) as tmp:
-        doc = run([f for f in a.only.split(",") if f], device, a.quick, tmp, 128 if a.quick else a.images)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(doc, f, indent=2, default=str)
-    if a.md:
-        with open(a.md, "w") as f:
-            f.write(render_markdown(doc) + "\n")
-    return doc
+        return run([f for f in a.only.split(",") if f], device, a.quick, tmp, 128 if a.quick else a.images, save)
 
 
 if __name__ == "__main__":

@@ -36,12 +36,17 @@ def npy_folder(root, n=48, shape=(3, 32, 32)):
 
 
 def jpeg_folder(root, n=40):
+    """Photo-like JPEGs (smooth colour fields with edges; noise would be the
+    worst case of chroma upsampling, which nvJPEG and Pillow do differently)."""
     rng = np.random.default_rng(0)
     for i in range(n):
         d = root / f"c{i % 2}"
         d.mkdir(exist_ok=True)
         h, w = 60 + (i % 5) * 7, 80 - (i % 3) * 9
-        Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(d / f"{i:03d}.jpg", quality=95)
+        small = rng.integers(0, 256, (h // 8 + 2, w // 8 + 2, 3), dtype=np.uint8)
+        img = Image.fromarray(small).resize((w, h), Image.BICUBIC)
+        Image.fromarray(np.where(np.arange(w)[None, :, None] < w // 3, 255 - np.asarray(img), np.asarray(img))).save(
+            d / f"{i:03d}.jpg", quality=95)
     return root
 
 
