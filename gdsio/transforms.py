@@ -630,16 +630,18 @@ def resized_crop_flip_normalize(
     interpolation: Any = "bilinear",
     antialias: bool = True,
     dtype: torch.dtype = torch.float16,
+    scale: bool = True,
 ) -> torch.Tensor:
     """The training hot path in one kernel: per image crop ``boxes[i]`` =
     (top, left, height, width), resize to ``size`` ([h, w] or an int for a
-    square), mirror where ``flips[i]``, then ``to_dtype(scale=True)`` and
+    square), mirror where ``flips[i]``, then ``to_dtype(scale=scale)`` and
     ``normalize(mean, std)`` in float32, cast to ``dtype``.
 
-    Equal to ``normalize(to_dtype(hflip(resized_crop(...)), float32, scale=True),
+    Equal to ``normalize(to_dtype(hflip(resized_crop(...)), float32, scale=scale),
     mean, std).to(dtype)``, the uint8 resize being Pillow-exact (or OpenCV's
-    with antialias=False). ``mean``/``std`` None: only scaled to [0, 1];
-    ``dtype=torch.uint8`` (with mean and std None): the resized bytes.
+    with antialias=False). ``mean``/``std`` None: only the cast (to [0, 1]
+    with ``scale``, else 0..255); ``dtype=torch.uint8`` (with mean and std
+    None): the resized bytes.
 
     >>> boxes = random_resized_crop_params([375, 480], [500, 640], generator=0)
     >>> x = resized_crop_flip_normalize([a, b], boxes, [True, False], 224,
@@ -681,7 +683,7 @@ def resized_crop_flip_normalize(
         filt,
         antialias,
         dtype=dtype,
-        scale=dtype != torch.uint8,
+        scale=scale and dtype != torch.uint8,
         mean=mean_l,
         std=std_l,
     )

@@ -85,9 +85,8 @@ GDSIO_PIXEL_HD std::uint32_t luma_int(std::uint32_t r, std::uint32_t g, std::uin
 }
 
 // Float luma evaluated left to right with every product and sum rounded: the
-// GPU forbids FMA contraction explicitly; on x86-64 the host has no FMA in its
-// baseline ISA, so both agree bit for bit there. (A host build that contracts,
-// e.g. aarch64 or -march=native, may differ in the last bit.)
+// GPU forbids FMA contraction explicitly; the host build passes
+// -ffp-contract=off (CMakeLists.txt), so both agree bit for bit on any CPU.
 GDSIO_PIXEL_HD float luma_f32(float r, float g, float b) {
 #if defined(__CUDA_ARCH__)
   return __fadd_rn(__fadd_rn(__fmul_rn(r, 0.299f), __fmul_rn(g, 0.587f)), __fmul_rn(b, 0.114f));

@@ -375,6 +375,7 @@ class _Fused:
     dtype: Any  # None: uint8 out (no ToDtype in the chain)
     mean: tuple[float, ...] | None
     std: tuple[float, ...] | None
+    scale: bool = True  # ToDtype's scale: u / 255, else u as it is
 
 
 def _plan(ts: Sequence[Any]) -> _Fused | None:
@@ -402,13 +403,10 @@ def _plan(ts: Sequence[Any]) -> _Fused | None:
             return None
     if cast is None:  # crop + resize + flip, uint8 out
         return _Fused(geo, _salt(geo, 0), resize, flip, _salt(flip, flip_pos) if flip else 0, None, None, None)
-    # The fused op computes (x / 255 - mean) / std; without scale=True the cast keeps 0..255.
-    k = 1.0 if cast.scale else 255.0
-    mean = tuple(m / k for m in norm.mean) if norm else None
-    std = tuple(s / k for s in norm.std) if norm else None
-    if not cast.scale and norm is None:
-        mean, std = (0.0,), (1.0 / 255.0,)
-    return _Fused(geo, _salt(geo, 0), resize, flip, _salt(flip, flip_pos) if flip else 0, cast.dtype, mean, std)
+    mean = norm.mean if norm else None
+    std = norm.std if norm else None
+    return _Fused(geo, _salt(geo, 0), resize, flip, _salt(flip, flip_pos) if flip else 0, cast.dtype, mean, std,
+                  cast.scale)
 
 
 def _is_float(dtype: Any) -> bool:
@@ -471,6 +469,6 @@ class Compose(BatchTransform):
             seq, boxes, flips, list(f.resize.size),
             list(f.mean) if f.mean is not None else None, list(f.std) if f.std is not None else None,
             interpolation=f.resize.interpolation, antialias=f.resize.antialias,
-            dtype=f.dtype if f.dtype is not None else torch.uint8,
+            dtype=f.dtype if f.dtype is not None else torch.uint8, scale=f.scale,
         )
         return out if isinstance(images, (list, tuple)) or images.dim() == 4 else out[0]
