@@ -36,7 +36,9 @@ class LoaderStats:
     wall time of its loops (host clock). produce_ms: mean time from a batch's
     first read to its being ready (read, decode, transform; the reads of one
     batch overlap the transform of the one before), host clock; on a GPU also
-    ``gpu_ms``, the decode+transform time on the loader's stream (CUDA events). passes: one entry per pass over the data (an epoch, or the part
+    ``gpu_ms``, the decode+transform time on the loader's streams (CUDA
+    events, from the decode's start to the transform's end). passes: one
+    entry per pass over the data (an epoch, or the part
     of one a loop ran) with the bytes read from disk in it: 0 when a cache
     served everything.
     """

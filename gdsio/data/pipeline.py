@@ -2,9 +2,10 @@
 
 For each batch the loader thread submits the reads (cache misses only) to
 the reader pool one batch ahead, so the reads of batch k+1 run while batch k
-is decoded and transformed. On a GPU the reads are ordered on the loader's
-read stream and decode + transform on its work stream; each step waits for
-the previous one through CUDA events, never through a synchronisation.
+is decoded and transformed. On a GPU the reads and the decode are ordered on
+the loader's read stream and the transform on its work stream; each step
+waits for the previous one through CUDA events (only nvJPEG's hardware
+engines need a host wait, on the read stream, whose queue is short).
 """
 
 from __future__ import annotations
@@ -237,29 +238,38 @@ class Producer:
             events.append(ev)
             if p.buf is None:
                 samples[rows[0]] = t
+        fresh = [r for rows, _ in p.futures for r in rows if r not in failures]
+        start = None
+        if self.table.kind == "image" and self.cuda and fresh:
+            from . import _decode
+
+            # Decoded on the read stream, where the bytes arrived: its queue holds
+            # only copies, so the header fetch and the JPEG engines' host wait
+            # (nvjpeg_shim.cpp) never wait for the previous batch's transform,
+            # which runs on the work stream meanwhile.
+            with self._on(0):
+                start = self._event(0, timing=True)
+                decoded, errors, backends = _decode.decode_batch([samples[r] for r in fresh], self.device, self.mode)
+                events.append(self._event(0))
+            for name, count in backends.items():
+                self.meter.decoded(name, count)
+            for k, r in enumerate(fresh):
+                samples[r] = decoded[k]
+                if k in errors:
+                    self._failed(idx[r], errors[k], failures, r)
+            fresh = [r for r in fresh if r not in failures]
         with self._on(1):
-            start = self._event(1, timing=True)
+            if start is None:
+                start = self._event(1, timing=True)
             work = self.streams[1] if self.cuda else None  # type: ignore[index]
             for ev in events:
                 if ev is not None:
                     work.wait_event(ev)
-            fresh = [r for rows, _ in p.futures for r in rows if r not in failures]
-            if self.cuda:  # read on the read stream, used on this one: keep the allocator from reusing early
+            if self.cuda:  # made on the read stream, used on this one: keep the allocator from reusing early
                 for r in fresh if p.buf is None else []:
                     samples[r].record_stream(work)
                 if p.buf is not None:
                     p.buf.record_stream(work)
-            if self.table.kind == "image" and self.cuda and fresh:
-                from . import _decode
-
-                decoded, errors, backends = _decode.decode_batch([samples[r] for r in fresh], self.device, self.mode)
-                for name, count in backends.items():
-                    self.meter.decoded(name, count)
-                for k, r in enumerate(fresh):
-                    samples[r] = decoded[k]
-                    if k in errors:
-                        self._failed(idx[r], errors[k], failures, r)
-                fresh = [r for r in fresh if r not in failures]
             self._fill_from_cache(p, samples)
             if self.cache is not None and fresh:
                 self.cache.put_many(self._keys(p.indices[fresh]), [samples[r] if p.buf is None else p.buf[r] for r in fresh])
