@@ -562,3 +562,32 @@ def test_stats(tmp_path):
     assert "8 batches" in str(s) and "posix x30" in str(s)
     json.dumps(s.as_dict())
     assert loader.stats(reset=True).batches == 8 and loader.stats().batches == 0
+
+
+@pytest.mark.parametrize("budget", [None, 600_000, "1k"])
+def test_prefetch_bytes_bounds_the_ready_batches(tmp_path, budget):
+    """Batches of 4 x 64 KiB: a 600 kB budget lets two wait at most, a budget
+    smaller than one batch still lets one through at a time, none: prefetch."""
+    make_npy_folder(tmp_path, classes=2, per_class=16, shape=(16, 32, 32))  # int32: 64 KiB a sample
+    loader = Loader(tmp_path, 4, device="cpu", prefetch=6, prefetch_bytes=budget, threads=2)
+    it = iter(loader)
+    first = next(it)
+    per_batch = first[0].numel() * 4 + first[1].numel() * 8
+    time.sleep(0.5)  # the producer fills what the budget allows
+    seen = 1 + sum(1 for _ in it)
+    assert seen == 8
+    peak = it._budget.peak
+    if budget is None:
+        assert peak >= 3 * per_batch  # prefetch=6 alone lets more wait
+    elif budget == 600_000:
+        assert per_batch <= peak <= 600_000
+    else:
+        assert peak == per_batch  # one at a time, never stuck
+
+
+def test_prefetch_bytes_must_be_a_byte_count(tmp_path):
+    make_npy_folder(tmp_path)
+    for bad in (0, -5, "lots", 1.5, True):
+        with pytest.raises((ValueError, TypeError), match="byte count|prefetch_bytes"):
+            Loader(tmp_path, 4, device="cpu", prefetch_bytes=bad)
+    assert Loader(tmp_path, 4, device="cpu", prefetch_bytes="2G").prefetch_bytes == 2 << 30

@@ -8,9 +8,9 @@ One pass over the data runs three stages, each in its own threads:
 
 A batch crosses to the consumer's stream through a CUDA event
 (``current_stream().wait_event``) and ``record_stream``, never a device-wide
-synchronisation. At most ``prefetch`` ready batches wait in the queue, one is
-being transformed and one is being read: memory is bounded and the same in
-every epoch. On the CPU (``device="cpu"``) the reader threads also decode, in
+synchronisation. At most ``prefetch`` ready batches, and at most
+``prefetch_bytes`` of them, wait in the queue; one is being transformed and
+two are being read: memory is bounded and the same in every epoch. On the CPU (``device="cpu"``) the reader threads also decode, in
 parallel, and the loader thread transforms with gdsio's CPU kernels.
 
 >>> loader = gdsio.Loader("imagenet/train", 256, device="cuda", shuffle=True,
@@ -106,7 +106,9 @@ class Loader:
     ``"raise"`` raises ``SampleError`` naming the file; ``"skip"`` logs it to
     the ``gdsio`` logger and yields that batch shorter (never refilled, so
     batches and resumption stay deterministic; a batch left empty is not
-    yielded). prefetch: ready batches queued ahead of the consumer. threads:
+    yielded). prefetch: ready batches queued ahead of the consumer;
+    prefetch_bytes (an int or "2G"): the bytes those batches may hold (a batch
+    larger than that alone still waits when none other does). threads:
     reader threads (default: ``gdsio.current_settings().threads``).
     cache: a ``gdsio.Cache`` of decoded samples. image_mode: ``"RGB"``,
     ``"GRAY"`` or ``"UNCHANGED"``.
@@ -133,6 +135,7 @@ class Loader:
         rank: int = 0,
         world_size: int = 1,
         prefetch: int = 4,
+        prefetch_bytes: int | str | None = None,
         threads: int | None = None,
         on_error: str = "raise",
         cache: Cache | None = None,
@@ -157,6 +160,7 @@ class Loader:
                                   shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, drop_last=drop_last)
         self.transform = transform
         self.prefetch = _positive_int("prefetch", prefetch)
+        self.prefetch_bytes = _byte_budget(prefetch_bytes)
         self.threads = current().threads if threads is None else _positive_int("threads", threads)
         self.on_error = on_error
         self.image_mode = image_mode
@@ -274,6 +278,51 @@ class Loader:
         return self._streams
 
 
+def _byte_budget(value: int | str | None) -> int | None:
+    if value is None:
+        return None
+    from .._settings import parse_bytes
+
+    n = parse_bytes(value) if isinstance(value, str) else value
+    if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+        raise ValueError(f"prefetch_bytes must be a positive byte count (e.g. 2000000000 or '2G'); got {value!r}")
+    return n
+
+
+def batch_nbytes(*tensors: Any) -> int:
+    import torch
+
+    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+
+
+class ByteBudget:
+    """The bytes of the ready batches in the queue: ``acquire`` blocks the
+    producer while adding a batch would pass the cap (unless nothing is
+    queued, so a batch larger than the cap still moves); ``release`` as the
+    consumer takes one. ``peak`` is the most ever held. No cap: counts only."""
+
+    def __init__(self, cap: int | None) -> None:
+        self.cap = cap
+        self.held = 0
+        self.peak = 0
+        self._cv = threading.Condition()
+
+    def acquire(self, n: int, stop: threading.Event) -> bool:
+        with self._cv:
+            while self.cap is not None and self.held > 0 and self.held + n > self.cap:
+                if stop.is_set():
+                    return False
+                self._cv.wait(timeout=_POLL_S)
+            self.held += n
+            self.peak = max(self.peak, self.held)
+            return True
+
+    def release(self, n: int) -> None:
+        with self._cv:
+            self.held = max(0, self.held - n)
+            self._cv.notify_all()
+
+
 class _Pass:
     """One pass over the data: the iterator ``iter(loader)`` returns. Its
     threads stop when it ends, on ``close()``, on any exception in ``next()``
@@ -286,13 +335,14 @@ class _Pass:
         self._epoch = epoch
         self._gen = gen
         self._queue: queue.Queue[tuple[Any, ...]] = queue.Queue(maxsize=loader.prefetch)
+        self._budget = ByteBudget(loader.prefetch_bytes)
         self._stop = threading.Event()
         self._closed = False
         self._last: float | None = None
         loader._meter.begin_pass(epoch, start)
         # The producer holds the loader's settings, the queue and the flag, never
         # this object: dropping the iterator is what stops it.
-        producer = Producer(loader, epoch, start, self._queue, self._stop)
+        producer = Producer(loader, epoch, start, self._queue, self._stop, self._budget)
         self._thread = threading.Thread(target=producer.run, name="gdsio-loader", daemon=True)
         self._thread.start()
 
@@ -322,6 +372,7 @@ class _Pass:
             self.close()
             raise
         _, batch_no, images, labels, ready = item
+        self._budget.release(batch_nbytes(images, labels))
         if ready is not None:  # CUDA: order the consumer's stream after the batch, no host sync
             import torch
 

@@ -50,7 +50,8 @@ class Producer:
     labels, ready_event)``, ``("empty", batch_no)``, ``("error", exc)`` or
     ``("end",)`` on the queue."""
 
-    def __init__(self, loader: Any, epoch: int, start: int, q: queue.Queue[Any], stop: threading.Event) -> None:
+    def __init__(self, loader: Any, epoch: int, start: int, q: queue.Queue[Any], stop: threading.Event,
+                 budget: Any = None) -> None:
         self.table: SampleTable = loader.table
         self.order = loader.order
         self.epoch, self.start = epoch, start
@@ -63,7 +64,7 @@ class Producer:
         self.mode = loader.image_mode
         self.cache = loader.cache
         self.meter = loader._meter
-        self.q, self.stop = q, stop
+        self.q, self.stop, self.budget = q, stop, budget
 
     # ---- contexts ---------------------------------------------------------------
 
@@ -115,6 +116,14 @@ class Producer:
             pool.shutdown(wait=True, cancel_futures=True)
 
     def _put(self, item: tuple[Any, ...]) -> bool:
+        if item[0] == "batch" and self.budget is not None:
+            from .loader import batch_nbytes
+
+            if not self.budget.acquire(batch_nbytes(item[2], item[3]), self.stop):
+                return False
+        return self._enqueue(item)
+
+    def _enqueue(self, item: tuple[Any, ...]) -> bool:
         while not self.stop.is_set():
             try:
                 self.q.put(item, timeout=_POLL_S)
