@@ -15,12 +15,12 @@ images/s = images / mean time.
 
 from __future__ import annotations
 
-import io
 import os
 
 import numpy as np
 import pytest
-from photos import photos as make_photos  # bench/photos.py: bench/ is on sys.path under pytest and as a script
+from photos import jpegs as make_jpegs  # bench/photos.py: bench/ is on sys.path
+from photos import photos as make_photos
 
 import gdsio.image as gi
 
@@ -29,14 +29,7 @@ N = int(os.environ.get("GDSIO_BENCH_IMAGES", "64"))
 
 @pytest.fixture(scope="module")
 def jpegs() -> list[bytes]:
-    from PIL import Image
-
-    blobs = []
-    for a in make_photos(N):
-        b = io.BytesIO()
-        Image.fromarray(a).save(b, format="JPEG", quality=90)
-        blobs.append(b.getvalue())
-    return blobs
+    return make_jpegs(N)
 
 
 @pytest.fixture(scope="module")

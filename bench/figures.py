@@ -30,7 +30,6 @@ why and the others still run; a figure that fails records its traceback.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import statistics
@@ -163,24 +162,15 @@ def _peer(r: dict[str, Any], key: str, fn: Callable[[], Any]) -> None:
 # ---- jpeg -------------------------------------------------------------------------------
 
 
-def _jpegs(n: int) -> list[bytes]:
-    from PIL import Image
-
-    out = []
-    for a in _photos(n):
-        b = io.BytesIO()
-        Image.fromarray(a).save(b, format="JPEG", quality=90)
-        out.append(b.getvalue())
-    return out
-
-
 def fig_jpeg(device: str, quick: bool) -> dict[str, Any]:
     _need_gpu(device)
     tv = _torchvision()
     import gdsio.image as gi
 
     n, reps = (32, 3) if quick else (256, 10)
-    blobs = _jpegs(n)
+    from photos import jpegs
+
+    blobs = jpegs(n)
     host = [torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in blobs]
     dev = [t.to(device) for t in host]
     _, infos = gi.decode(dev, device=device, mode="RGB", return_info=True)

@@ -25,3 +25,17 @@ def photos(n: int) -> list[np.ndarray]:
         im = Image.fromarray(sources[k % len(sources)]).resize((500, 375) if k % 2 else (375, 500))
         out.append(np.asarray(im))
     return out
+
+
+def jpegs(n: int, quality: int = 90) -> list[bytes]:
+    """The same n photos as JPEG files saved by Pillow."""
+    import io
+
+    from PIL import Image
+
+    out = []
+    for a in photos(n):
+        b = io.BytesIO()
+        Image.fromarray(a).save(b, format="JPEG", quality=quality)
+        out.append(b.getvalue())
+    return out

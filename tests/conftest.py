@@ -40,6 +40,27 @@ def run_python(code: str) -> "subprocess.CompletedProcess[str]":
     return subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, env=env, cwd="/")
 
 
+def in_threads(work, n: int = 4) -> None:
+    """Runs work() in n threads at once and re-raises the first exception one raised."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as e:  # noqa: BLE001 - re-raised below, in the test's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=run) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
 def open_fds() -> set[str]:
     return set(os.listdir("/proc/self/fd"))
 

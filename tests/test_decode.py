@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import io
 import os
-import threading
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from conftest import in_threads
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageOps
@@ -602,22 +602,13 @@ def test_decode_is_thread_safe():
     arrays = [rand((40, 50, 3)) for _ in range(8)]
     data = [pnm_bytes(x) for x in arrays] + [pil_bytes(Image.fromarray(x)) for x in arrays]
     expect = [img.numpy() for img in gi.decode(data)]
-    errors = []
 
     def work():
-        try:
-            for _ in range(5):
-                for got, e in zip(gi.decode(data, mode="UNCHANGED"), expect):
-                    np.testing.assert_array_equal(got.numpy(), e)
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        for _ in range(5):
+            for got, e in zip(gi.decode(data, mode="UNCHANGED"), expect):
+                np.testing.assert_array_equal(got.numpy(), e)
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    in_threads(work)
 
 
 def test_read_files_on_the_cpu(tmp_path):

@@ -18,11 +18,11 @@ torchvision's bound applies.
 from __future__ import annotations
 
 import io
-import threading
 
 import numpy as np
 import pytest
 import torch
+from conftest import in_threads
 from PIL import Image
 from test_decode import CORPUS, as_tensor, chw, npy_bytes, photos, pil_bytes, pil_chw, pnm_bytes, rand
 
@@ -315,22 +315,13 @@ def test_corrupt_jpeg_on_gpu():
 def test_concurrent_decodes_have_their_own_states():
     datas = [on_gpu(jpeg_of(p, s)) for _, p in photos() for s in ("420", "444")]
     expect = [img.cpu() for img in gi.decode(datas)]
-    errors = []
 
     def work():
-        try:
-            for _ in range(3):
-                for got, e in zip(gi.decode(datas), expect):
-                    assert torch.equal(got.cpu(), e)
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        for _ in range(3):
+            for got, e in zip(gi.decode(datas), expect):
+                assert torch.equal(got.cpu(), e)
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    in_threads(work)
 
 
 def test_release_and_reuse():

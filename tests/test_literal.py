@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import ast
 import io
-import threading
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from conftest import in_threads
 
 from gdsio._literal import literal
 
@@ -59,18 +60,9 @@ def test_python2_long_suffix_as_numpy_accepts():
 
 def test_threads_parse_at_once():
     text = repr({"descr": "<f4", "fortran_order": False, "shape": tuple(range(20))})
-    errors = []
 
     def work():
-        try:
-            for _ in range(300):
-                assert literal(text)["shape"] == tuple(range(20))
-        except Exception as e:  # pragma: no cover - the failure is the assertion below
-            errors.append(e)
+        for _ in range(300):
+            assert literal(text)["shape"] == tuple(range(20))
 
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    in_threads(work)
