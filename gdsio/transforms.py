@@ -117,6 +117,10 @@ def _output_size(h: int, w: int, size: Any, max_size: int | None) -> tuple[int, 
 
 def _check_image(t: Any, name: str) -> tuple[int, int, int]:
     """(C, H, W) of a uint8 image, or the error naming it."""
+    if type(t) is torch.Tensor and t.dtype is torch.uint8 and t.dim() == 3:  # the common case, fast
+        c, h, w = t.shape
+        if 1 <= c <= 4 and h and w:
+            return c, h, w
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype != torch.uint8:
@@ -155,6 +159,7 @@ class _Batch:
             self.table[:, 0] = img.data_ptr() + np.arange(n, dtype=np.int64) * s0
             self.table[:, 1:] = (sc, sh, h, w)
             self.device = img.device
+            self._shapes = {(int(h), int(w))}
         elif isinstance(img, (torch.Tensor, list, tuple)):
             self.single = isinstance(img, torch.Tensor)
             if self.single and img.ndim != 3:
@@ -165,9 +170,17 @@ class _Batch:
             rows = []
             channels = set()
             devices = set()
+            hw = set()
+            u8, tensor = torch.uint8, torch.Tensor
             for i, t in enumerate(items):
-                label = name if self.single else f"{name}[{i}]"
-                c, h, w = _check_image(t, label)
+                # A few attribute reads per image (a batch of 256 is built in ~0.5 ms);
+                # the checks that name the problem run only when one fails.
+                if type(t) is tensor and t.dtype is u8 and t.dim() == 3:
+                    c, h, w = t.shape
+                    if not (1 <= c <= 4 and h and w):
+                        _check_image(t, name if self.single else f"{name}[{i}]")
+                else:
+                    c, h, w = _check_image(t, name if self.single else f"{name}[{i}]")
                 st = t.stride()
                 if st[2] != 1:
                     t = t.contiguous()
@@ -175,7 +188,9 @@ class _Batch:
                     st = t.stride()
                 rows.append((t.data_ptr(), st[0], st[1], h, w))
                 channels.add(c)
-                devices.add(t.device)
+                devices.add(t.get_device())  # an int: -1 for the CPU
+                hw.add((h, w))
+            self._shapes = hw
             if len(channels) > 1 or len(devices) > 1:
                 c0, d0 = items[0].shape[0], items[0].device
                 for i, t in enumerate(items):
@@ -184,7 +199,7 @@ class _Batch:
                     if t.shape[0] != c0:
                         raise ValueError(f"{name}[{i}] has {t.shape[0]} channels, {name}[0] has {c0}")
             self.channels = channels.pop()
-            self.device = devices.pop()
+            self.device = items[0].device
             self.table = np.array(rows, dtype=np.int64)
         else:
             raise TypeError(f"{name} must be a uint8 tensor or a list of them, got {type(img).__name__}")
@@ -198,8 +213,8 @@ class _Batch:
         return int(self.table[i, 3]), int(self.table[i, 4])
 
     def shapes(self) -> list[tuple[int, int]]:
-        """The distinct (H, W) of the batch."""
-        return [(int(h), int(w)) for h, w in np.unique(self.table[:, 3:5], axis=0)]
+        """The distinct (H, W) of the batch, sorted."""
+        return sorted(self._shapes)
 
     def refs(self, boxes: np.ndarray | None = None, flips: np.ndarray | None = None) -> np.ndarray:
         """The (N, 6) table the core takes; boxes crop (top, left, h, w), flips mirror."""
@@ -278,7 +293,10 @@ def resize(
     """
     filt, antialias = _parse_interpolation(interpolation, antialias)
     batch = _Batch(img)
-    sizes = {_output_size(h, w, size, max_size) for h, w in batch.shapes()}
+    shapes = batch.shapes()
+    if isinstance(size, (list, tuple)) and len(size) == 2:  # [h, w]: the same for every image
+        shapes = shapes[:1]
+    sizes = {_output_size(h, w, size, max_size) for h, w in shapes}
     if len(sizes) > 1:
         raise ValueError(
             f"size={size!r} gives images of this list different output shapes ({sorted(sizes)[:3]}...); "
