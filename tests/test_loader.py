@@ -591,3 +591,42 @@ def test_prefetch_bytes_must_be_a_byte_count(tmp_path):
         with pytest.raises((ValueError, TypeError), match="byte count|prefetch_bytes"):
             Loader(tmp_path, 4, device="cpu", prefetch_bytes=bad)
     assert Loader(tmp_path, 4, device="cpu", prefetch_bytes="2G").prefetch_bytes == 2 << 30
+
+
+def test_gpu_loader_image_steps_on_the_cpu(tmp_path):
+    """What the GPU loader does per image (header on the host, bytes by
+    gdsio.read, one decode call per batch) gives gdsio.image.read's images;
+    a corrupt file fails before its bulk read, a bad decode names its file."""
+    from PIL import Image
+
+    from gdsio import image as gi
+    from gdsio.data import _decode
+
+    rng = np.random.default_rng(3)
+    paths = []
+    for k, ext in enumerate(["jpg", "ppm", "png.npy", "jpg"]):
+        a = rng.integers(0, 256, (12 + k, 17, 3), dtype=np.uint8)
+        p = tmp_path / f"{k}.{ext}"
+        if ext.endswith("npy"):
+            np.save(p, a)
+        else:
+            Image.fromarray(a).save(p, format="JPEG" if ext == "jpg" else "PPM")
+        paths.append(str(p))
+    items = [_decode.read_image(p, "cpu", "RGB") for p in paths]
+    assert all(it.io is not None and it.io.nbytes == os.path.getsize(p) for it, p in zip(items, paths))
+    imgs, errors, backends = _decode.decode_items(items, "cpu", "RGB")
+    assert not errors and sum(backends.values()) == 4
+    for got, want in zip(imgs, gi.read(paths, device="cpu", mode="RGB")):
+        assert torch.equal(got, want)
+    (tmp_path / "bad.ppm").write_bytes(b"P6\n100000 100000\n255\n" + bytes(10))
+    with pytest.raises(ValueError, match=r"bad\.ppm"):
+        _decode.read_image(str(tmp_path / "bad.ppm"), "cpu", "RGB")
+    with pytest.raises(FileNotFoundError):
+        _decode.read_image(str(tmp_path / "missing.jpg"), "cpu", "RGB")
+    cut = tmp_path / "cut.jpg"
+    big = tmp_path / "big.jpg"
+    Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(big, format="JPEG")
+    data = big.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])  # the scan cut: the header is whole
+    imgs, errors, _ = _decode.decode_items([_decode.read_image(str(cut), "cpu", "RGB"), items[1]], "cpu", "RGB")
+    assert imgs[0] is None and imgs[1] is not None and "cut.jpg" in str(errors[0])

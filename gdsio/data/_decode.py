@@ -15,29 +15,37 @@ def decode_one(data: Any, device: Any, mode: str) -> tuple[Any, str]:
     return img, info.backend
 
 
-def decode_batch(datas: list[Any], device: Any, mode: str) -> tuple[list[Any], dict[int, BaseException], dict[str, int]]:
-    """Many encoded images in one call (one launch per format and backend) ->
-    (images, None where failed; {position: error}; {decoder name: images}).
-    A failed image's error comes from decoding it alone again, so the
-    message is the decoder's own."""
-    from .. import image
+def read_image(path: str, device: Any, mode: str) -> Any:
+    """Reader thread, GPU loader: the header read on the host (a pread of the
+    first 64 KiB, checked: a bad file fails before its bulk read), then the
+    whole file into `device` memory by gdsio.read. Returns the item for
+    decode_items; raises the file's error (OSError, ValueError)."""
+    from ..image import _decode as D
 
-    imgs, failed, infos = image.decode(datas, device=device, mode=mode, on_error="skip", return_info=True)
-    bad = {int(k) for k in failed}
-    out: list[Any] = []
-    errors: dict[int, BaseException] = {}
-    good = iter(imgs)
-    for k in range(len(datas)):
-        if k not in bad:
-            out.append(next(good))
-            continue
-        out.append(None)
-        try:
-            image.decode(datas[k], device=device, mode=mode)
-            errors[k] = ValueError("the batched decoder rejected this image")
-        except Exception as e:
-            errors[k] = e
+    opts = D._options(mode, "skip", False, None, "auto", None)
+    it = D._Item(0, path)
+    D._probe_file(it, opts)
+    if it.error is None:
+        D._read_bodies([it], D._target(device), None, 1)
+    if it.error is not None:
+        raise it.error
+    return it
+
+
+def decode_items(items: list[Any], device: Any, mode: str) -> tuple[list[Any], dict[int, BaseException], dict[str, int]]:
+    """Items from read_image decoded in one call (one launch per format and
+    backend; no header goes back to the host, it is there already) ->
+    (images, None where failed; {position: error naming the file}; {decoder name: images})."""
+    from ..image import _decode as D
+
+    opts = D._options(mode, "skip", False, None, "auto", None)
+    for k, it in enumerate(items):
+        it.index = k
+    D._run(items, D._target(device), opts)
+    out = [it.result if it.error is None else None for it in items]
+    errors = {k: it.error for k, it in enumerate(items) if it.error is not None}
     backends: dict[str, int] = {}
-    for info in infos:
-        backends[info.backend] = backends.get(info.backend, 0) + 1
+    for it in items:
+        if it.error is None:
+            backends[it.backend] = backends.get(it.backend, 0) + 1
     return out, errors, backends

@@ -197,7 +197,7 @@ class Producer:
 
     def _read_file(self, index: int) -> tuple[Any, Any]:
         """Reader thread: one npy tensor, or one image (decoded here on the CPU;
-        on a GPU its bytes, decoded later with the whole batch)."""
+        on a GPU its header and bytes, decoded later with the whole batch)."""
         from ..io import read
         from ..tensors import load_npy
 
@@ -205,6 +205,11 @@ class Producer:
         with self._on(0):
             if self.table.kind == "npy":
                 t, st = load_npy(path, device=self.device, return_stats=True)
+            elif self.cuda:  # an image for the GPU: its header on the host, its bytes to the device
+                from . import _decode
+
+                t = _decode.read_image(path, self.device, self.mode)
+                st = t.io
             else:
                 t, st = read(path, device=self.device, return_stats=True)
             ev = self._event(0)
@@ -258,7 +263,7 @@ class Producer:
             # which runs on the work stream meanwhile.
             with self._on(0):
                 start = self._event(0, timing=True)
-                decoded, errors, backends = _decode.decode_batch([samples[r] for r in fresh], self.device, self.mode)
+                decoded, errors, backends = _decode.decode_items([samples[r] for r in fresh], self.device, self.mode)
                 events.append(self._event(0))
             for name, count in backends.items():
                 self.meter.decoded(name, count)
