@@ -205,9 +205,12 @@ def _timer(device: Any) -> tuple[Callable[[], Any], Callable[[Any, Any], float],
     import torch
 
     if device is not None and torch.device(device).type == "cuda":
+        dev = torch.device(device)
+
         def mark() -> Any:
+            # On the loader's device (the current device may be another GPU).
             ev = torch.cuda.Event(enable_timing=True)
-            ev.record()
+            ev.record(torch.cuda.current_stream(dev))
             return ev
 
         def between(a: Any, b: Any) -> float:
@@ -266,6 +269,8 @@ def measure(step_fn: Callable[[Any], Any], loader: Any, *, steps: int = 50, warm
         last = next(it)
         step_fn(last)
     wait = 0.0
+    samples = 0
+    biggest = last
     t_start = mark()
     h_start = time.perf_counter()
     for _ in range(steps):
@@ -273,18 +278,22 @@ def measure(step_fn: Callable[[Any], Any], loader: Any, *, steps: int = 50, warm
         last = next(it)
         wait += time.perf_counter() - t0
         step_fn(last)
+        n = int(_first(last).shape[0])
+        samples += n  # an epoch's short last batch counts as what it is
+        if biggest is None or n > int(_first(biggest).shape[0]):
+            biggest = last
     real = between(t_start, mark())
     h_real = time.perf_counter() - h_start
     it.close()
-    batch_size = int(_first(last).shape[0])
-    cached = _clone(last)
-    del last
+    batch_size = int(_first(biggest).shape[0])
+    cached = _clone(biggest)  # a full batch replayed, never a short last one
+    del last, biggest
     step_fn(cached)  # one untimed replay: the step's own warm-up (allocator, autotuning)
     t_start = mark()
     for _ in range(steps):
         step_fn(cached)
     upper = between(t_start, mark())
-    real_tp = steps * batch_size / real if real > 0 else float("inf")
+    real_tp = samples / real if real > 0 else float("inf")
     upper_tp = steps * batch_size / upper if upper > 0 else float("inf")
     share = wait / h_real if h_real > 0 else 0.0
     ratio = real_tp / upper_tp if upper_tp > 0 else 1.0

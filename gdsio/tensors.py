@@ -251,7 +251,9 @@ def load_npy(path: str | os.PathLike[str], *, device: Any = "cuda", return_stats
     buf = _alloc(nbytes, device)
     stats: ReadStats | None = read_into(path, buf, offset=offset) if nbytes else None
     if dt.byteorder == ">" and dt.itemsize > 1:
-        buf = buf.view(-1, dt.itemsize).flip(-1).reshape(-1)  # byte swap on the device
+        # Byte swap on the device, per scalar: a complex number is two floats, each swapped on its own.
+        unit = dt.itemsize // 2 if dt.kind == "c" else dt.itemsize
+        buf = buf.view(-1, unit).flip(-1).reshape(-1)
     t = buf.view(tdt) if nbytes else torch.empty(0, dtype=tdt, device=buf.device)
     if fortran:
         t = t.reshape(tuple(reversed(shape))).permute(*reversed(range(len(shape)))).contiguous()

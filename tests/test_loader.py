@@ -630,3 +630,13 @@ def test_gpu_loader_image_steps_on_the_cpu(tmp_path):
     cut.write_bytes(data[: len(data) // 2])  # the scan cut: the header is whole
     imgs, errors, _ = _decode.decode_items([_decode.read_image(str(cut), "cpu", "RGB"), items[1]], "cpu", "RGB")
     assert imgs[0] is None and imgs[1] is not None and "cut.jpg" in str(errors[0])
+
+
+def test_cache_stores_a_key_given_twice_once():
+    cache = Cache(bytes=1 << 20, where="cpu")
+    a, b = torch.arange(100, dtype=torch.int32), torch.arange(100, 200, dtype=torch.int32)
+    assert cache.put_many(["k", "k", "j"], [a, b, b]) == [True, True, True]
+    assert len(cache) == 2 and torch.equal(cache.get("k"), a)
+    assert cache.bytes_used >= 2 * 400 and cache.stats()["rejected"] == 0
+    used = cache.bytes_used
+    assert cache.put_many(["k"], [b]) == [True] and cache.bytes_used == used  # already there: nothing new

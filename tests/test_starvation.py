@@ -65,6 +65,23 @@ def test_measure_compute_bound(folder):
     assert loader.epoch >= 1
 
 
+def test_measure_counts_short_batches_and_replays_a_full_one(folder):
+    """24 samples in batches of 5: every epoch ends with a batch of 4. The real
+    rate counts the samples that came; the replay takes a full batch."""
+    loader = Loader(folder, 5, device="cpu", prefetch=4)
+    seen = []
+
+    def step(batch):
+        seen.append(int(batch[0].shape[0]))
+        time.sleep(0.01)
+
+    r = starvation.measure(step, loader, steps=5, warmup=0)  # the 5th timed batch is the short one
+    assert seen[:5] == [5, 5, 5, 5, 4] and set(seen[5:]) == {5}
+    assert r.batch_size == 5
+    # 24 samples in ~5 x 10 ms, not 25: the real rate is below the replayed one by the short batch at most.
+    assert r.real_samples_per_s <= r.upper_samples_per_s * 1.05
+
+
 def test_measure_arguments(folder):
     loader = Loader(folder, 4, device="cpu")
     with pytest.raises(ValueError, match="steps must be >= 1"):

@@ -133,9 +133,11 @@ def test_safetensors_too_short_and_missing(tmp_path):
         np.zeros((0, 3), np.uint16),
         np.array([True, False, True]),
         (np.arange(6) + 1j).astype(np.complex64),
+        (np.arange(6) + 10j * np.arange(6)).astype(">c8"),
+        np.asfortranarray((np.arange(6) - 3j).astype(">c16").reshape(2, 3)),
         np.arange(10, dtype=np.uint8),
     ],
-    ids=["c-le", "c-be", "f-le", "f-be", "scalar-be", "empty", "bool", "complex", "u8"],
+    ids=["c-le", "c-be", "f-le", "f-be", "scalar-be", "empty", "bool", "complex", "complex-be", "complex128-f-be", "u8"],
 )
 def test_npy_matches_numpy(tmp_path, arr, version):
     p = tmp_path / "a.npy"

@@ -18,8 +18,11 @@ memory in use never grows past the budget.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any, Hashable
+
+log = logging.getLogger("gdsio")
 
 _WHERE = ("cuda", "pinned", "cpu")
 _SLAB = 64 << 20  # bytes per slab; a larger sample gets a slab of its own
@@ -62,6 +65,9 @@ class Cache:
             raise ValueError(f"Cache(where={self.where!r}) needs a CUDA device; use where='cpu' on this machine")
         if self.where.startswith("cuda") and dev.type == "cpu":
             raise ValueError(f"a Cache(where={self.where!r}) cannot serve a loader on the CPU; use where='cpu'")
+        if self.where == "cpu" and dev.type == "cuda":
+            log.warning("gdsio.Cache(where='cpu') for a loader on %s: every copy in and out of pageable memory "
+                        "blocks the loader thread; where='pinned' keeps them asynchronous", dev)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -110,11 +116,13 @@ class Cache:
         import torch
 
         placed = []
+        seen: set[Hashable] = set()  # a key twice in one call is stored once
         for key, tensor in zip(keys, tensors):
             nbytes = tensor.numel() * tensor.element_size()
             with self._lock:
-                if key in self._items:
+                if key in self._items or key in seen:
                     continue
+                seen.add(key)
                 dst = self._alloc(nbytes)
                 if dst is None:
                     self.rejected += 1
@@ -130,7 +138,9 @@ class Cache:
             ready.record(torch.cuda.current_stream(cuda[0].device))
         with self._lock:
             for key, view, _ in placed:
-                self._items[key] = (view, ready)  # published once the copy is queued (host copies are done)
+                # Published once the copy is queued (host copies are done); a key another
+                # loader sharing this cache stored meanwhile keeps its first copy.
+                self._items.setdefault(key, (view, ready))
             return [k in self._items for k in keys]
 
     def _alloc(self, nbytes: int) -> Any:
@@ -157,11 +167,18 @@ class Cache:
         return torch.empty(nbytes, dtype=torch.uint8, device=self.where or "cpu")
 
     def clear(self) -> None:
-        """Drops every sample and frees the memory."""
+        """Drops every sample and frees the memory (pinned slabs too: torch's
+        caching host allocator is asked to give its free blocks back)."""
         with self._lock:
             self._items.clear()
             self._slabs.clear()
             self._used = self._fill = 0
+        if self.where == "pinned":
+            import torch
+
+            empty = getattr(torch._C, "_host_emptyCache", None)
+            if empty is not None:
+                empty()
 
     def stats(self) -> dict[str, Any]:
         with self._lock:

@@ -302,6 +302,8 @@ class Producer:
         for r, (hit, ready) in p.hits.items():
             if ready is not None:  # still being copied into the cache on some stream
                 self.streams[1].wait_event(ready)  # type: ignore[index]
+            if hit.is_cuda:  # a cache cleared meanwhile (shared by loaders) must not free it under these reads
+                hit.record_stream(self.streams[1])  # type: ignore[index]
             if hit.device != self.device:  # a pinned cache: the copy is queued on the work stream
                 hit = hit.to(self.device, non_blocking=True)
             if p.buf is not None:
