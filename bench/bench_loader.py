@@ -187,24 +187,30 @@ def run(root: str, *, device: str, batch: int, workers: int, passes: int, which:
     results: dict[str, Any] = {"device": device, "batch": batch, "workers": workers, "passes": passes,
                                "images": len(_files(root)), "torchvision": _have_torchvision(), "pipelines": {}}
     for name in which:
-        if name == "gdsio":
-            p = gdsio_pipeline(root, device, batch, dtype)
-        elif name == "dataloader":
-            p = dataloader_pipeline(root, device, batch, dtype, workers)
-        elif name == "torchvision-gpu":
-            if not cuda or not _have_torchvision():
-                results["pipelines"][name] = {"skipped": "needs a GPU and torchvision"}
-                continue
-            p = torchvision_gpu_pipeline(root, device, batch, dtype)
-        else:
+        if name not in ("gdsio", "dataloader", "torchvision-gpu"):
             raise ValueError(f"unknown pipeline {name!r}")
-        r = _time(p, passes, device)
-        if name == "gdsio":
-            st = p.loader.stats()  # type: ignore[attr-defined]
-            r.update(io_backends=st.io_backends, decode_backends=st.decode_backends, fused=True)
-        if name == "dataloader":
-            r["transforms"] = "torchvision v2 (PIL)" if _have_torchvision() else "PIL twin (torchvision missing)"
-        del p  # the DataLoader's persistent workers exit with it
+        if name == "torchvision-gpu" and (not cuda or not _have_torchvision()):
+            results["pipelines"][name] = {"skipped": "needs a GPU and torchvision"}
+            continue
+        p = None
+        try:  # one pipeline's failure is reported and the others still run
+            if name == "gdsio":
+                p = gdsio_pipeline(root, device, batch, dtype)
+            elif name == "dataloader":
+                p = dataloader_pipeline(root, device, batch, dtype, workers)
+            else:
+                p = torchvision_gpu_pipeline(root, device, batch, dtype)
+            r = _time(p, passes, device)
+            if name == "gdsio":
+                st = p.loader.stats()  # type: ignore[attr-defined]
+                r.update(io_backends=st.io_backends, decode_backends=st.decode_backends, fused=True,
+                         data_wait_share=st.data_wait_share)
+            if name == "dataloader":
+                r["transforms"] = "torchvision v2 (PIL)" if _have_torchvision() else "PIL twin (torchvision missing)"
+        except Exception as e:
+            r = {"error": f"{type(e).__name__}: {e}"}
+        finally:
+            del p  # the DataLoader's persistent workers exit with it
         results["pipelines"][name] = r
     g = results["pipelines"].get("gdsio", {}).get("images_per_s")
     for name, r in results["pipelines"].items():
@@ -217,8 +223,8 @@ def _print(results: dict[str, Any], out: Any = sys.stdout) -> None:
     out.write(f"{results['images']} JPEGs, batch {results['batch']}, device {results['device']}, "
               f"{results['passes']} timed passes, DataLoader workers {results['workers']}\n")
     for name, r in results["pipelines"].items():
-        if "skipped" in r:
-            out.write(f"  {name:16s} skipped: {r['skipped']}\n")
+        if "skipped" in r or "error" in r:
+            out.write(f"  {name:16s} {'skipped' if 'skipped' in r else 'FAILED'}: {r.get('skipped') or r['error']}\n")
             continue
         extra = f"  gdsio is {r['gdsio_ratio']:.2f}x" if "gdsio_ratio" in r else ""
         detail = (f"  [{', '.join(r['io_backends'])}; {', '.join(r['decode_backends'])}]" if "io_backends" in r

@@ -192,17 +192,19 @@ def fig_jpeg(device: str, quick: bool) -> dict[str, Any]:
 
     _peer(r, "max_abs_diff_vs_torchvision", diff)
     if "median_s" in r["torchvision"]:
-        best = min(r["gdsio_device_bitstream"]["median_s"], r["gdsio_host_bitstream"]["median_s"])
-        r["torchvision_images_per_s"] = n / r["torchvision"]["median_s"]
-        r["ratio_vs_torchvision"] = r["torchvision"]["median_s"] / r["gdsio_device_bitstream"]["median_s"]
-        r["ratio_best_vs_torchvision"] = r["torchvision"]["median_s"] / best
-        vs = (f", {r['ratio_vs_torchvision']:.2f}x torchvision.io.decode_jpeg "
+        # The headline compares equal work: both start from host bytes (torchvision
+        # copies them to the GPU too); from GPU memory is gdsio's extra.
+        tv_s = r["torchvision"]["median_s"]
+        r["torchvision_images_per_s"] = n / tv_s
+        r["ratio_vs_torchvision"] = tv_s / r["gdsio_host_bitstream"]["median_s"]
+        r["ratio_device_bitstream_vs_torchvision"] = tv_s / r["gdsio_device_bitstream"]["median_s"]
+        vs = (f"; from host bytes as torchvision: {r['ratio_vs_torchvision']:.2f}x torchvision.io.decode_jpeg "
               f"({r['torchvision_images_per_s']:.0f} images/s)")
     else:
         vs = f", torchvision FAILED: {r['torchvision']['error']}"
-    r["summary"] = (f"JPEG decode x{n}: gdsio from GPU memory {r['images_per_s']:.0f} images/s "
-                    f"[{', '.join(r['backends_device_bitstream'])}], from host bytes "
-                    f"{n / r['gdsio_host_bitstream']['median_s']:.0f} images/s{vs}")
+    r["summary"] = (f"JPEG decode x{n}: gdsio from host bytes {n / r['gdsio_host_bitstream']['median_s']:.0f} "
+                    f"images/s [{', '.join(r['backends_host_bitstream'])}], from GPU memory "
+                    f"{r['images_per_s']:.0f} images/s [{', '.join(r['backends_device_bitstream'])}]{vs}")
     return r
 
 
@@ -242,9 +244,13 @@ def fig_loader(device: str, quick: bool, root: str) -> dict[str, Any]:
     for name, p in r["pipelines"].items():
         if "images_per_s" in p:
             parts.append(f"{name} {p['images_per_s']:.0f}" + (f" (gdsio {p['gdsio_ratio']:.2f}x)" if "gdsio_ratio" in p else ""))
+        elif "error" in p:
+            parts.append(f"{name} FAILED: {p['error']}")
         else:
             parts.append(f"{name} skipped: {p.get('skipped')}")
-    r["summary"] = f"loader, {r['images']} JPEGs, batch {batch}, {workers} DataLoader workers, images/s: " + "; ".join(parts)
+    wait = r["pipelines"].get("gdsio", {}).get("data_wait_share")
+    r["summary"] = (f"loader, {r['images']} JPEGs, batch {batch}, {workers} DataLoader workers, images/s: "
+                    + "; ".join(parts) + (f"; gdsio's own data-wait share {wait:.1%}" if wait is not None else ""))
     return r
 
 
@@ -297,7 +303,8 @@ def fig_resnet50(device: str, quick: bool, root: str) -> dict[str, Any]:
 # ---- safetensors ------------------------------------------------------------------------
 
 
-def fig_safetensors(device: str, quick: bool, tmpdir: str) -> dict[str, Any]:
+def fig_safetensors(device: str, quick: bool, tmpdir: str,
+                    partial: Callable[[dict[str, Any]], None] = lambda r: None) -> dict[str, Any]:
     try:
         import safetensors
         from safetensors.torch import load_file, save_file
@@ -318,9 +325,11 @@ def fig_safetensors(device: str, quick: bool, tmpdir: str) -> dict[str, Any]:
     size = os.path.getsize(path)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
 
+    evictions: list[bool] = []
+
     def timed(fn: Callable[[], Any], cold: bool) -> float:
         if cold:
-            _sysinfo.evict(path)
+            evictions.append(_sysinfo.evict(path) and not (_sysinfo.resident_fraction(path) or 0) > 0.01)
         sync()
         t0 = time.perf_counter()
         out = fn()
@@ -341,16 +350,21 @@ def fig_safetensors(device: str, quick: bool, tmpdir: str) -> dict[str, Any]:
     for mode in ("warm", "cold"):
         cold = mode == "cold"
         ts_o, ts_p = [], []
-        for _ in range(reps):  # interleaved, so drift hits both
+        for k in range(reps):  # interleaved, so drift hits both
             ts_o.append(timed(ours, cold))
             ts_p.append(timed(peer, cold))
-        evicted = _sysinfo.evict(path) if cold else None
+            if cold and ts_o[-1] + ts_p[-1] > 20:  # a slow disk: one cold pair is the figure
+                break
         r[mode] = {"gdsio_s": statistics.median(ts_o), "safetensors_s": statistics.median(ts_p),
                    "gdsio_GBps": size / statistics.median(ts_o) / 1e9,
                    "safetensors_GBps": size / statistics.median(ts_p) / 1e9,
-                   "ratio": statistics.median(ts_p) / statistics.median(ts_o)}
+                   "ratio": statistics.median(ts_p) / statistics.median(ts_o), "pairs": len(ts_o)}
         if cold:
-            r[mode]["eviction_worked"] = bool(evicted)
+            r[mode]["eviction_worked"] = all(evictions)
+        else:
+            r["summary"] = (f"load_safetensors {size / 2**30:.2f} GiB to {device}: warm {r['warm']['ratio']:.2f}x "
+                            "load_file (cold still running)")
+            partial(r)  # the warm half is kept if the run is cut during the cold one
     os.unlink(path)
     r["summary"] = (f"load_safetensors {size / 2**30:.2f} GiB to {device} [{r['backend']}]: warm "
                     f"{r['warm']['gdsio_GBps']:.1f} GB/s, {r['warm']['ratio']:.2f}x load_file; cold "
@@ -390,7 +404,12 @@ def run(only: list[str], device: str, quick: bool, tmpdir: str, images: int,
             elif name == "resnet50":
                 r = fig_resnet50(device, quick, root)
             elif name == "safetensors":
-                r = fig_safetensors(device, quick, tmpdir)
+                def partial(r: dict[str, Any], name: str = name, t0: float = t0) -> None:
+                    doc["figures"][name] = {**r, "seconds": time.perf_counter() - t0, "partial": True}
+                    if save is not None:
+                        save(doc)
+
+                r = fig_safetensors(device, quick, tmpdir, partial)
             else:
                 raise ValueError(f"unknown figure {name!r}; the figures are {', '.join(FIGURES)}")
         except Skip as e:

@@ -109,6 +109,15 @@ def _bench_config(args: argparse.Namespace) -> Any:
         raise _Error(str(e)) from None
 
 
+def _write_json(doc: Any, path: str) -> None:
+    """Whole files only: written beside, then renamed over (a run killed mid-way keeps the last one)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
 def run_bench_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from . import bench
     from ._bench_report import check_plot_available
@@ -136,7 +145,8 @@ def run_bench_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
                 raise _Error(f"--tmpdir: no such directory: '{args.tmpdir}'")
             gen = bench.generate_files(sizes, args.tmpdir)
             files, where = gen.files, gen.tmpdir.name
-        doc = bench.run_bench(files, cfg, command=["gdsio", *argv], machine_path=where)
+        doc = bench.run_bench(files, cfg, command=["gdsio", *argv], machine_path=where,
+                              on_progress=(lambda d: _write_json(d, args.json)) if args.json else None)
     except (FileNotFoundError, ValueError) as e:
         raise _Error(str(e)) from None
     finally:
@@ -144,9 +154,7 @@ def run_bench_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
             gen.tmpdir.cleanup()
     bench.print_report(doc)
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
+        _write_json(doc, args.json)
         print(f"wrote {args.json}")
     if args.plot:
         bench.write_plot(doc, args.plot)
