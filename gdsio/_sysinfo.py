@@ -387,7 +387,7 @@ def _pcie_gen(speed: str | None) -> int | None:
 
 
 def _link_gbps(gen: int | None, width: int | None) -> float | None:
-    if gen is None or not width:
+    if gen not in PCIE_LANE_GBPS or not width:
         return None
     return round(PCIE_LANE_GBPS[gen] * width, 2)
 
@@ -423,7 +423,38 @@ def driver_version(proc_root: str = "/proc", sys_root: str = "/sys") -> str | No
     if match:
         return match.group(1)
     module_version = _read_text(os.path.join(sys_root, "module", "nvidia", "version"))
-    return (module_version.strip() or None) if module_version else None
+    if module_version and module_version.strip():
+        return module_version.strip()
+    rows = _nvidia_smi()  # a container or VM without the driver's procfs and sysfs nodes
+    return rows[0]["driver_version"] if rows else None
+
+
+_SMI_FIELDS = ("pci.bus_id", "name", "uuid", "driver_version", "pcie.link.gen.current", "pcie.link.gen.max",
+               "pcie.link.width.current", "pcie.link.width.max")
+
+
+@functools.lru_cache(maxsize=1)
+def _nvidia_smi() -> list[dict[str, str]]:
+    """nvidia-smi's view of the GPUs, where /proc/driver/nvidia is not there
+    (containers, some VMs); [] without nvidia-smi or on any error."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return []
+    try:
+        out = subprocess.run([exe, f"--query-gpu={','.join(_SMI_FIELDS)}", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    rows = []
+    for line in out.splitlines():
+        values = [v.strip() for v in line.split(",")]
+        if len(values) == len(_SMI_FIELDS):
+            rows.append(dict(zip(_SMI_FIELDS, values)))
+    return rows
+
+
+def _smi_int(text: str) -> int | None:
+    return int(text) if text.isdigit() else None
 
 
 _BDF = re.compile(r"([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2})[:.]([0-9a-fA-F]{2})\.([0-7])")
@@ -439,7 +470,7 @@ def gpus(proc_root: str = "/proc", sys_root: str = "/sys") -> list[dict[str, Any
     try:
         names = sorted(os.listdir(root))
     except OSError:
-        return []
+        return _gpus_from_smi(sys_root)
     found = []
     for name in names:
         info: dict[str, str] = {}
@@ -454,6 +485,23 @@ def gpus(proc_root: str = "/proc", sys_root: str = "/sys") -> list[dict[str, Any
         found.append({"bdf": bdf.lower(), "model": info.get("Model"),
                       "uuid": info.get("GPU UUID"), "device_minor": info.get("Device Minor"),
                       "pcie": pcie_link(bdf, sys_root)})
+    return found
+
+
+def _gpus_from_smi(sys_root: str) -> list[dict[str, Any]]:
+    found = []
+    for row in _nvidia_smi():
+        match = _BDF.search(row["pci.bus_id"])
+        bdf = (":".join(match.group(1, 2, 3)) + "." + match.group(4))[-12:] if match else row["pci.bus_id"]
+        link = pcie_link(bdf, sys_root)
+        if link["reason"]:  # no sysfs either: nvidia-smi's own link figures
+            cur_gen, max_gen = _smi_int(row["pcie.link.gen.current"]), _smi_int(row["pcie.link.gen.max"])
+            cur_w, max_w = _smi_int(row["pcie.link.width.current"]), _smi_int(row["pcie.link.width.max"])
+            link.update(current_gen=cur_gen, max_gen=max_gen, current_link_width=cur_w, max_link_width=max_w,
+                        current_gbps=_link_gbps(cur_gen, cur_w), max_gbps=_link_gbps(max_gen, max_w),
+                        reason=None if max_gen else link["reason"] + " and nvidia-smi gave no link figures")
+        found.append({"bdf": bdf.lower(), "model": row["name"], "uuid": row["uuid"], "device_minor": None,
+                      "pcie": link, "source": "nvidia-smi"})
     return found
 
 

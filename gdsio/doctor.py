@@ -240,8 +240,11 @@ def _check_pcie() -> dict[str, Any]:
             lines.append(f"{g['bdf']}: {p['reason']}")
             status = "info"
             continue
-        lines.append(f"{g['bdf']} ({g['model']}): now gen {p['current_gen']} x{p['current_link_width']}, "
-                     f"max gen {p['max_gen']} x{p['max_link_width']} ({p['max_gbps']} GB/s per direction)")
+        def v(x: Any) -> Any:
+            return "?" if x is None else x
+
+        lines.append(f"{g['bdf']} ({g['model']}): now gen {v(p['current_gen'])} x{v(p['current_link_width'])}, "
+                     f"max gen {v(p['max_gen'])} x{v(p['max_link_width'])} ({v(p['max_gbps'])} GB/s per direction)")
         if p["current_link_width"] and p["max_link_width"] and p["current_link_width"] < p["max_link_width"]:
             status = "warn"
             lines[-1] += ": the link runs narrower than it can (reseat the card or check the slot)"

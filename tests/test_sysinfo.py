@@ -325,11 +325,35 @@ def test_gpus_old_bus_location_and_missing_sysfs(tmp_path):
     assert _sysinfo.driver_version(str(tmp_path / "proc"), str(tmp_path / "sys")) == "384.81"
 
 
-def test_no_gpus_without_driver(tmp_path):
-    assert _sysinfo.gpus(str(tmp_path), str(tmp_path)) == []
-    assert _sysinfo.driver_version(str(tmp_path), str(tmp_path)) is None
-    if not os.path.isdir("/proc/driver/nvidia/gpus"):
-        assert _sysinfo.gpus() == [] and _sysinfo.driver_version() is None
+def test_no_gpus_without_driver(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi either
+    _sysinfo._nvidia_smi.cache_clear()
+    try:
+        assert _sysinfo.gpus(str(tmp_path), str(tmp_path)) == []
+        assert _sysinfo.driver_version(str(tmp_path), str(tmp_path)) is None
+        if not os.path.isdir("/proc/driver/nvidia/gpus"):
+            assert _sysinfo.gpus() == [] and _sysinfo.driver_version() is None
+    finally:
+        _sysinfo._nvidia_smi.cache_clear()
+
+
+def test_gpus_from_nvidia_smi_without_procfs(tmp_path, monkeypatch):
+    """A container without /proc/driver/nvidia: nvidia-smi's view, its own link figures without sysfs."""
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text("#!/bin/sh\necho '00000000:1A:00.0, NVIDIA H200, GPU-abc, 580.65.06, 1, 5, 16, 16'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", str(smi.parent))
+    _sysinfo._nvidia_smi.cache_clear()
+    try:
+        (g,) = _sysinfo.gpus(str(tmp_path / "proc"), str(tmp_path / "sys"))
+        assert g["bdf"] == "0000:1a:00.0" and g["model"] == "NVIDIA H200" and g["source"] == "nvidia-smi"
+        p = g["pcie"]
+        assert (p["current_gen"], p["max_gen"], p["max_link_width"], p["reason"]) == (1, 5, 16, None)
+        assert p["max_gbps"] == round(3.938 * 16, 2)
+        assert _sysinfo.driver_version(str(tmp_path / "proc"), str(tmp_path / "sys")) == "580.65.06"
+    finally:
+        _sysinfo._nvidia_smi.cache_clear()
 
 
 # --------------------------------------------------------------------------- host
