@@ -37,6 +37,7 @@ class BenchConfig:
     chunk_bytes: int | None = None
     staging_buffers: int | None = None
     direct_io: bool | None = None
+    huge_pages: bool | None = None
     device: str = "cuda"
 
     def __post_init__(self) -> None:
@@ -47,7 +48,7 @@ class BenchConfig:
             raise ValueError(f"unknown path(s) {', '.join(unknown)}; known: {', '.join(PATHS)}")
 
     def overrides(self) -> dict[str, Any]:
-        names = ("threads", "chunk_bytes", "staging_buffers", "direct_io")
+        names = ("threads", "chunk_bytes", "staging_buffers", "direct_io", "huge_pages")
         return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
 
 

@@ -28,6 +28,29 @@ class Destination:
         return "host memory" if self.kind == "cpu" else f"cuda:{self.device}"
 
 
+HUGE_PAGES_MIN = 8 << 20  # smaller buffers gain little from 2 MiB pages
+
+
+def host_empty(nbytes: int, align: int = 0) -> Any:
+    """A new uint8 CPU tensor of `nbytes` (starting `align`-aligned when asked),
+    with transparent huge pages asked for before its first touch when the
+    huge_pages setting is on and it is large (see Settings)."""
+    import torch
+
+    from . import _core
+    from ._settings import current
+
+    if align:
+        raw = torch.empty(nbytes + align, dtype=torch.uint8)
+        skip = (-raw.data_ptr()) % align
+        out = raw[skip : skip + nbytes]
+    else:
+        out = torch.empty(nbytes, dtype=torch.uint8)
+    if nbytes >= HUGE_PAGES_MIN and current().huge_pages:
+        _core.advise_huge_pages(out.data_ptr(), nbytes)
+    return out
+
+
 def stream_handle(stream: Any) -> int:
     """A cudaStream_t as an int from an int, a torch.cuda.Stream (.cuda_stream)
     or a cupy Stream (.ptr). 1 (cudaStreamLegacy) and 2 (cudaStreamPerThread)

@@ -7,7 +7,7 @@
     gdsio info --json
 
 Option names are the settings' names (``--threads``, ``--chunk-bytes``,
-``--staging-buffers``, ``--direct-io``), as in ``gdsio.settings`` and the
+``--staging-buffers``, ``--direct-io``, ``--huge-pages``), as in ``gdsio.settings`` and the
 ``GDSIO_*`` environment variables.
 """
 
@@ -36,6 +36,8 @@ def _add_settings(p: argparse.ArgumentParser) -> None:
     g.add_argument("--chunk-bytes", type=parse_bytes, metavar="BYTES",
                    help="bytes per task, e.g. 4M (multiple of 4 KiB)")
     g.add_argument("--staging-buffers", type=int, metavar="N", help="pinned staging buffers per reader thread")
+    g.add_argument("--huge-pages", action=argparse.BooleanOptionalAction, default=None,
+                   help="transparent huge pages for large host buffers gdsio allocates (default on)")
     g.add_argument("--direct-io", action=argparse.BooleanOptionalAction, default=None,
                    help="read with O_DIRECT on gdsio's posix and pinned paths")
 
@@ -99,7 +101,7 @@ def _bench_config(args: argparse.Namespace) -> Any:
     from .bench import BenchConfig
 
     paths = tuple(p.strip() for p in args.paths.split(",") if p.strip()) if args.paths else ()
-    overrides = {k: getattr(args, k) for k in ("threads", "chunk_bytes", "staging_buffers", "direct_io")
+    overrides = {k: getattr(args, k) for k in ("threads", "chunk_bytes", "staging_buffers", "direct_io", "huge_pages")
                  if getattr(args, k) is not None}
     try:
         with gdsio.settings(**overrides):  # validates the values, env included, before any work

@@ -14,7 +14,7 @@ import threading
 from typing import Any, Iterable, Sequence
 
 from . import _core, _libs
-from ._buffers import Destination, resolve
+from ._buffers import Destination, host_empty, resolve
 from ._settings import BACKENDS, Settings, current
 
 BackendUnavailable = _core.BackendUnavailable
@@ -386,13 +386,8 @@ def read(
             size = file_size - offset
         _check_range(f.path, file_size, offset, size)
         if kind == "cpu":
-            if s.direct_io and size:
-                # O_DIRECT reads straight into page-aligned memory; torch aligns to 64 bytes.
-                raw = torch.empty(size + 4096, dtype=torch.uint8)
-                skip = (-raw.data_ptr()) % 4096
-                out = raw[skip : skip + size]
-            else:
-                out = torch.empty(size, dtype=torch.uint8)
+            # O_DIRECT reads straight into page-aligned memory; torch aligns to 64 bytes.
+            out = host_empty(size, 4096 if s.direct_io and size else 0)
         else:
             why = _libs.cuda_unusable_reason()
             if why:

@@ -14,6 +14,7 @@ import struct
 from typing import Any, Iterable
 
 from . import _literal
+from ._buffers import host_empty
 from .io import ReadStats, _parse_device, read_into
 
 # safetensors caps its header at 100 MB; a larger length field is corruption.
@@ -55,7 +56,7 @@ def _alloc(nbytes: int, device: Any) -> Any:
 
     kind, index = _parse_device(device)
     if kind == "cpu":
-        return torch.empty(nbytes, dtype=torch.uint8)
+        return host_empty(nbytes)
     dev = torch.device("cuda", torch.cuda.current_device() if index == -2 else index)
     return torch.empty(nbytes, dtype=torch.uint8, device=dev)
 

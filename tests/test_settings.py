@@ -10,17 +10,21 @@ from gdsio._settings import parse_bytes
 
 
 def test_defaults_and_env(monkeypatch):
-    for k in ("GDSIO_THREADS", "GDSIO_CHUNK_BYTES", "GDSIO_STAGING_BUFFERS", "GDSIO_DIRECT_IO", "GDSIO_BACKEND"):
+    for k in ("GDSIO_THREADS", "GDSIO_CHUNK_BYTES", "GDSIO_STAGING_BUFFERS", "GDSIO_DIRECT_IO", "GDSIO_BACKEND",
+              "GDSIO_HUGE_PAGES"):
         monkeypatch.delenv(k, raising=False)
     s = gdsio.current_settings()
     assert s.chunk_bytes == 4 << 20 and s.staging_buffers >= 2 and s.backend == "auto" and not s.direct_io
+    assert s.huge_pages
     monkeypatch.setenv("GDSIO_THREADS", "5")
     monkeypatch.setenv("GDSIO_CHUNK_BYTES", "8MiB")
     monkeypatch.setenv("GDSIO_DIRECT_IO", "on")
     monkeypatch.setenv("GDSIO_BACKEND", "posix")
     monkeypatch.setenv("GDSIO_STAGING_BUFFERS", "4")
+    monkeypatch.setenv("GDSIO_HUGE_PAGES", "off")
     s = gdsio.current_settings()
     assert (s.threads, s.chunk_bytes, s.direct_io, s.backend, s.staging_buffers) == (5, 8 << 20, True, "posix", 4)
+    assert s.huge_pages is False
 
 
 @pytest.mark.parametrize(
@@ -32,6 +36,7 @@ def test_defaults_and_env(monkeypatch):
         ("GDSIO_DIRECT_IO", "maybe", "GDSIO_DIRECT_IO='maybe'"),
         ("GDSIO_BACKEND", "turbo", "one of auto"),
         ("GDSIO_STAGING_BUFFERS", "1", "between 2 and 64"),
+        ("GDSIO_HUGE_PAGES", "lots", "GDSIO_HUGE_PAGES='lots'"),
     ],
 )
 def test_bad_env_values_name_the_variable(monkeypatch, var, value, match):
@@ -165,3 +170,40 @@ def test_kvikio_gets_host_memory_as_a_buffer():
     assert isinstance(v, np.ndarray) and v.nbytes == 8
     v[:] = 1
     assert t.view(torch.uint8)[4:12].eq(1).all() and t.view(torch.uint8)[:4].eq(0).all()
+
+
+def _anon_huge_kb(t) -> int:
+    """AnonHugePages (kB) of the mappings that hold tensor t's bytes, from
+    /proc/self/smaps (madvise splits a mapping at the 2 MiB-aligned bounds)."""
+    start = t.data_ptr()
+    end = start + t.numel() * t.element_size()
+    inside, total = False, 0
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo < end and start < hi
+            elif inside and head == "AnonHugePages:":
+                total += int(line.split()[1])
+    return total
+
+
+def test_large_host_reads_get_huge_pages(make_file):
+    """With huge_pages (the default) a 32 MiB read(device="cpu") lands in 2 MiB
+    pages where the kernel has THP in madvise or always mode; off, it does not ask."""
+    path, data = make_file(32 << 20)
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            thp = f.read()
+    except OSError:
+        thp = "[never]"
+    with gdsio.settings(huge_pages=True):
+        t = gdsio.read(path, device="cpu")
+    assert np.array_equal(t.numpy(), data)
+    if "[never]" not in thp:
+        assert _anon_huge_kb(t) >= 2048, thp
+    if "[madvise]" in thp:
+        with gdsio.settings(huge_pages=False):
+            u = gdsio.read(path, device="cpu")
+        assert _anon_huge_kb(u) == 0
