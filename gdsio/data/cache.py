@@ -164,7 +164,11 @@ class Cache:
 
         if self.where == "pinned":
             return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
-        return torch.empty(nbytes, dtype=torch.uint8, device=self.where or "cpu")
+        if (self.where or "cpu") == "cpu":
+            from .._buffers import host_empty
+
+            return host_empty(nbytes)  # huge pages where the setting allows: the slab fills once per epoch
+        return torch.empty(nbytes, dtype=torch.uint8, device=self.where)
 
     def clear(self) -> None:
         """Drops every sample and frees the memory (pinned slabs too: torch's
