@@ -540,6 +540,12 @@ def decode(
     ``return_info=True`` adds a list of DecodeInfo (one per returned image),
     which names the backend that ran. ValueError names the image and the problem.
 
+    On the GPU's JPEG engines (``nvjpeg-hardware-device``) the call waits on
+    the host for the work queued on the current stream, before and after
+    the decode: the engines read and write when called, not in stream order
+    (seen on H100). Decode on a side stream to keep that wait off a training
+    stream; gdsio.Loader decodes on its own read stream.
+
     >>> img = gdsio.image.decode(gdsio.read("cat.jpg", device="cuda"))
     >>> imgs, failed = gdsio.image.decode(list_of_tensors, mode="RGB", on_error="skip")
     """
