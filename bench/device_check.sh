@@ -5,9 +5,12 @@
 #   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
 #     && export PYTHONPATH=/tmp/site; GDSIO_COMMIT=<sha> PYTHONUNBUFFERED=1 bash bench/device_check.sh
 #
-# The GPU machine lacks some test dependencies; fetch them with the usual wheels:
-#   ../shared/device/fetch-wheels.sh safetensors hypothesis sortedcontainers attrs
-# (a test module whose imports fail is reported, and the other GPU tests still run).
+# The machine's image has torch, torchvision, cupy, nvidia-cufile, safetensors,
+# hypothesis, matplotlib and scikit-image (/work/.library/device/KINDS.md);
+# kvikio and nvJPEG travel as wheels: `../shared/device/fetch-wheels.sh` (no
+# extra names; carrying a package the image has would shadow its copy).
+# Call `run` with carry [".whl"] and timeout_s about 60 s above GDSIO_CHECK_BUDGET.
+# (A test module whose imports fail is reported, and the other GPU tests still run.)
 #
 # Builds gdsio for sm_90 only into /tmp/gdsio-site, runs the GPU tests, the
 # issues' headline figures (bench/figures.py), doctor and the copy-path
