@@ -43,9 +43,15 @@ const ContextApi& context_api() {
     void* get = nullptr;
     void* set = nullptr;
     cudaDriverEntryPointQueryResult qg{}, qs{};
-    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 4000, cudaEnableDefault, &qg) == cudaSuccess &&
-        cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &set, 4000, cudaEnableDefault, &qs) == cudaSuccess &&
-        qg == cudaDriverEntryPointSuccess && qs == cudaDriverEntryPointSuccess && get && set) {
+#if CUDART_VERSION >= 12050
+    const bool found =
+        cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 4000, cudaEnableDefault, &qg) == cudaSuccess &&
+        cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &set, 4000, cudaEnableDefault, &qs) == cudaSuccess;
+#else  // CUDA 12.0 to 12.4: the by-version call does not exist yet
+    const bool found = cudaGetDriverEntryPoint("cuCtxGetCurrent", &get, cudaEnableDefault, &qg) == cudaSuccess &&
+                       cudaGetDriverEntryPoint("cuCtxSetCurrent", &set, cudaEnableDefault, &qs) == cudaSuccess;
+#endif
+    if (found && qg == cudaDriverEntryPointSuccess && qs == cudaDriverEntryPointSuccess && get && set) {
       a.get = reinterpret_cast<int (*)(void**)>(get);
       a.set = reinterpret_cast<int (*)(void*)>(set);
     }
@@ -74,8 +80,21 @@ DeviceGuard::~DeviceGuard() {
 }
 
 void cuda_stream_synchronize(std::uintptr_t stream) {
-  GDSIO_CUDA_CHECK(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(stream)),
-                   "cudaStreamSynchronize (the caller's stream, before a write outside stream order)");
+  if (stream != 0) {
+    GDSIO_CUDA_CHECK(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(stream)),
+                     "cudaStreamSynchronize (the caller's stream, before a write outside stream order)");
+    return;
+  }
+  // The default stream (0, which also stands for the per-thread one): an event
+  // recorded on the legacy stream completes after the work of every blocking
+  // stream, per-thread default streams included; a sync of an idle stream 0
+  // might not wait for them.
+  cudaEvent_t ev = nullptr;
+  GDSIO_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  cudaError_t e = cudaEventRecord(ev, cudaStreamLegacy);
+  if (e == cudaSuccess) e = cudaEventSynchronize(ev);
+  (void)cudaEventDestroy(ev);
+  GDSIO_CUDA_CHECK(e, "waiting for the default stream (before a write outside stream order)");
 }
 
 std::string cuda_pointer_kind(const void* p, int* device) {

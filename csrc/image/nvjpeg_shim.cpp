@@ -436,7 +436,11 @@ void nvjpeg_decode_batch(int device, JpegBackend backend, JpegOutput output, con
   // drain the stream first, and once more after the call, so that no later
   // kernel on `s` can read an output the engines are still writing.
   const bool engines = backend == JpegBackend::kHardwareDevice;
-  if (engines) GDSIO_CUDA_CHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize (before the nvJPEG hardware decode)");
+  if (engines) {
+    const cudaError_t e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess) co.discard();
+    GDSIO_CUDA_CHECK(e, "cudaStreamSynchronize (before the nvJPEG hardware decode)");
+  }
   nvj::Status st = co.initialize(api, static_cast<int>(n), static_cast<int>(output));
   if (st != 0) {
     co.discard();
@@ -447,8 +451,17 @@ void nvjpeg_decode_batch(int device, JpegBackend backend, JpegOutput output, con
     co.discard();
     throw_status(st, "nvjpegDecodeBatched", backend, device, n);
   }
-  if (engines) GDSIO_CUDA_CHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize (after the nvJPEG hardware decode)");
-  co.end(s);
+  if (engines) {
+    const cudaError_t e = cudaStreamSynchronize(s);
+    if (e != cudaSuccess) co.discard();  // its last use did not end cleanly: not trusted again
+    GDSIO_CUDA_CHECK(e, "cudaStreamSynchronize (after the nvJPEG hardware decode)");
+  }
+  try {
+    co.end(s);
+  } catch (...) {
+    co.discard();
+    throw;
+  }
 }
 
 bool nvjpeg_release() {

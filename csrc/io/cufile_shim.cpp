@@ -272,8 +272,9 @@ const Api& usable_api(int device) {
 }
 }  // namespace
 
-CufileHandle::CufileHandle(FileHandle& f, int device) {
+CufileHandle::CufileHandle(FileHandle& f, int device) : device_(device) {
   const Api& api = usable_api(device);
+  DeviceGuard guard(device);  // cuFile's calls want a CUDA context current
   cufile::Descr d{};
   d.type = cufile::kHandleTypeOpaqueFd;
   // GDS proper needs O_DIRECT; compat mode takes a buffered descriptor too.
@@ -282,22 +283,35 @@ CufileHandle::CufileHandle(FileHandle& f, int device) {
   if (fd < 0) fd = f.fd();
   d.handle.fd = fd;
   if (!direct_) refusal_ = f.direct_io_refusal();
+  {
+    // Counted before it exists, so a shutdown meanwhile keeps the driver open for it.
+    std::lock_guard<std::mutex> lk(g_mu);
+    ++g_live_handles;
+  }
   Error e = api.HandleRegister(&h_, &d);
   if (e.err != 0) {
     h_ = nullptr;
+    {
+      std::lock_guard<std::mutex> lk(g_mu);
+      --g_live_handles;
+    }
     std::string why = "cuFileHandleRegister failed for '" + f.path() + "': " + err_text(e);
     if (!direct_) why += " (" + refusal_ + ")";
     throw Unavailable(why);
   }
-  std::lock_guard<std::mutex> lk(g_mu);
-  ++g_live_handles;
 }
 
 CufileHandle::~CufileHandle() {
   if (!h_) return;
   std::lock_guard<std::mutex> lk(g_mu);
   --g_live_handles;
-  if (g_status.driver_open) g_api.HandleDeregister(h_);
+  if (!g_status.driver_open) return;
+  try {
+    DeviceGuard guard(device_);
+    g_api.HandleDeregister(h_);
+  } catch (...) {
+    // No usable device any more (at exit): nothing to give back.
+  }
 }
 
 namespace {
@@ -391,9 +405,9 @@ ReadResult cufile_read_batch(FileHandle& f, CufileHandle& h, const std::vector<R
   CufileStatus st = cufile_status(false, opts.device);
   ReadResult res = start_result(st, h);
   res.threads = 1;
-  // Empty requests are not submitted; a request a batch entry cannot take in one
-  // go (over 2 GiB: compat mode reads with pread, which stops short of that)
-  // goes through cuFileRead, as does the rest of a short completion.
+  // Empty requests are not submitted; a request over 1 GiB (compat mode reads
+  // with pread, which stops short of 2 GiB) goes through cuFileRead, as does
+  // the rest of a short completion.
   constexpr std::size_t kMaxEntry = std::size_t{1} << 30;
   std::vector<ReadRequest> batched, single;
   for (const ReadRequest& r : reqs) {
@@ -463,7 +477,11 @@ ReadResult cufile_read_batch(FileHandle& f, CufileHandle& h, const std::vector<R
     res.chunks += n;
   }
   rest.insert(rest.end(), single.begin(), single.end());
-  if (!rest.empty()) res.chunks += cufile_read(f, h, rest, opts).chunks;
+  if (!rest.empty()) {
+    const ReadResult tail = cufile_read(f, h, rest, opts);
+    res.chunks += tail.chunks;
+    res.threads = std::max(res.threads, tail.threads);
+  }
   for (const auto& r : reqs) res.nbytes += r.size;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

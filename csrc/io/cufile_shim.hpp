@@ -47,6 +47,7 @@ class CufileHandle {
 
  private:
   cufile::Handle h_ = nullptr;
+  int device_ = 0;
   bool direct_ = false;
   std::string refusal_;
 };
