@@ -32,23 +32,29 @@ HUGE_PAGES_MIN = 8 << 20  # smaller buffers gain little from 2 MiB pages
 
 
 def host_empty(nbytes: int, align: int = 0) -> Any:
-    """A new uint8 CPU tensor of `nbytes` (starting `align`-aligned when asked),
-    with transparent huge pages asked for before its first touch when the
-    huge_pages setting is on and it is large (see Settings)."""
+    """A new uint8 CPU tensor of `nbytes` (starting `align`-aligned when asked,
+    up to the page size). When the huge_pages setting is on and it is large,
+    it is a mapping of its own, advised MADV_HUGEPAGE before its first touch
+    and unmapped with the tensor: advice on malloc's memory would outlive the
+    buffer and reach unrelated allocations later made there."""
+    import mmap
+
     import torch
 
-    from . import _core
     from ._settings import current
 
+    if nbytes >= HUGE_PAGES_MIN and current().huge_pages and hasattr(mmap, "MADV_HUGEPAGE"):
+        mm = mmap.mmap(-1, nbytes)  # anonymous, private, page-aligned
+        try:
+            mm.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:
+            pass  # a kernel without THP: plain pages, still correct
+        return torch.frombuffer(mm, dtype=torch.uint8)  # keeps the mapping alive
     if align:
         raw = torch.empty(nbytes + align, dtype=torch.uint8)
         skip = (-raw.data_ptr()) % align
-        out = raw[skip : skip + nbytes]
-    else:
-        out = torch.empty(nbytes, dtype=torch.uint8)
-    if nbytes >= HUGE_PAGES_MIN and current().huge_pages:
-        _core.advise_huge_pages(out.data_ptr(), nbytes)
-    return out
+        return raw[skip : skip + nbytes]
+    return torch.empty(nbytes, dtype=torch.uint8)
 
 
 def stream_handle(stream: Any) -> int:

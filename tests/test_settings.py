@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gc
 import os
 import threading
 
@@ -173,34 +174,42 @@ def test_kvikio_gets_host_memory_as_a_buffer():
     assert t.view(torch.uint8)[4:12].eq(1).all() and t.view(torch.uint8)[:4].eq(0).all()
 
 
-def _vm_flags(t) -> set[str]:
-    """The VmFlags of the mappings that hold the whole 2 MiB pages inside tensor t's
-    bytes, from /proc/self/smaps ('hg': huge pages were asked for with madvise)."""
+def _mappings(t) -> list[tuple[int, int, set[str]]]:
+    """(start, end, VmFlags) of the mappings holding tensor t's bytes, from /proc/self/smaps."""
     start = t.data_ptr()
     end = start + t.numel() * t.element_size()
-    lo_huge, hi_huge = (start + (2 << 20) - 1) & ~((2 << 20) - 1), end & ~((2 << 20) - 1)
-    inside, flags = False, set()
+    out, cur = [], None
     with open("/proc/self/smaps") as f:
         for line in f:
             head = line.split()[0]
             if "-" in head and not head.endswith(":"):
                 lo, hi = (int(x, 16) for x in head.split("-"))
-                inside = lo < hi_huge and lo_huge < hi
-            elif inside and head == "VmFlags:":
-                flags |= set(line.split()[1:])
-    return flags
+                cur = (lo, hi) if lo < end and start < hi else None
+            elif cur is not None and head == "VmFlags:":
+                out.append((*cur, set(line.split()[1:])))
+    return out
 
 
 def test_large_host_reads_ask_for_huge_pages(make_file):
     """With huge_pages (the default) the buffer of a 32 MiB read(device="cpu")
-    is advised MADV_HUGEPAGE (whether the kernel finds 2 MiB pages then depends
-    on its memory; the flag is what gdsio controls); off, it is not."""
+    is a mapping of its own, advised MADV_HUGEPAGE (whether the kernel finds
+    2 MiB pages then depends on its memory; the advice is what gdsio controls).
+    Off, the buffer comes from torch's allocator: no mapping of its own (its
+    flags are malloc's business: numpy, for one, advises its large arrays)."""
     path, data = make_file(32 << 20)
     with gdsio.settings(huge_pages=True):
         t = gdsio.read(path, device="cpu")
     assert np.array_equal(t.numpy(), data)
+    maps = _mappings(t)
+    assert maps[0][0] == t.data_ptr() and maps[-1][1] >= t.data_ptr() + t.numel()  # its own mapping
     if os.path.isdir("/sys/kernel/mm/transparent_hugepage"):  # a kernel with THP
-        assert "hg" in _vm_flags(t)
+        assert all("hg" in flags for _, _, flags in maps), maps
     with gdsio.settings(huge_pages=False):
         u = gdsio.read(path, device="cpu")
-    assert np.array_equal(u.numpy(), data) and "hg" not in _vm_flags(u)
+    assert np.array_equal(u.numpy(), data) and _mappings(u)[0][0] != u.data_ptr()
+    lo, hi = maps[0][0], maps[-1][1]
+    del t  # the mapping goes with the tensor
+    gc.collect()
+    with open("/proc/self/maps") as f:
+        still = [line for line in f if line.startswith(f"{lo:x}-")]
+    assert not still, still

@@ -12,7 +12,6 @@
 #include "core/error.hpp"
 #include "io/cufile_shim.hpp"
 #include "io/file.hpp"
-#include "io/host_read.hpp"
 #include "io/pinned_reader.hpp"
 #include "io/posix_reader.hpp"
 #include "io/staging_pipeline.hpp"
@@ -213,11 +212,6 @@ PYBIND11_MODULE(_core, m) {
       },
       py::arg("stream"), py::arg("device"), py::call_guard<py::gil_scoped_release>(),
       "cudaStreamSynchronize on cuda:device (before a write outside stream order).");
-  m.def(
-      "advise_huge_pages",
-      [](std::uintptr_t p, std::size_t n) { return advise_huge_pages(reinterpret_cast<void*>(p), n); },
-      py::arg("ptr"), py::arg("nbytes"),
-      "madvise(MADV_HUGEPAGE) on the 2 MiB-aligned interior of a fresh host buffer; the bytes advised.");
   m.def("kernel_probe", &cuda_kernel_probe, py::arg("device"), py::call_guard<py::gil_scoped_release>());
   m.def("cuda_pointer_kind", [](std::uintptr_t p) {
     int dev = -1;

@@ -5,8 +5,6 @@
 #include <cstring>
 #include <new>
 
-#include <sys/mman.h>
-
 namespace gdsio {
 
 AlignedBuffer::AlignedBuffer(std::size_t n) : n_(n) {
@@ -61,22 +59,6 @@ HostReadPlan plan_host_read(FileHandle& f, const std::vector<ReadRequest>& reqs,
   res.chunks = plan.chunks.size();
   res.threads = std::min(opts.threads, std::max<std::size_t>(plan.chunks.size(), 1));
   return plan;
-}
-
-std::size_t advise_huge_pages(void* p, std::size_t n) {
-#ifdef MADV_HUGEPAGE
-  constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
-  const auto start = reinterpret_cast<std::uintptr_t>(p);
-  const std::uintptr_t lo = (start + kHuge - 1) & ~(kHuge - 1);
-  const std::uintptr_t hi = (start + n) & ~(kHuge - 1);
-  if (hi <= lo) return 0;
-  if (madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE) != 0) return 0;
-  return hi - lo;
-#else
-  (void)p;
-  (void)n;
-  return 0;
-#endif
 }
 
 }  // namespace gdsio

@@ -62,11 +62,4 @@ struct HostReadPlan {
 HostReadPlan plan_host_read(FileHandle& f, const std::vector<ReadRequest>& reqs,
                             const ReadOptions& opts, ReadResult& res);
 
-// Asks for transparent huge pages on the 2 MiB-aligned interior of a fresh,
-// untouched host buffer (madvise MADV_HUGEPAGE): filling it then faults once
-// per 2 MiB instead of once per 4 KiB. Returns the bytes advised (0 when the
-// buffer holds no whole 2 MiB page or madvise failed); whether the kernel then
-// uses huge pages depends on its THP mode and free memory. Harmless either way.
-std::size_t advise_huge_pages(void* p, std::size_t n);
-
 }  // namespace gdsio
