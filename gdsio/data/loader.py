@@ -173,7 +173,7 @@ class Loader:
         self._resume = False  # the next pass starts at self._done (after load_state_dict)
         self._gen = 0  # bumped by set_epoch/load_state_dict/iter: a stale pass stops updating the position
         self._pass: weakref.ref[_Pass] | None = None
-        self._streams: tuple[Any, Any] | None = None
+        self._streams: tuple[Any, ...] | None = None
 
     # ---- what it is ------------------------------------------------------------
 
@@ -268,13 +268,14 @@ class Loader:
         if gen == self._gen:
             self._epoch, self._done = epoch + 1, 0
 
-    def _cuda_streams(self) -> tuple[Any, Any]:
-        """(read stream, work stream), made once: reads of batch k+1 overlap
-        the decode and transform of batch k."""
+    def _cuda_streams(self) -> tuple[Any, Any, Any]:
+        """(read stream, work stream, decode stream), made once: the reads of
+        batch k+1, the decode of batch k and the transform of batch k-1 each
+        queue on their own stream."""
         import torch
 
         if self._streams is None:
-            self._streams = (torch.cuda.Stream(self.device), torch.cuda.Stream(self.device))
+            self._streams = tuple(torch.cuda.Stream(self.device) for _ in range(3))
         return self._streams
 
 

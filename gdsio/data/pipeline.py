@@ -2,10 +2,10 @@
 
 For each batch the loader thread submits the reads (cache misses only) to
 the reader pool one batch ahead, so the reads of batch k+1 run while batch k
-is decoded and transformed. On a GPU the reads and the decode are ordered on
-the loader's read stream and the transform on its work stream; each step
-waits for the previous one through CUDA events (only nvJPEG's hardware
-engines need a host wait, on the read stream, whose queue is short).
+is decoded and transformed. On a GPU the reads, the decode and the transform
+each have a stream of the loader's; each step waits for the previous one
+through CUDA events (only nvJPEG's hardware engines need a host wait, on the
+decode stream, whose queue holds one batch's decode).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class Producer:
 
     @contextlib.contextmanager
     def _on(self, which: int) -> Iterator[None]:
-        """Makes the loader's read stream (0) or work stream (1) current in this thread."""
+        """Makes the loader's read (0), work (1) or decode (2) stream current in this thread."""
         if not self.cuda:
             yield
             return
@@ -257,14 +257,20 @@ class Producer:
         if self.table.kind == "image" and self.cuda and fresh:
             from . import _decode
 
-            # Decoded on the read stream, where the bytes arrived: its queue holds
-            # only copies, so the header fetch and the JPEG engines' host wait
-            # (nvjpeg_shim.cpp) never wait for the previous batch's transform,
-            # which runs on the work stream meanwhile.
-            with self._on(0):
-                start = self._event(0, timing=True)
+            # Decoded on a stream of its own, after this batch's reads only: the
+            # JPEG engines' host wait (nvjpeg_shim.cpp) then waits for neither the
+            # next batch's reads (read stream) nor the last one's transform (work
+            # stream), and the reads never queue behind a decode.
+            dec = self.streams[2]  # type: ignore[index]
+            for ev in events:
+                if ev is not None:
+                    dec.wait_event(ev)
+            for r in fresh:
+                samples[r].data.record_stream(dec)  # read on the read stream, used here
+            with self._on(2):
+                start = self._event(2, timing=True)
                 decoded, errors, backends = _decode.decode_items([samples[r] for r in fresh], self.device, self.mode)
-                events.append(self._event(0))
+                events.append(self._event(2))
             for name, count in backends.items():
                 self.meter.decoded(name, count)
             for k, r in enumerate(fresh):
@@ -279,7 +285,7 @@ class Producer:
             for ev in events:
                 if ev is not None:
                     work.wait_event(ev)
-            if self.cuda:  # made on the read stream, used on this one: keep the allocator from reusing early
+            if self.cuda:  # made on another stream, used on this one: keep the allocator from reusing early
                 for r in fresh if p.buf is None else []:
                     samples[r].record_stream(work)
                 if p.buf is not None:
