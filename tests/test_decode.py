@@ -915,6 +915,23 @@ def test_nvjpeg_run_fails_a_whole_chunk_when_the_backend_cannot_start(monkeypatc
     assert calls == [5] and [k for k, _ in failed] == list(range(5)) and "fake" in failed[0][1]
 
 
+def test_nvjpeg_run_lets_cuda_errors_through(monkeypatch):
+    """A failed stream sync around the decode (a sticky CUDA error) is not about
+    the images: no image-by-image retries, the error reaches the caller."""
+    from gdsio.image import jpeg as J
+
+    calls = []
+
+    def batch(device, backend, output, jobs, stream):
+        calls.append(len(jobs))
+        raise RuntimeError("cudaStreamSynchronize (before the nvJPEG hardware decode): cudaErrorIllegalAddress")
+
+    monkeypatch.setattr(_core, "nvjpeg_decode_batch", batch)
+    with pytest.raises(RuntimeError, match="cudaErrorIllegalAddress"):
+        J.nvjpeg_run(0, J.HARDWARE, "rgb", [(k, 1, 0, 1, 1) for k in range(5)], 0, lambda k, why: None)
+    assert calls == [5]
+
+
 def test_nvjpeg_run_retries_one_by_one(monkeypatch):
     from gdsio.image import jpeg as J
 

@@ -217,6 +217,7 @@ def nvjpeg_run(
                 on_fail(first + k, str(e))
             continue
         except (ValueError, RuntimeError) as e:
+            _reraise_cuda(e)
             if len(chunk) == 1:
                 on_fail(first, str(e))
                 continue
@@ -224,7 +225,15 @@ def nvjpeg_run(
             try:
                 _core.nvjpeg_decode_batch(device, backend, output, [j], stream)
             except (ValueError, RuntimeError) as e:
+                _reraise_cuda(e)
                 on_fail(first + k, str(e))
+
+
+def _reraise_cuda(e: BaseException) -> None:
+    """A CUDA error around the decode (a failed stream sync: often a sticky error
+    an earlier kernel left) is not about the images: it goes to the caller as it is."""
+    if isinstance(e, RuntimeError) and not isinstance(e, ValueError) and not str(e).startswith("nvJPEG failed"):
+        raise e
 
 
 def hardware_check(device: int, prefixes: Sequence[bytes]) -> list[int]:
