@@ -15,17 +15,20 @@ from typing import Any
 
 _TOKEN = re.compile(
     r"""\s*(?:
-        (?P<str>'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")
+        [uU]?(?P<str>'[^'\\\n]*(?:\\.[^'\\\n]*)*'|"[^"\\\n]*(?:\\.[^"\\\n]*)*")
       | (?P<int>[-+]?\d+)L?
       | (?P<name>True|False|None)\b
       | (?P<punct>[{}()\[\]:,])
     )""",
-    re.VERBOSE,
-)
+    re.VERBOSE | re.ASCII,
+)  # strings unrolled (no backtracking per character); u'' as Python 2 numpy wrote
 _ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f",
             "v": "\v", "\n": ""}
 _HEX = {"x": 2, "u": 4, "U": 8}
 _MAX_DEPTH = 32
+# numpy's own cap on a .npy header (numpy.lib.format, max_header_size): longer
+# ones are refused before parsing, so a crafted header costs milliseconds.
+NPY_MAX_HEADER = 10000
 
 
 def _unquote(tok: str) -> str:
@@ -112,8 +115,10 @@ def _value(toks: list[tuple[str, str]], at: int, depth: int) -> tuple[Any, int]:
                 if at >= len(toks) or toks[at][1] != ":":
                     raise ValueError("a dict entry without ':'")
                 val, at = _value(toks, at + 1, depth + 1)
-                if isinstance(key, (list, dict)):
-                    raise ValueError("an unhashable dict key")
+                try:
+                    hash(key)
+                except TypeError:
+                    raise ValueError("an unhashable dict key") from None
                 items.append((key, val))
             else:
                 v, at = _value(toks, at, depth + 1)

@@ -201,6 +201,9 @@ def read_npy_header(path: str | os.PathLike[str]) -> tuple[int, str, bool, tuple
         start, enc = 12, ("utf8" if major == 3 else "latin1")
     else:
         raise ValueError(f"'{path}': unsupported .npy format version {major}.{head[7]}")
+    if hlen > _literal.NPY_MAX_HEADER:
+        raise ValueError(f"'{path}': the .npy header ({hlen} bytes) is longer than {_literal.NPY_MAX_HEADER} "
+                         "(numpy's own limit)")
     if start + hlen > size:
         raise ValueError(f"'{path}': the .npy header ({hlen} bytes) runs past the end of the file")
     text = _read_host(path, start, hlen).decode(enc)

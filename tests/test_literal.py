@@ -40,7 +40,7 @@ def test_headers_numpy_writes(descr, shape):
 
 @pytest.mark.parametrize("text", [
     "{'a': __import__('os').system('true')}", "{'a': 1+2}", "{1, 2}", "1.5", "{'a': 1", "{'a':}", "lambda: 1",
-    "(" * 100 + ")" * 100, "", "   ", "'x' 'y'", "{'a': 1}}", "[1 2]", "{[1]: 2}", "'\\x4'", "'\\q'", "b'x'", "f'{x}'",
+    "(" * 100 + ")" * 100, "", "   ", "'x' 'y'", "{'a': 1}}", "[1 2]", "{[1]: 2}", "{(1, [2]): 3}", "{'a': \u0661}", "'\\x4'", "'\\q'", "b'x'", "f'{x}'",
 ])
 def test_refuses_what_is_not_a_plain_literal(text):
     with pytest.raises(ValueError):
@@ -53,9 +53,10 @@ def test_escapes_as_repr_writes_them():
     assert literal("'\\101\\0'") == "A\0"
 
 
-def test_python2_long_suffix_as_numpy_accepts():
+def test_python2_long_suffix_and_unicode_prefix_as_numpy_accepts():
     assert literal("{'descr': '<f8', 'fortran_order': False, 'shape': (3L, 4L), }") == {
         "descr": "<f8", "fortran_order": False, "shape": (3, 4)}
+    assert literal("{u'descr': u'<f8'}") == {"descr": "<f8"}
 
 
 def test_threads_parse_at_once():

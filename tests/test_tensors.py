@@ -192,3 +192,13 @@ def test_npy_from_many_threads(tmp_path):
         for _ in range(5):
             got = list(ex.map(lambda p: int(load_npy(p, device="cpu")[0, 0]), paths))
             assert got == list(range(16))
+
+
+def test_npy_header_longer_than_numpys_cap_is_refused(tmp_path):
+    import struct
+
+    p = tmp_path / "long.npy"
+    text = ("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }" + " " * 20000 + "\n").encode()
+    p.write_bytes(b"\x93NUMPY\x02\x00" + struct.pack("<I", len(text)) + text + bytes(4))
+    with pytest.raises(ValueError, match="longer than 10000"):
+        load_npy(p, device="cpu")

@@ -37,7 +37,7 @@ __all__ = [
 MAX_HEADER_BYTES = 16 << 20
 # numpy's own limit (np.lib.format, max_header_size): a longer NPY header
 # describes a structured dtype, which no image has.
-NPY_MAX_HEADER = 10000
+NPY_MAX_HEADER = _literal.NPY_MAX_HEADER
 
 
 class NeedMoreData(Exception):
