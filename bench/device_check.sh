@@ -82,6 +82,12 @@ step() {
 }
 
 write_report() {
+  # Results are written in $RUN and copied here whole: a step killed mid-write
+  # leaves no stray temporary file in $OUT (8 files at most come back).
+  local f
+  for f in figures.json bench-warm.json bench-warm.png bench-cold.json bench-cold.png; do
+    [ -s "$RUN/$f" ] && [ "$RUN/$f" -nt "$OUT/$f" ] && cp "$RUN/$f" "$OUT/$f"
+  done
   {
     echo "# gdsio device check"
     echo
@@ -103,14 +109,14 @@ write_report() {
       cat "$RUN/figures.md"
     fi
     for mode in warm cold; do
-      if [ -s "$OUT/bench-$mode.json" ]; then
+      if [ -s "$RUN/bench-$mode.json" ]; then
         echo
         echo "## gdsio bench, $mode"
         echo
         # Rendered once per new JSON (python and gdsio take seconds to start).
-        [ "$OUT/bench-$mode.json" -nt "$RUN/bench-$mode.md" ] && \
+        [ "$RUN/bench-$mode.json" -nt "$RUN/bench-$mode.md" ] && \
           py -c 'import json, sys; from gdsio.bench import render_markdown; print(render_markdown(json.load(open(sys.argv[1]))))' \
-          "$OUT/bench-$mode.json" >"$RUN/bench-$mode.md" 2>&1
+          "$RUN/bench-$mode.json" >"$RUN/bench-$mode.md" 2>&1
         cat "$RUN/bench-$mode.md"
         [ -s "$OUT/bench-$mode.png" ] && echo "![bench $mode](bench-$mode.png)"
       fi
@@ -181,13 +187,13 @@ step "doctor" 30 bash -c 'python3 -m gdsio.cli doctor "$0" --json >"$1"; rc=$?; 
 step "pytest -m gpu" 150 python3 -m pytest -c "$REPO/pyproject.toml" --rootdir "$REPO" -p no:cacheprovider \
   -m gpu -v -rfEs --durations=15 -o faulthandler_timeout=60 --basetemp "$BENCH_DIR/gdsio-pytest-gpu" \
   --continue-on-collection-errors "$REPO/tests"
-step "figures" 200 python3 "$REPO/bench/figures.py" --images "$IMAGES" --tmpdir "$BENCH_DIR" --json "$OUT/figures.json" \
+step "figures" 200 python3 "$REPO/bench/figures.py" --images "$IMAGES" --tmpdir "$BENCH_DIR" --json "$RUN/figures.json" \
   --md "$RUN/figures.md"
 PLOT=1
 python3 -c 'import matplotlib' 2>/dev/null || { PLOT=0; echo "matplotlib missing: no plots" >>"$LOG"; }
 for mode in warm cold; do
-  args=(bench --sizes "$SIZES" --repeat "$REPEAT" "--$mode" --tmpdir "$BENCH_DIR" --json "$OUT/bench-$mode.json")
-  [ "$PLOT" = 1 ] && args+=(--plot "$OUT/bench-$mode.png")
+  args=(bench --sizes "$SIZES" --repeat "$REPEAT" "--$mode" --tmpdir "$BENCH_DIR" --json "$RUN/bench-$mode.json")
+  [ "$PLOT" = 1 ] && args+=(--plot "$RUN/bench-$mode.png")
   step "bench $mode" 90 python3 -m gdsio.cli "${args[@]}"
 done
 # Last: the pytest-benchmark suites repeat what the steps above measure; they show the harness works.

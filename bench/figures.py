@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -392,9 +393,11 @@ def run(only: list[str], device: str, quick: bool, tmpdir: str, images: int,
         t0 = time.perf_counter()
         try:
             if name in ("loader", "resnet50") and root is None:
-                root = os.path.join(tmpdir, "imagefolder")
-                os.makedirs(root)
-                image_folder(root, images)
+                where = os.path.join(tmpdir, "imagefolder")
+                shutil.rmtree(where, ignore_errors=True)  # a folder a failed try half wrote
+                os.makedirs(where)
+                image_folder(where, images)
+                root = where  # only once it is whole
             if name == "resize":
                 r = fig_resize(device, quick)
             elif name == "jpeg":
@@ -415,8 +418,10 @@ def run(only: list[str], device: str, quick: bool, tmpdir: str, images: int,
         except Skip as e:
             r = {"skipped": str(e), "summary": f"{name}: skipped: {e}"}
         except Exception as e:  # one figure's failure must not cost the others
-            r = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(),
-                 "summary": f"{name}: FAILED: {type(e).__name__}: {e}"}
+            kept = doc["figures"].get(name, {})  # what a partial save already holds (the warm half)
+            r = {**kept, "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc(),
+                 "summary": f"{name}: FAILED: {type(e).__name__}: {e}"
+                            + (f" (kept: {kept['summary']})" if kept.get("summary") else "")}
         r["seconds"] = time.perf_counter() - t0
         doc["figures"][name] = r
         print(r["summary"], flush=True)
@@ -456,12 +461,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     device = a.device or demo.default_device()
 
     def save(doc: dict[str, Any]) -> None:
-        for path, text in ((a.json, lambda: json.dumps(doc, indent=2, default=str)),
-                           (a.md, lambda: render_markdown(doc) + "\n")):
-            if path:
-                with open(path + ".tmp", "w") as f:
-                    f.write(text())
-                os.replace(path + ".tmp", path)  # whole files only, also when the run is killed
+        from gdsio._bench_report import write_whole
+
+        if a.json:
+            write_whole(a.json, json.dumps(doc, indent=2, default=str))  # whole files only, also when killed
+        if a.md:
+            write_whole(a.md, render_markdown(doc) + "\n")
 
     with tempfile.TemporaryDirectory(prefix="gdsio-figures-", dir=a.tmpdir) as tmp:
         return run([f for f in a.only.split(",") if f], device, a.quick, tmp, 128 if a.quick else a.images, save)

@@ -9,6 +9,7 @@ be rendered again:
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, TextIO
 
@@ -16,6 +17,22 @@ CEILING_ORDER = ("h2d-pinned", "d2d-copy", "page-cache", "o-direct-disk")
 _COLUMNS = ("size", "path", "GB/s", "ceiling (GB/s)", "of ceiling", "vs peer", "backend", "notes")
 _RIGHT = {"GB/s", "of ceiling", "vs peer"}
 _TABLES = (("gpu", "Into GPU memory", "naive"), ("host", "Into host memory", "numpy-fromfile"))
+
+
+def write_whole(path: str, text: str) -> None:
+    """Writes `text` to `path` so that a reader (or a run killed mid-way)
+    only ever sees a whole file: beside the real file, then renamed over it.
+    A link is followed (its target is written); something that is not a
+    regular file (/dev/stdout, a FIFO) is written to directly."""
+    real = os.path.realpath(path)
+    if os.path.exists(real) and not os.path.isfile(real):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        return
+    tmp = real + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, real)
 
 
 def format_bytes(n: int) -> str:

@@ -112,12 +112,10 @@ def _bench_config(args: argparse.Namespace) -> Any:
 
 
 def _write_json(doc: Any, path: str) -> None:
-    """Whole files only: written beside, then renamed over (a run killed mid-way keeps the last one)."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
+    """Whole files only (a run killed mid-way keeps the last one); see write_whole."""
+    from ._bench_report import write_whole
+
+    write_whole(path, json.dumps(doc, indent=2) + "\n")
 
 
 def run_bench_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
