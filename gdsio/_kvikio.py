@@ -29,14 +29,13 @@ def _kvikio_config(kvikio: Any, config: dict[str, Any]) -> Any:
     return contextlib.nullcontext() if same else kvikio.defaults.set(config)
 
 
-def _cufile_compat(kvikio: Any) -> bool:
-    """True when cuFile itself runs in its compat mode (kvikio may not say so)."""
-    try:
-        import kvikio.cufile_driver
+def _cufile_compat(device: int) -> bool:
+    """True when cuFile itself runs in its compat mode here (kvikio may not say
+    so; its own check knows nvidia-fs only, not P2PDMA): gdsio's verdict."""
+    from . import _libs
 
-        return not bool(kvikio.cufile_driver.properties.is_gds_available)
-    except Exception:
-        return False
+    st = _libs.cufile_state(max(device, 0))
+    return bool(st.get("driver_open")) and not st.get("true_gds", False)
 
 
 def kvikio_read(path: str, dest: Destination, view: Any, size: int, offset: int, s: Settings) -> dict[str, Any]:
@@ -62,9 +61,10 @@ def kvikio_read(path: str, dest: Destination, view: Any, size: int, offset: int,
         seconds = time.perf_counter() - t0
     if got != size:
         raise OSError(5, f"kvikio read {got} of {size} bytes at offset {offset} (file truncated?)", path)
+    cufile_compat = not compat and _cufile_compat(dest.device)
     if compat:
         reason = "kvikio runs in its compat mode (POSIX reads, a synchronous copy per task)"
-    elif _cufile_compat(kvikio):
+    elif cufile_compat:
         reason = "kvikio goes through cuFile, which runs in its own compat mode here (no nvidia-fs or P2PDMA)"
     else:
         reason = ""
@@ -74,6 +74,6 @@ def kvikio_read(path: str, dest: Destination, view: Any, size: int, offset: int,
         "seconds": seconds,
         "threads": s.threads,
         "chunks": max(1, -(-size // s.chunk_bytes)),
-        "direct_io": not compat and not _cufile_compat(kvikio),
+        "direct_io": not compat and not cufile_compat,
         "reason": reason,
     }

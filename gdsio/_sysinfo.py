@@ -425,6 +425,8 @@ def driver_version(proc_root: str = "/proc", sys_root: str = "/sys") -> str | No
     module_version = _read_text(os.path.join(sys_root, "module", "nvidia", "version"))
     if module_version and module_version.strip():
         return module_version.strip()
+    if proc_root != "/proc":  # a fake tree (tests): nothing from this machine's nvidia-smi
+        return None
     rows = _nvidia_smi()  # a container or VM without the driver's procfs and sysfs nodes
     return rows[0]["driver_version"] if rows else None
 
@@ -470,7 +472,7 @@ def gpus(proc_root: str = "/proc", sys_root: str = "/sys") -> list[dict[str, Any
     try:
         names = sorted(os.listdir(root))
     except OSError:
-        return _gpus_from_smi(sys_root)
+        return _gpus_from_smi(sys_root) if proc_root == "/proc" else []
     found = []
     for name in names:
         info: dict[str, str] = {}

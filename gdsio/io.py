@@ -115,7 +115,7 @@ def _uint8_view(dest: Destination, out_offset: int, size: int) -> Any:
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch.Tensor):
         v = obj.view(-1).view(torch.uint8)[out_offset : out_offset + size]
-        return v if v.is_cuda else v.numpy()  # kvikio takes host memory through the buffer protocol
+        return v if v.is_cuda else v.detach().numpy()  # kvikio takes host memory through the buffer protocol
     if hasattr(obj, "view") and hasattr(obj, "ravel"):  # numpy / cupy
         return obj.ravel().view("uint8")[out_offset : out_offset + size]
     raise TypeError(f"the kvikio backend cannot take a {type(obj).__name__} destination")

@@ -188,7 +188,7 @@ class _Batch:
                     st = t.stride()
                 rows.append((t.data_ptr(), st[0], st[1], h, w))
                 channels.add(c)
-                devices.add(t.get_device())  # an int: -1 for the CPU
+                devices.add(t.get_device() if t.is_cuda or t.is_cpu else str(t.device))  # cuda index, -1: cpu
                 hw.add((h, w))
             self._shapes = hw
             if len(channels) > 1 or len(devices) > 1:

@@ -346,12 +346,17 @@ def test_gpus_from_nvidia_smi_without_procfs(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(smi.parent))
     _sysinfo._nvidia_smi.cache_clear()
     try:
-        (g,) = _sysinfo.gpus(str(tmp_path / "proc"), str(tmp_path / "sys"))
+        (g,) = _sysinfo._gpus_from_smi(str(tmp_path / "sys"))
         assert g["bdf"] == "0000:1a:00.0" and g["model"] == "NVIDIA H200" and g["source"] == "nvidia-smi"
         p = g["pcie"]
         assert (p["current_gen"], p["max_gen"], p["max_link_width"], p["reason"]) == (1, 5, 16, None)
         assert p["max_gbps"] == round(3.938 * 16, 2)
-        assert _sysinfo.driver_version(str(tmp_path / "proc"), str(tmp_path / "sys")) == "580.65.06"
+        # A fake tree never asks this machine's nvidia-smi; the real one does where the driver's nodes are missing.
+        assert _sysinfo.gpus(str(tmp_path / "proc"), str(tmp_path / "sys")) == []
+        assert _sysinfo.driver_version(str(tmp_path / "proc"), str(tmp_path / "sys")) is None
+        if not os.path.exists("/proc/driver/nvidia") and not os.path.exists("/sys/module/nvidia"):
+            assert _sysinfo.driver_version() == "580.65.06"
+            assert [g["model"] for g in _sysinfo.gpus()] == ["NVIDIA H200"]
     finally:
         _sysinfo._nvidia_smi.cache_clear()
 
