@@ -44,7 +44,8 @@ def host_empty(nbytes: int, align: int = 0) -> Any:
     from ._settings import current
 
     if nbytes >= HUGE_PAGES_MIN and current().huge_pages and hasattr(mmap, "MADV_HUGEPAGE"):
-        mm = mmap.mmap(-1, nbytes)  # anonymous, private, page-aligned
+        # Private and anonymous (mmap's default, MAP_SHARED, would be shmem: no THP, slower faults); page-aligned.
+        mm = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         try:
             mm.madvise(mmap.MADV_HUGEPAGE)
         except OSError:

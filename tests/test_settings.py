@@ -184,9 +184,9 @@ def _mappings(t) -> list[tuple[int, int, set[str]]]:
             head = line.split()[0]
             if "-" in head and not head.endswith(":"):
                 lo, hi = (int(x, 16) for x in head.split("-"))
-                cur = (lo, hi) if lo < end and start < hi else None
+                cur = (lo, hi, line.split()[1]) if lo < end and start < hi else None
             elif cur is not None and head == "VmFlags:":
-                out.append((*cur, set(line.split()[1:])))
+                out.append((cur[0], cur[1], set(line.split()[1:]) | {"perm:" + cur[2]}))
     return out
 
 
@@ -202,6 +202,7 @@ def test_large_host_reads_ask_for_huge_pages(make_file):
     assert np.array_equal(t.numpy(), data)
     maps = _mappings(t)
     assert maps[0][0] == t.data_ptr() and maps[-1][1] >= t.data_ptr() + t.numel()  # its own mapping
+    assert all("perm:rw-p" in flags for _, _, flags in maps), maps  # private: shared memory gets no THP
     if os.path.isdir("/sys/kernel/mm/transparent_hugepage"):  # a kernel with THP
         assert all("hg" in flags for _, _, flags in maps), maps
     with gdsio.settings(huge_pages=False):
