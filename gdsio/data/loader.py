@@ -2,8 +2,9 @@
 
 One pass over the data runs three stages, each in its own threads:
 
-    reader threads (gdsio.read / File.read_batch, straight into device memory)
-      -> the loader thread: decode + transform on the loader's CUDA stream
+    reader threads (gdsio.read / File.read_batch, straight into device memory;
+                    an image's header is read on the host first)
+      -> the loader thread: decode, then transform, each on a CUDA stream of the loader's
       -> a bounded queue of ready batches -> the consumer's ``next()``
 
 A batch crosses to the consumer's stream through a CUDA event

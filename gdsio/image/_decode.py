@@ -544,7 +544,7 @@ def decode(
     the host for the work queued on the current stream, before and after
     the decode: the engines read and write when called, not in stream order
     (seen on H100). Decode on a side stream to keep that wait off a training
-    stream; gdsio.Loader decodes on its own read stream.
+    stream; gdsio.Loader decodes on a stream of its own.
 
     >>> img = gdsio.image.decode(gdsio.read("cat.jpg", device="cuda"))
     >>> imgs, failed = gdsio.image.decode(list_of_tensors, mode="RGB", on_error="skip")
