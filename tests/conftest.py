@@ -9,27 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-
-def _gpu_skip_reason() -> str | None:
-    try:
-        from gdsio import _libs
-    except ImportError as e:  # the extension is not built
-        return f"gdsio cannot be imported: {e}"
-    return _libs.gpu_unusable_reason()
+from gpu_gate import gate_gpu_items
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    gpu_items = [it for it in items if "gpu" in it.keywords]
-    if not gpu_items:
-        return
-    why = _gpu_skip_reason()
-    if why and os.environ.get("GDSIO_REQUIRE_GPU") == "1":  # bench/device_check.sh: a skip would hide a failure
-        raise pytest.UsageError(f"GDSIO_REQUIRE_GPU=1, but the GPU tests cannot run: {why}")
-    if why:
-        mark = pytest.mark.skip(reason=f"needs a CUDA device: {why}")
-        for it in gpu_items:
-            it.add_marker(mark)
+    gate_gpu_items(items)
 
 
 def run_python(code: str) -> "subprocess.CompletedProcess[str]":
