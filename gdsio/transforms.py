@@ -117,10 +117,6 @@ def _output_size(h: int, w: int, size: Any, max_size: int | None) -> tuple[int, 
 
 def _check_image(t: Any, name: str) -> tuple[int, int, int]:
     """(C, H, W) of a uint8 image, or the error naming it."""
-    if type(t) is torch.Tensor and t.dtype is torch.uint8 and t.dim() == 3:  # the common case, fast
-        c, h, w = t.shape
-        if 1 <= c <= 4 and h and w:
-            return c, h, w
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if t.dtype != torch.uint8:
@@ -175,10 +171,8 @@ class _Batch:
             for i, t in enumerate(items):
                 # A few attribute reads per image (a batch of 256 is built in ~0.5 ms);
                 # the checks that name the problem run only when one fails.
-                if type(t) is tensor and t.dtype is u8 and t.dim() == 3:
+                if type(t) is tensor and t.dtype is u8 and t.dim() == 3 and 1 <= t.shape[0] <= 4 and t.numel():
                     c, h, w = t.shape
-                    if not (1 <= c <= 4 and h and w):
-                        _check_image(t, name if self.single else f"{name}[{i}]")
                 else:
                     c, h, w = _check_image(t, name if self.single else f"{name}[{i}]")
                 st = t.stride()
