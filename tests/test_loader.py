@@ -612,23 +612,24 @@ def test_gpu_loader_image_steps_on_the_cpu(tmp_path):
         else:
             Image.fromarray(a).save(p, format="JPEG" if ext == "jpg" else "PPM")
         paths.append(str(p))
-    items = [_decode.read_image(p, "cpu", "RGB") for p in paths]
+    setup = _decode.image_setup("cpu", "RGB")
+    items = [_decode.read_image(p, setup) for p in paths]
     assert all(it.io is not None and it.io.nbytes == os.path.getsize(p) for it, p in zip(items, paths))
-    imgs, errors, backends = _decode.decode_items(items, "cpu", "RGB")
+    imgs, errors, backends = _decode.decode_items(items, setup)
     assert not errors and sum(backends.values()) == 4
     for got, want in zip(imgs, gi.read(paths, device="cpu", mode="RGB")):
         assert torch.equal(got, want)
     (tmp_path / "bad.ppm").write_bytes(b"P6\n100000 100000\n255\n" + bytes(10))
     with pytest.raises(ValueError, match=r"bad\.ppm"):
-        _decode.read_image(str(tmp_path / "bad.ppm"), "cpu", "RGB")
+        _decode.read_image(str(tmp_path / "bad.ppm"), setup)
     with pytest.raises(FileNotFoundError):
-        _decode.read_image(str(tmp_path / "missing.jpg"), "cpu", "RGB")
+        _decode.read_image(str(tmp_path / "missing.jpg"), setup)
     cut = tmp_path / "cut.jpg"
     big = tmp_path / "big.jpg"
     Image.fromarray(rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)).save(big, format="JPEG")
     data = big.read_bytes()
     cut.write_bytes(data[: len(data) // 2])  # the scan cut: the header is whole
-    imgs, errors, _ = _decode.decode_items([_decode.read_image(str(cut), "cpu", "RGB"), items[1]], "cpu", "RGB")
+    imgs, errors, _ = _decode.decode_items([_decode.read_image(str(cut), setup), items[1]], setup)
     assert imgs[0] is None and imgs[1] is not None and "cut.jpg" in str(errors[0])
 
 

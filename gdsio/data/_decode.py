@@ -15,33 +15,41 @@ def decode_one(data: Any, device: Any, mode: str) -> tuple[Any, str]:
     return img, info.backend
 
 
-def read_image(path: str, device: Any, mode: str) -> Any:
+def image_setup(device: Any, mode: str) -> tuple[Any, Any]:
+    """(target device, decode options) for read_image/decode_items, made once
+    per pass rather than per image."""
+    from ..image import _decode as D
+
+    return D._target(device), D._options(mode, "skip", False, None, "auto", None)
+
+
+def read_image(path: str, setup: tuple[Any, Any]) -> Any:
     """Reader thread, GPU loader: the header read on the host (a pread of the
     first 64 KiB, checked: a bad file fails before its bulk read), then the
-    whole file into `device` memory by gdsio.read. Returns the item for
+    whole file into the target's memory by gdsio.read. Returns the item for
     decode_items; raises the file's error (OSError, ValueError)."""
     from ..image import _decode as D
 
-    opts = D._options(mode, "skip", False, None, "auto", None)
+    target, opts = setup
     it = D._Item(0, path)
     D._probe_file(it, opts)
     if it.error is None:
-        D._read_bodies([it], D._target(device), None, 1)
+        D._read_bodies([it], target, None, 1)
     if it.error is not None:
         raise it.error
     return it
 
 
-def decode_items(items: list[Any], device: Any, mode: str) -> tuple[list[Any], dict[int, BaseException], dict[str, int]]:
+def decode_items(items: list[Any], setup: tuple[Any, Any]) -> tuple[list[Any], dict[int, BaseException], dict[str, int]]:
     """Items from read_image decoded in one call (one launch per format and
     backend; no header goes back to the host, it is there already) ->
     (images, None where failed; {position: error naming the file}; {decoder name: images})."""
     from ..image import _decode as D
 
-    opts = D._options(mode, "skip", False, None, "auto", None)
+    target, opts = setup
     for k, it in enumerate(items):
         it.index = k
-    D._run(items, D._target(device), opts)
+    D._run(items, target, opts)
     out = [it.result if it.error is None else None for it in items]
     errors = {k: it.error for k, it in enumerate(items) if it.error is not None}
     backends: dict[str, int] = {}

@@ -65,6 +65,11 @@ class Producer:
         self.cache = loader.cache
         self.meter = loader._meter
         self.q, self.stop, self.budget = q, stop, budget
+        self.image_setup = None
+        if self.cuda and self.table.kind == "image":
+            from . import _decode
+
+            self.image_setup = _decode.image_setup(self.device, self.mode)
 
     # ---- contexts ---------------------------------------------------------------
 
@@ -208,7 +213,7 @@ class Producer:
             elif self.cuda:  # an image for the GPU: its header on the host, its bytes to the device
                 from . import _decode
 
-                t = _decode.read_image(path, self.device, self.mode)
+                t = _decode.read_image(path, self.image_setup)
                 st = t.io
             else:
                 t, st = read(path, device=self.device, return_stats=True)
@@ -269,7 +274,7 @@ class Producer:
                 samples[r].data.record_stream(dec)  # read on the read stream, used here
             with self._on(2):
                 start = self._event(2, timing=True)
-                decoded, errors, backends = _decode.decode_items([samples[r] for r in fresh], self.device, self.mode)
+                decoded, errors, backends = _decode.decode_items([samples[r] for r in fresh], self.image_setup)
                 events.append(self._event(2))
             for name, count in backends.items():
                 self.meter.decoded(name, count)
