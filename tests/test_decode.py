@@ -768,8 +768,8 @@ def stand_in_gpu(monkeypatch):
         state["calls"].append((backend, output, len(jobs)))
         blobs = [ctypes.string_at(ptr, n) for ptr, n, _, _, _ in jobs]
         if any(state["reject"] in b for b in blobs) and backend in state["reject_on"]:
-            if state["reject_with"] is RuntimeError:  # what the shim raises for EXECUTION_FAILED and the like
-                raise RuntimeError(f"nvJPEG failed: nvjpegDecodeBatched ({backend}): fake execution failure")
+            if state["reject_with"] is _core.NvjpegError:  # what the shim raises for EXECUTION_FAILED and the like
+                raise _core.NvjpegError(f"nvJPEG failed: nvjpegDecodeBatched ({backend}): fake execution failure")
             raise ValueError(f"nvJPEG rejected the batch: nvjpegDecodeBatched ({backend}): fake status")
         for b, (_, _, dst, h, w) in zip(blobs, jobs):
             planar = np.ascontiguousarray(pil_chw(Image.open(io.BytesIO(b)).convert("RGB" if output == "rgb" else "L")))
@@ -862,7 +862,7 @@ def test_gpu_orchestration_falls_down_the_backends(stand_in_gpu):
     assert items[0].backend == J.PILLOW and "nvjpeg-host: off" in items[0].reason
 
 
-@pytest.mark.parametrize("error", [ValueError, RuntimeError])
+@pytest.mark.parametrize("error", [ValueError, _core.NvjpegError])
 def test_an_image_a_backend_fails_goes_down_the_ladder_not_straight_to_pillow(stand_in_gpu, error):
     from gdsio.image import jpeg as J
 

@@ -70,6 +70,16 @@ py::dict to_dict(const NvjpegStatus& s) {
 
 GDSIO_EXPORT(decode) {
   m.attr("img_jobs_per_launch") = kJobsPerLaunch;
+  // Registered after the module's translator, so tried before it: an nvJPEG
+  // failure is its own type, not a plain RuntimeError.
+  static py::exception<NvjpegError> nvjpeg_error(m, "NvjpegError", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const NvjpegError& e) {
+      PyErr_SetString(nvjpeg_error.ptr(), e.what());
+    }
+  });
 
   m.def(
       "img_decode_pixels_cpu",

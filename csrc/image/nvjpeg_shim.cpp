@@ -227,7 +227,7 @@ class Checkout {
     } else {
       const nvj::Status st = g_api.StateCreate(handle_, &p_.state);
       if (st != 0 || !p_.state)
-        throw CudaError(detail::concat("nvjpegJpegStateCreate (", jpeg_backend_name(backend), ", cuda:", device,
+        throw NvjpegError(detail::concat("nvjpegJpegStateCreate (", jpeg_backend_name(backend), ", cuda:", device,
                                        ") failed: ", status_text(st)));
       const cudaError_t e = cudaEventCreateWithFlags(&p_.done, cudaEventDisableTiming);
       if (e != cudaSuccess) {
@@ -282,7 +282,7 @@ class Checkout {
   const std::string where = detail::concat(call, " (", jpeg_backend_name(backend), ", cuda:", device, ", ", n,
                                            n == 1 ? " image)" : " images)");
   if (nvj::about_the_data(st)) throw ValueError("nvJPEG rejected the batch: " + where + ": " + status_text(st));
-  throw CudaError("nvJPEG failed: " + where + ": " + status_text(st));
+  throw NvjpegError("nvJPEG failed: " + where + ": " + status_text(st));
 }
 
 }  // namespace

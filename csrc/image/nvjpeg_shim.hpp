@@ -13,7 +13,18 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
+
 namespace gdsio::image {
+
+// nvJPEG itself failed on a batch (execution failed, internal error, a state it
+// could not make): the images' failure, which the caller may retry image by
+// image or on another backend. Becomes gdsio._core.NvjpegError (a RuntimeError);
+// a CUDA error around the decode stays a CudaError.
+class NvjpegError : public CudaError {
+ public:
+  using CudaError::CudaError;
+};
 
 struct NvjpegStatus {
   bool loaded = false;

@@ -201,10 +201,12 @@ def nvjpeg_run(
     """Decodes [(data_ptr, length, dst_ptr, height, width)] with one backend
     in batches; a batch nvJPEG rejects or fails is retried image by image, and
     an image it rejects or fails alone is reported through on_fail(job index,
-    why), so the caller can hand it to the next backend. nvJPEG's execution
-    and internal errors count as failures of the images too: engines return
-    them on some corrupt data. A backend that cannot start at all
-    (BackendUnavailable) fails the whole chunk at once, without retries."""
+    why), so the caller can hand it to the next backend. nvJPEG's own failures
+    (NvjpegError: execution or internal errors, which the engines return on
+    some corrupt data) count as failures of the images too. A backend that
+    cannot start at all (BackendUnavailable) fails the whole chunk at once,
+    without retries; a CUDA error around the decode (a sticky error an earlier
+    kernel left) is no image's fault and goes to the caller."""
     from ..io import BackendUnavailable
 
     for first in range(0, len(jobs), BATCH):
@@ -216,24 +218,15 @@ def nvjpeg_run(
             for k in range(len(chunk)):
                 on_fail(first + k, str(e))
             continue
-        except (ValueError, RuntimeError) as e:
-            _reraise_cuda(e)
+        except (ValueError, _core.NvjpegError) as e:
             if len(chunk) == 1:
                 on_fail(first, str(e))
                 continue
         for k, j in enumerate(chunk):
             try:
                 _core.nvjpeg_decode_batch(device, backend, output, [j], stream)
-            except (ValueError, RuntimeError) as e:
-                _reraise_cuda(e)
+            except (ValueError, _core.NvjpegError) as e:
                 on_fail(first + k, str(e))
-
-
-def _reraise_cuda(e: BaseException) -> None:
-    """A CUDA error around the decode (a failed stream sync: often a sticky error
-    an earlier kernel left) is not about the images: it goes to the caller as it is."""
-    if isinstance(e, RuntimeError) and not isinstance(e, ValueError) and not str(e).startswith("nvJPEG failed"):
-        raise e
 
 
 def hardware_check(device: int, prefixes: Sequence[bytes]) -> list[int]:
