@@ -1,10 +1,10 @@
 #include "image/nvjpeg_shim.hpp"
 
 #include "core/cuda_rt.hpp"
+#include "core/dl.hpp"
 #include "core/error.hpp"
 
 #ifdef GDSIO_WITH_CUDA
-#include <dlfcn.h>
 
 #include <map>
 #include <mutex>
@@ -144,11 +144,7 @@ void destroy(const PooledState& p) {
   if (p.done) (void)cudaEventDestroy(p.done);
 }
 
-template <typename F>
-bool sym(void* lib, const char* name, F* out) {
-  *out = reinterpret_cast<F>(dlsym(lib, name));
-  return *out != nullptr;
-}
+using dl::sym;
 
 // DeviceGuard: gdsio::DeviceGuard (core/cuda_rt.hpp) makes `device` current and
 // restores the caller's, which torch reads back.
@@ -290,22 +286,13 @@ class Checkout {
 NvjpegStatus nvjpeg_load(const std::string& path) {
   std::lock_guard<std::mutex> lk(g_mu);
   if (g_status.loaded) return g_status;
-  std::vector<std::string> names;
-  if (path.empty()) names = {"libnvjpeg.so.13", "libnvjpeg.so.12"};
-  else names = {path};
-  void* lib = nullptr;
-  std::string tried, loaded_from;
-  for (const auto& n : names) {
-    lib = dlopen(n.c_str(), RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE);
-    if (lib) {
-      loaded_from = n;
-      break;
-    }
-    const char* e = dlerror();
-    tried += (tried.empty() ? "" : "; ") + std::string(e ? e : n.c_str());
-  }
+  const dl::Opened opened =
+      dl::open_first(path.empty() ? std::vector<std::string>{"libnvjpeg.so.13", "libnvjpeg.so.12"}
+                                  : std::vector<std::string>{path});
+  void* lib = opened.lib;
+  const std::string& loaded_from = opened.name;
   if (!lib) {
-    g_status.reason = "libnvjpeg could not be loaded: " + tried;
+    g_status.reason = "libnvjpeg could not be loaded: " + opened.errors;
     return g_status;
   }
   Api a;

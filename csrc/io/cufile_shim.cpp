@@ -1,6 +1,5 @@
 #include "io/cufile_shim.hpp"
 
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,6 +11,7 @@
 #include <thread>
 
 #include "core/cuda_rt.hpp"
+#include "core/dl.hpp"
 #include "io/thread_pool.hpp"
 
 namespace gdsio {
@@ -108,11 +108,7 @@ struct Registered {
 std::map<const void*, Registered> g_registered;
 int g_live_handles = 0;  // CufileHandles alive: the driver is not closed under them
 
-template <typename F>
-bool sym(void* lib, const char* name, F* out) {
-  *out = reinterpret_cast<F>(dlsym(lib, name));
-  return *out != nullptr;
-}
+using dl::sym;
 
 std::string err_text(const Error& e) {
   std::string s = cufile::op_error_string(e.err);
@@ -169,11 +165,11 @@ void classify_mode_locked() {
 CufileStatus cufile_load(const std::string& path) {
   std::lock_guard<std::mutex> lk(g_mu);
   if (g_status.loaded) return g_status;
-  const char* name = path.empty() ? "libcufile.so.0" : path.c_str();
-  void* lib = dlopen(name, RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE);
+  const dl::Opened opened = dl::open_first({path.empty() ? std::string("libcufile.so.0") : path});
+  void* lib = opened.lib;
+  const std::string& name = opened.name;
   if (!lib) {
-    const char* e = dlerror();
-    g_status.reason = std::string("libcufile could not be loaded: ") + (e ? e : name);
+    g_status.reason = "libcufile could not be loaded: " + opened.errors;
     return g_status;
   }
   Api a;
