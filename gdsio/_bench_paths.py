@@ -232,7 +232,7 @@ def _prep_kvikio(path: str, size: int, cfg: BenchConfig) -> Runner:
     # Set once, outside the timed calls: changing num_threads rebuilds kvikio's thread pool.
     from ._kvikio import _kvikio_config
 
-    _kvikio_config(kvikio, {"num_threads": s.threads, "task_size": s.chunk_bytes}).__enter__()
+    _kvikio_config(kvikio, {"num_threads": s.threads, "task_size": s.chunk_bytes})  # defaults.set applies when called
 
     def run() -> dict[str, Any]:
         out = torch.empty(size, dtype=torch.uint8, device=cfg.device)

@@ -113,20 +113,18 @@ def test_consumer_stream_sees_complete_batches(tmp_path):
 def test_device_memory_is_flat_across_epochs(tmp_path):
     jpeg_folder(tmp_path)
     loader = Loader(tmp_path, 8, device="cuda", transform=train_tf(torch.float16), shuffle=True, prefetch=3)
-    for _ in range(3):
-        for x, _ in loader:
-            pass
-    del x
-    gc.collect()
-    torch.cuda.synchronize()
-    start = torch.cuda.memory_allocated()
-    for _ in range(20):
-        for x, _ in loader:
-            pass
-    del x
-    gc.collect()
-    torch.cuda.synchronize()
-    assert torch.cuda.memory_allocated() - start <= 1 << 20
+
+    def allocated_after(epochs: int) -> int:
+        for _ in range(epochs):
+            for _batch in loader:
+                pass
+        del _batch
+        gc.collect()
+        torch.cuda.synchronize()
+        return torch.cuda.memory_allocated()
+
+    start = allocated_after(3)
+    assert allocated_after(20) - start <= 1 << 20
 
 
 @pytest.mark.parametrize("where", ["cuda", "pinned"])
