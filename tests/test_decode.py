@@ -453,10 +453,10 @@ def test_exif_parser_both_byte_orders_and_garbage():
 # --------------------------------------------------------------------------- bad input
 
 
-def corpus():
-    for line in (CORPUS / "MANIFEST.tsv").read_text().splitlines():
-        name, expect = line.split("\t")
-        yield pytest.param(name, expect, id=name)
+def corpus() -> list:
+    # A list, not a generator: pytest 9.1 deprecates other iterables in parametrize.
+    rows = (line.split("\t") for line in (CORPUS / "MANIFEST.tsv").read_text().splitlines())
+    return [pytest.param(name, expect, id=name) for name, expect in rows]
 
 
 @pytest.mark.parametrize("name, expect", corpus())
