@@ -225,7 +225,7 @@ def test_image_loader_repeats_and_resumes_exactly(tmp_path):
     c.load_state_dict(state)
     rest = [x for x, _ in c]
     assert len(rest) == len(e1) - 2 and all(torch.equal(p, q) for p, q in zip(rest, e1[2:]))
-    assert a.stats().decode_backends == {"pillow": 26}
+    assert a.stats().decode_backends == {"simplejpeg": 26}
 
 
 def test_corrupt_jpeg_raise_and_skip(tmp_path, caplog):
@@ -249,6 +249,6 @@ def test_demo_runs_on_the_cpu(tmp_path):
     text = out.getvalue()
     assert r["images"] == 24 and r["batches"] == 6 and r["device"] == "cpu" and r["fused"]
     assert r["images_per_s"] > 0 and 0 <= r["data_wait_share"] <= 1 and r["clock"] == "host"
-    assert r["io_backends"] == {"posix": 24} and r["decode_backends"] == {"pillow": 24}
+    assert r["io_backends"] == {"posix": 24} and r["decode_backends"] == {"simplejpeg": 24}
     assert "epoch 1: 3/3 batches" in text and "images/s" in text and "I/O: posix (24 reads)" in text
     assert "\r" not in text  # not a terminal: whole lines

@@ -337,7 +337,7 @@ def test_mode_needs_1_to_4_channels():
     assert gi.decode(npy_bytes(rand((5, 4, 4))), npy_layout="CHW").shape == (5, 4, 4)
 
 
-# --------------------------------------------------------------------------- JPEG (CPU: Pillow)
+# --------------------------------------------------------------------------- JPEG (CPU: libjpeg-turbo, Pillow)
 
 
 @pytest.mark.parametrize("subsampling", [0, 1, 2])  # 4:4:4, 4:2:2, 4:2:0
@@ -347,7 +347,9 @@ def test_jpeg_cpu_equals_pillow(subsampling):
         h = H.parse_jpeg(data, len(data), data[-32:])
         assert h.subsampling == ["444", "422", "420"][subsampling] and h.color == "ycbcr"
         img, info = gi.decode(as_tensor(data), return_info=True)
-        assert (info.backend, info.format) == ("pillow", "jpeg")
+        assert (info.backend, info.format, info.reason) == ("simplejpeg", "jpeg", "")
+        # torchvision's layout: a (C,H,W) view of the decoder's interleaved rows, no copy.
+        assert img.stride() == (1, 3 * photo.shape[1], 3)
         np.testing.assert_array_equal(img.numpy(), pil_chw(Image.open(io.BytesIO(data))), err_msg=name)
         for mode, pil_mode in (("GRAY", "L"), ("RGB", "RGB")):
             np.testing.assert_array_equal(
@@ -369,6 +371,51 @@ def test_jpeg_gray_progressive_and_cmyk_on_cpu():
     assert h.components == 4 and h.color in ("cmyk", "ycck")
     np.testing.assert_array_equal(gi.decode(cmyk).numpy(), pil_chw(Image.open(io.BytesIO(cmyk))))  # 4 channels
     np.testing.assert_array_equal(gi.decode(cmyk, mode="RGB").numpy(), pil_chw(Image.open(io.BytesIO(cmyk)).convert("RGB")))
+
+
+def test_jpeg_cpu_backends_and_reasons():
+    """What libjpeg-turbo (simplejpeg) takes and what it leaves to Pillow, each
+    with its reason; every output equals Pillow's."""
+    photo = photos()[0][1]
+
+    def check(data, backend, reason, mode="UNCHANGED", pil_mode=None):
+        img, info = gi.decode(data, mode=mode, return_info=True)
+        assert (info.backend, info.reason) == (backend, reason)
+        ref = Image.open(io.BytesIO(data))
+        np.testing.assert_array_equal(img.numpy(), pil_chw(ref.convert(pil_mode) if pil_mode else ref))
+
+    gray = pil_bytes(Image.fromarray(photo).convert("L"), quality=90)
+    check(gray, "simplejpeg", "")
+    check(gray, "simplejpeg", "", "RGB", "RGB")
+    check(pil_bytes(Image.fromarray(photo), quality=90, progressive=True), "simplejpeg", "")
+    check(pil_bytes(Image.fromarray(photo), quality=90), "simplejpeg", "", "GRAY", "L")
+    cmyk = pil_bytes(Image.fromarray(photo).convert("CMYK"), quality=90)
+    check(cmyk, "pillow", f"simplejpeg: {H.parse_jpeg(cmyk, len(cmyk)).color.upper()}-coded JPEG")
+    # Trailing bytes after EOI: Pillow's rules decide what such data gives.
+    base = pil_bytes(Image.fromarray(photo), quality=90)
+    check(base + b"\0" * 40, "pillow", "simplejpeg: no EOI marker at the end of the data (truncated, or trailing bytes)")
+
+
+def test_jpeg_cpu_warning_goes_to_pillow():
+    """Data libjpeg-turbo warns about (a corrupt scan) is Pillow's to judge, and the reason says so."""
+    photo = photos()[0][1]
+    data = bytearray(pil_bytes(Image.fromarray(photo), quality=90))
+    h = H.parse_jpeg(bytes(data), len(data))
+    mid = (len(data) + len(data) // 2) // 2
+    data[mid : mid + 64] = b"\xff\x00" * 32
+    data = bytes(data)
+    try:
+        ref = pil_chw(Image.open(io.BytesIO(data)))
+    except OSError:
+        ref = None
+    if ref is None:
+        with pytest.raises(ValueError, match="Pillow cannot decode it"):
+            gi.decode(data)
+        return
+    img, info = gi.decode(data, return_info=True)
+    assert info.backend == "pillow" and info.reason.startswith("simplejpeg: "), info.reason
+    assert h.has_eoi
+    np.testing.assert_array_equal(img.numpy(), ref)
 
 
 def test_jpeg_header_fields():
@@ -831,9 +878,10 @@ def test_gpu_orchestration_on_a_stand_in(stand_in_gpu, mode):
         np.testing.assert_array_equal(it.result.numpy(), pil_chw(ref), err_msg=name)
     assert by["420"].backend == by["444"].backend == by["gray"].backend == J.HARDWARE
     assert "bitstream copied to the GPU" in by["420"].reason
-    assert by["progressive"].backend == J.PILLOW and by["progressive"].reason == "progressive JPEG"
-    assert by["cmyk"].backend == J.PILLOW and "-coded JPEG" in by["cmyk"].reason
-    assert by["rejected"].backend == J.PILLOW and "fake status" in by["rejected"].reason
+    # What no nvJPEG backend takes goes to the CPU decoders: libjpeg-turbo, then Pillow.
+    assert by["progressive"].backend == "simplejpeg" and by["progressive"].reason == "progressive JPEG"
+    assert by["cmyk"].backend == J.PILLOW and "simplejpeg: CMYK-coded JPEG" in by["cmyk"].reason
+    assert by["rejected"].backend == "simplejpeg" and "fake status" in by["rejected"].reason
     # One batch for the colour images (it fails on the rejected one), then one call per image.
     rgb_calls = [c for c in stand_in_gpu["calls"] if c[1] == "rgb"]
     # (In RGB mode the gray JPEG joins the RGB batch; otherwise it is decoded as Y.)
@@ -859,7 +907,7 @@ def test_gpu_orchestration_falls_down_the_backends(stand_in_gpu):
         np.testing.assert_array_equal(it.result.numpy(), pil_chw(Image.open(io.BytesIO(jp[name]))))
     stand_in_gpu["usable"] = set()
     items = stand_in_gpu["run"]([jp["420"]])
-    assert items[0].backend == J.PILLOW and "nvjpeg-host: off" in items[0].reason
+    assert items[0].backend == "simplejpeg" and "nvjpeg-host: off" in items[0].reason
 
 
 @pytest.mark.parametrize("error", [ValueError, _core.NvjpegError])
@@ -877,7 +925,7 @@ def test_an_image_a_backend_fails_goes_down_the_ladder_not_straight_to_pillow(st
     assert stand_in_gpu["run"]([jp["rejected"]])[0].backend == J.HOST
     stand_in_gpu.update(reject_on={J.HARDWARE, J.HYBRID, J.HOST})
     it = stand_in_gpu["run"]([jp["rejected"]])[0]
-    assert it.backend == J.PILLOW and it.error is None and it.reason.count("fake") == 3
+    assert it.backend == "simplejpeg" and it.error is None and it.reason.count("fake") == 3
 
 
 def test_next_backend_skips_what_cannot_take_the_image():

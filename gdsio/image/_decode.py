@@ -21,6 +21,7 @@ from .. import _core, _libs
 from .._settings import current as current_settings
 from ..io import BackendUnavailable, ReadStats
 from . import jpeg as _jpeg
+from . import jpeg_cpu as _jpeg_cpu
 from ._pixels import RawFormat, channel_plan, job, npy_layout, planar_layout, pnm_layout
 from .headers import (
     MAX_HEADER_BYTES,
@@ -52,7 +53,8 @@ class ImageReadMode(enum.Enum):
 class DecodeInfo:
     """What decoding one image did. ``backend``: gdsio-cuda / gdsio-cpu (our
     kernels / CPU twin, uncompressed formats), nvjpeg-hardware-device,
-    nvjpeg-gpu-hybrid-device, nvjpeg-host or pillow. ``reason``: why a faster
+    nvjpeg-gpu-hybrid-device, nvjpeg-host, simplejpeg (libjpeg-turbo on the
+    CPU, a (C,H,W) view of (H,W,C) memory) or pillow. ``reason``: why a faster
     backend did not run ("" when none was skipped)."""
 
     index: int
@@ -347,6 +349,29 @@ def _decode_pixels(items: Sequence[_Item], target: Any, opts: _Options) -> None:
 # --------------------------------------------------------------------------- JPEG
 
 
+def _cpu_jpegs(items: Sequence[_Item], target: Any, opts: _Options) -> None:
+    """libjpeg-turbo through simplejpeg (gdsio/image/jpeg_cpu.py) for what it
+    takes, Pillow for the rest, each saying why."""
+    take, rest = [], []
+    for it in items:
+        why = _jpeg_cpu.refusal(it.header, opts.mode)
+        if why:
+            it.reason = "; ".join(r for r in (it.reason, f"{_jpeg_cpu.BACKEND}: {why}") if r)
+            rest.append(it)
+        else:
+            take.append(it)
+    blobs = [it.data if it.data.is_cpu else it.data.cpu() for it in take]
+    for it, r in zip(take, _jpeg_cpu.decode_many(blobs, [it.header for it in take], opts.mode, opts.threads)):
+        if isinstance(r, ValueError):
+            it.reason = "; ".join(x for x in (it.reason, f"{_jpeg_cpu.BACKEND}: {r}") if x)
+            rest.append(it)
+        else:
+            # CUDA targets get a contiguous (C,H,W) image, as nvJPEG gives.
+            it.result = r if target.type == "cpu" else r.contiguous().to(target)
+            it.backend = _jpeg_cpu.BACKEND
+    _pillow(rest, target, opts)
+
+
 def _pillow(items: Sequence[_Item], target: Any, opts: _Options) -> None:
     if not items:
         return
@@ -370,7 +395,7 @@ def _decode_jpegs_cuda(items: Sequence[_Item], target: Any, opts: _Options) -> N
     if not status["loaded"]:
         for it in items:
             it.reason = "nvJPEG is not available: " + status["reason"]
-        return _pillow(items, target, opts)
+        return _cpu_jpegs(items, target, opts)
     backends = _jpeg.nvjpeg_backends(dev)
     for it in items:
         it.backend, it.reason = _jpeg.route(it.header, backends)
@@ -432,7 +457,7 @@ def _decode_jpegs_cuda(items: Sequence[_Item], target: Any, opts: _Options) -> N
             luma_jobs.append(job(lay, rgbs[-1].data_ptr(), 3 * h.height * h.width, it.result.data_ptr(), 1, "luma"))
         _core.img_decode_pixels_cuda(luma_jobs, device=dev, stream=stream)
         del rgbs
-    _pillow([it for it in items if it.backend == _jpeg.PILLOW], target, opts)
+    _cpu_jpegs([it for it in items if it.backend == _jpeg.PILLOW], target, opts)
 
 
 # --------------------------------------------------------------------------- orientation
@@ -477,7 +502,7 @@ def _run(items: list[_Item], target: Any, opts: _Options) -> None:
     if target.type == "cuda":
         _decode_jpegs_cuda(jpegs, target, opts)
     else:
-        _pillow(jpegs, target, opts)
+        _cpu_jpegs(jpegs, target, opts)
     if opts.on_error == "raise":
         _raise_first(items)
     if opts.exif:

@@ -1,0 +1,123 @@
+"""JPEG on the CPU: libjpeg-turbo through simplejpeg, decoded straight into
+the output tensor's memory with the GIL released.
+
+The output is what torchvision's CPU decoder returns: a (C, H, W) view of
+interleaved (H, W, C) memory (strides (1, 3W, 3)); gdsio's CPU resize reads
+that layout as it is, with no copy. The pixels equal Pillow's (the same
+libjpeg-turbo, ISLOW IDCT, fancy upsampling): simplejpeg is called with
+``fastdct=False, fastupsample=False``.
+
+What this path does not take goes to Pillow, and ``DecodeInfo.reason`` says
+why: 12-bit, lossless or arithmetic-coded files, CMYK / YCCK / RGB-coded
+JPEGs, unusual chroma subsampling, data without an EOI marker, and any file
+libjpeg-turbo warns about (simplejpeg's strict mode), so that Pillow's own
+rules decide what a damaged file gives.
+
+Why simplejpeg rather than libjpeg-turbo linked into the extension: it ships
+wheels bundling libjpeg-turbo 3 (with its SIMD) for every platform and Python
+gdsio supports, so ``pip install .`` needs nothing but a compiler; the
+wheels that ship libjpeg-turbo's headers and static library for linking
+(``comma-deps-libjpeg``) exist for Python 3.12+ only, three platforms, and
+carry no license file.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Any, Sequence
+
+from .headers import JpegHeader
+
+BACKEND = "simplejpeg"
+
+_SUBSAMPLINGS = ("gray", "444", "422", "420", "440", "411")
+
+
+def _module() -> Any:
+    try:
+        import simplejpeg
+    except ImportError:
+        return None
+    return simplejpeg
+
+
+def available() -> bool:
+    """Whether simplejpeg (a dependency of gdsio) can be imported."""
+    return _module() is not None
+
+
+def refusal(h: JpegHeader, mode: str) -> str | None:
+    """Why this path leaves the image to Pillow, or None when it takes it."""
+    if _module() is None:
+        return "simplejpeg is not installed (a dependency of gdsio: pip install simplejpeg)"
+    if h.coding not in ("baseline", "extended", "progressive"):
+        return f"{h.coding} JPEG"
+    if h.precision != 8:
+        return f"{h.precision}-bit JPEG"
+    if h.color not in ("gray", "ycbcr"):
+        return f"{h.color.upper()}-coded JPEG"
+    if h.subsampling not in _SUBSAMPLINGS:
+        return "unusual chroma subsampling"
+    if not h.has_eoi:
+        return "no EOI marker at the end of the data (truncated, or trailing bytes)"
+    return None
+
+
+def _colorspace(h: JpegHeader, mode: str) -> tuple[str, int]:
+    """(simplejpeg colorspace, output channels) for an image this path takes.
+    GRAY of a colour JPEG decodes RGB: Pillow's convert("L") is a luma of the
+    RGB pixels, not libjpeg's Y channel."""
+    if h.components == 1 and mode != "RGB":
+        return "GRAY", 1
+    return "RGB", 3
+
+
+def _luma(rgb: Any) -> Any:
+    """Pillow's convert("L") of an (H, W, 3) uint8 tensor, as a (1, H, W) tensor
+    (gdsio's CPU pixel job, the arithmetic the GPU path shares)."""
+    import torch
+
+    from .. import _core
+    from ._pixels import PixelLayout, job
+
+    h, w, _ = rgb.shape
+    out = torch.empty((1, h, w), dtype=torch.uint8)
+    lay = PixelLayout(0, h, w, 3, 1, 3 * w, 3, "u8", "uint8")
+    _core.img_decode_pixels_cpu([job(lay, rgb.data_ptr(), rgb.numel(), out.data_ptr(), 1, "luma")], threads=1)
+    return out
+
+
+def decode(data: Any, h: JpegHeader, mode: str) -> Any:
+    """One image: `data` a 1-D uint8 CPU tensor; returns a uint8 (C, H, W) view
+    of (H, W, C) memory. ValueError when libjpeg-turbo refuses or warns (the
+    caller hands the image to Pillow)."""
+    import torch
+
+    sj = _module()
+    space, c = _colorspace(h, mode)
+    out = torch.empty((h.height, h.width, c), dtype=torch.uint8)
+    # Both views share memory with the tensors: no copy of the bitstream, and
+    # libjpeg-turbo writes the pixels where they stay.
+    arr = sj.decode_jpeg(data.numpy(), colorspace=space, fastdct=False, fastupsample=False, buffer=out.numpy())
+    if arr.shape[:2] != (h.height, h.width):
+        raise ValueError(f"libjpeg-turbo decoded {arr.shape[1]}x{arr.shape[0]}, the header says {h.width}x{h.height}")
+    if mode == "GRAY" and c == 3:
+        return _luma(out)
+    return out.permute(2, 0, 1)
+
+
+def decode_many(blobs: Sequence[Any], headers: Sequence[JpegHeader], mode: str, threads: int) -> list[Any]:
+    """decode() over several threads (simplejpeg releases the GIL); each entry is
+    a tensor or the ValueError raised for that image."""
+
+    def one(k: int) -> Any:
+        try:
+            return decode(blobs[k], headers[k], mode)
+        except ValueError as e:
+            return e
+
+    n = len(blobs)
+    if n <= 1 or threads <= 1:
+        return [one(k) for k in range(n)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(threads, n), thread_name_prefix="gdsio-jpeg") as ex:
+        return list(ex.map(one, range(n)))
