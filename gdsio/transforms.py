@@ -132,10 +132,19 @@ def _check_image(t: Any, name: str) -> tuple[int, int, int]:
     return c, h, w
 
 
+def _keeps_layout(t: torch.Tensor, st: Sequence[int], w: int) -> bool:
+    """Whether the core reads this (C, H, W) layout as it is: planes (last
+    stride 1) anywhere; on the CPU also interleaved pixels (a (C,H,W) view of
+    (H,W,C) memory, a channels_last batch) or any positive strides."""
+    if st[-1] == 1:
+        return True
+    return t.device.type == "cpu" and st[-1] >= 1 and st[-3] >= 1 and st[-2] >= (w - 1) * st[-1] + 1
+
+
 class _Batch:
-    """Images as the core takes them: an (N, 5) int64 table of (data,
-    channel_stride, row_stride, height, width), built in one pass; the kernels
-    read every image through it, so a list is one launch."""
+    """Images as the core takes them: an (N, 6) int64 table of (data,
+    channel_stride, row_stride, height, width, pixel_stride), built in one
+    pass; the kernels read every image through it, so a list is one launch."""
 
     def __init__(self, img: ImageInput, name: str = "img") -> None:
         self.keep: list[torch.Tensor] = []  # copies made here stay alive until the call ends
@@ -147,13 +156,13 @@ class _Batch:
             if n == 0:
                 raise ValueError(f"{name} is an empty batch (shape {tuple(img.shape)})")
             self.channels, h, w = _check_image(img[0], f"{name}[0]")
-            if img.stride(-1) != 1:
+            if not _keeps_layout(img, img.stride(), w):
                 img = img.contiguous()
                 self.keep.append(img)
-            s0, sc, sh, _ = img.stride()
-            self.table = np.empty((n, 5), np.int64)
+            s0, sc, sh, sw = img.stride()
+            self.table = np.empty((n, 6), np.int64)
             self.table[:, 0] = img.data_ptr() + np.arange(n, dtype=np.int64) * s0
-            self.table[:, 1:] = (sc, sh, h, w)
+            self.table[:, 1:] = (sc, sh, h, w, sw)
             self.device = img.device
             self._shapes = {(int(h), int(w))}
         elif isinstance(img, (torch.Tensor, list, tuple)):
@@ -176,11 +185,11 @@ class _Batch:
                 else:
                     c, h, w = _check_image(t, name if self.single else f"{name}[{i}]")
                 st = t.stride()
-                if st[2] != 1:
+                if st[2] != 1 and not _keeps_layout(t, st, w):
                     t = t.contiguous()
                     self.keep.append(t)
                     st = t.stride()
-                rows.append((t.data_ptr(), st[0], st[1], h, w))
+                rows.append((t.data_ptr(), st[0], st[1], h, w, st[2]))
                 channels.add(c)
                 devices.add(t.get_device() if t.is_cuda or t.is_cpu else str(t.device))  # cuda index, -1: cpu
                 hw.add((h, w))
@@ -211,12 +220,14 @@ class _Batch:
         return sorted(self._shapes)
 
     def refs(self, boxes: np.ndarray | None = None, flips: np.ndarray | None = None) -> np.ndarray:
-        """The (N, 6) table the core takes; boxes crop (top, left, h, w), flips mirror."""
-        t = np.empty((len(self), 6), np.int64)
-        t[:, :5] = self.table
+        """The (N, 7) table the core takes, (data, channel_stride, row_stride,
+        height, width, flip, pixel_stride); boxes crop (top, left, h, w), flips mirror."""
+        t = np.empty((len(self), 7), np.int64)
+        t[:, :5] = self.table[:, :5]
         t[:, 5] = 0 if flips is None else flips
+        t[:, 6] = self.table[:, 5]
         if boxes is not None:
-            t[:, 0] += boxes[:, 0] * t[:, 2] + boxes[:, 1]
+            t[:, 0] += boxes[:, 0] * t[:, 2] + boxes[:, 1] * t[:, 6]
             t[:, 3:5] = boxes[:, 2:4]
         return t
 

@@ -14,6 +14,7 @@
 
 #include "bindings/registry.hpp"
 #include "core/error.hpp"
+#include "image/resample_simd.hpp"
 #include "image/transforms.hpp"
 
 namespace py = pybind11;
@@ -22,21 +23,29 @@ using namespace gdsio::image;
 
 namespace {
 
-// The image table: an (N, 6) int64 array of rows (data, channel_stride,
-// row_stride, height, width, flip); an array rather than a list of tuples,
-// so that a batch of hundreds crosses in microseconds.
+// The image table: an (N, 6) or (N, 7) int64 array of rows (data,
+// channel_stride, row_stride, height, width, flip[, pixel_stride]); an array
+// rather than a list of tuples, so that a batch of hundreds crosses in
+// microseconds. pixel_stride (default 1) lets the CPU read interleaved
+// (H, W, C) memory as it is; the CUDA kernels take planes only.
 using ImageTable = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
 
-std::vector<ImageRef> to_refs(const ImageTable& t) {
-  GDSIO_EXPECT(t.ndim() == 2 && t.shape(1) == 6, ValueError,
-               "images: an (N, 6) table of (data, channel_stride, row_stride, height, width, flip) expected");
-  const std::int64_t n = t.shape(0);
+std::vector<ImageRef> to_refs(const ImageTable& t, bool cuda) {
+  GDSIO_EXPECT(t.ndim() == 2 && (t.shape(1) == 6 || t.shape(1) == 7), ValueError,
+               "images: an (N, 6) or (N, 7) table of (data, channel_stride, row_stride, height, width, flip"
+               "[, pixel_stride]) expected");
+  const std::int64_t n = t.shape(0), cols = t.shape(1);
   const std::int64_t* p = t.data();
   std::vector<ImageRef> v((std::size_t)n);
-  for (std::int64_t i = 0; i < n; ++i, p += 6) {
+  for (std::int64_t i = 0; i < n; ++i, p += cols) {
     GDSIO_EXPECT(p[3] >= 0 && p[3] <= INT32_MAX && p[4] >= 0 && p[4] <= INT32_MAX, ValueError, "images[", i,
                  "]: size ", p[3], "x", p[4], " out of range");
-    v[(std::size_t)i] = ImageRef{(std::uintptr_t)p[0], p[1], p[2], (std::int32_t)p[3], (std::int32_t)p[4], p[5] != 0};
+    const std::int64_t ps = cols == 7 ? p[6] : 1;
+    GDSIO_EXPECT(!cuda || ps == 1, ValueError, "images[", i, "]: the CUDA resize reads channel planes (pixel stride 1), ",
+                 "got pixel stride ", ps, "; make the image contiguous first");
+    ImageRef r{(std::uintptr_t)p[0], p[1], p[2], (std::int32_t)p[3], (std::int32_t)p[4], p[5] != 0};
+    r.pixel_stride = ps;
+    v[(std::size_t)i] = r;
   }
   return v;
 }
@@ -93,7 +102,7 @@ GDSIO_EXPORT(transforms) {
       [](const ImageTable& images, int channels, int out_h, int out_w, const std::string& filter,
          bool antialias) {
         ResizeSpec s = make_spec(channels, out_h, out_w, filter, antialias, "uint8", false, std::nullopt, std::nullopt);
-        return resize_workspace_bytes(to_refs(images), s);
+        return resize_workspace_bytes(to_refs(images, true), s);
       },
       py::arg("images"), py::kw_only(), py::arg("channels"), py::arg("out_h"), py::arg("out_w"), py::arg("filter"),
       py::arg("antialias"), "Bytes of device workspace tf_resize needs for these images.");
@@ -103,7 +112,7 @@ GDSIO_EXPORT(transforms) {
       [](const ImageTable& images, int channels, int out_h, int out_w, const std::string& filter,
          bool antialias) {
         ResizeSpec s = make_spec(channels, out_h, out_w, filter, antialias, "uint8", false, std::nullopt, std::nullopt);
-        std::vector<ImageRef> refs = to_refs(images);
+        std::vector<ImageRef> refs = to_refs(images, false);
         std::vector<std::int32_t> co = resize_windows(refs, s);
         return py::bytes(reinterpret_cast<const char*>(co.data()), co.size() * sizeof(std::int32_t));
       },
@@ -118,7 +127,7 @@ GDSIO_EXPORT(transforms) {
          const std::optional<std::vector<float>>& mean, const std::optional<std::vector<float>>& std, int device,
          std::uintptr_t stream, std::uintptr_t workspace, std::size_t workspace_bytes, std::size_t threads) {
         ResizeSpec s = make_spec(channels, out_h, out_w, filter, antialias, out_dtype, scale, mean, std);
-        std::vector<ImageRef> refs = to_refs(images);
+        std::vector<ImageRef> refs = to_refs(images, device >= 0);
         py::gil_scoped_release nogil;
         if (device < 0)
           resize_cpu(refs, s, out, threads);
@@ -132,6 +141,19 @@ GDSIO_EXPORT(transforms) {
       "Resizes the (N, 6) table of uint8 CHW images [data, channel_stride, row_stride, h, w, flip] into a "
       "contiguous "
       "(N, C, out_h, out_w) output, optionally scaled to [0, 1] and normalized; device < 0: CPU.");
+
+  m.def(
+      "tf_cpu_simd", [] { return std::string(simd::level_name(simd::level())); },
+      "The SIMD level the CPU resize runs at: 'avx2' or 'scalar' (GDSIO_CPU_SIMD=scalar lowers it).");
+  m.def(
+      "tf_set_cpu_simd",
+      [](const std::string& name) {
+        GDSIO_EXPECT(name == "avx2" || name == "scalar", ValueError, "level: 'avx2' or 'scalar', got '", name, "'");
+        simd::set_level(name == "avx2" ? simd::Level::kAvx2 : simd::Level::kScalar);
+        return std::string(simd::level_name(simd::level()));
+      },
+      py::arg("level"),
+      "Sets the CPU resize's SIMD level (clamped to what this CPU has; tests compare the levels); returns it.");
 
   m.def(
       "tf_to_float",

@@ -25,6 +25,8 @@ struct ImageRef {
   std::int32_t height = 0;          // of the crop
   std::int32_t width = 0;
   bool flip = false;                // mirror the output left-right
+  std::int64_t pixel_stride = 1;    // elements between columns: 1 for planes, C for
+                                    // interleaved (H, W, C) memory (CPU only)
 };
 
 struct ResizeSpec {

@@ -7,6 +7,7 @@
 
 #include "core/cuda_rt.hpp"
 #include "core/error.hpp"
+#include "image/resize_cpu_simd.hpp"
 #include "image/transforms.hpp"
 #include "io/thread_pool.hpp"
 
@@ -46,6 +47,7 @@ void for_chunks(std::int64_t total, std::int64_t chunk, std::size_t threads, con
 struct Scratch {
   std::vector<std::uint8_t> rows;
   std::vector<std::int32_t> acc;
+  std::vector<std::uint8_t> simd;
 };
 
 template <Arith A>
@@ -67,7 +69,7 @@ void resize_rows(const ImageRef& im, bool padded, const detail::ImagePlan& p, co
   const std::int32_t* vw = vb + 2 * (std::int64_t)spec.out_h;
   const int kh = p.ksize_h, kv = p.ksize_v;
   const auto* src = reinterpret_cast<const std::uint8_t*>(im.data);
-  const std::int64_t cs = im.channel_stride;
+  const std::int64_t cs = im.channel_stride, ps = im.pixel_stride;
 
   const int lo = clampi(vb[2 * y0], 0, in_h - 1);
   const int hi = clampi(vb[2 * (y1 - 1)] + vb[2 * (y1 - 1) + 1] - 1, 0, in_h - 1) + 1;
@@ -81,14 +83,14 @@ void resize_rows(const ImageRef& im, bool padded, const detail::ImagePlan& p, co
     const std::uint8_t* row = src + r * im.row_stride;
     T* trow = inter + (std::int64_t)(r - lo) * out_w;
     for (int x = 0; x < out_w; ++x) {
-      const std::uint8_t* sp = row + hb[2 * x];
+      const std::uint8_t* sp = row + hb[2 * x] * ps;
       const int n = padded ? kh : hb[2 * x + 1];
       const std::int32_t* w = hw + (std::int64_t)x * kh;
       int ss[C];
       for (int c = 0; c < C; ++c) ss[c] = px::h_init(A);
       for (int k = 0; k < n; ++k) {
         const int wk = w[k];
-        for (int c = 0; c < C; ++c) ss[c] += sp[c * cs + k] * wk;
+        for (int c = 0; c < C; ++c) ss[c] += sp[c * cs + k * ps] * wk;
       }
       for (int c = 0; c < C; ++c) trow[c * inter_plane + x] = (T)px::h_finish(A, ss[c]);
     }
@@ -138,7 +140,7 @@ void nearest_rows(const ImageRef& im, const detail::ImagePlan& p, const std::int
   // loop is then a plain gather the compiler need not guard against aliasing.
   s.acc.resize(out_w);
   std::int32_t* __restrict xs = s.acc.data();
-  for (int x = 0; x < out_w; ++x) xs[im.flip ? out_w - 1 - x : x] = co[2 * x];
+  for (int x = 0; x < out_w; ++x) xs[im.flip ? out_w - 1 - x : x] = co[2 * x] * (std::int32_t)im.pixel_stride;
   for (int c = 0; c < spec.channels; ++c) {
     const auto* src = reinterpret_cast<const std::uint8_t*>(im.data) + c * im.channel_stride;
     for (int y = y0; y < y1; ++y) {
@@ -240,8 +242,10 @@ void check_resize(const std::vector<ImageRef>& images, const ResizeSpec& spec) {
     GDSIO_EXPECT(im.data != 0, ValueError, "images[", i, "]: null data pointer");
     GDSIO_EXPECT(im.height >= 1 && im.width >= 1, ValueError, "images[", i, "]: empty image (", im.height, "x",
                  im.width, ")");
-    GDSIO_EXPECT(im.row_stride >= im.width && (spec.channels == 1 || im.channel_stride >= 1), ValueError,
-                 "images[", i, "]: bad strides (row ", im.row_stride, ", channel ", im.channel_stride, ")");
+    GDSIO_EXPECT(im.pixel_stride >= 1 && im.row_stride >= (im.width - 1) * im.pixel_stride + 1 &&
+                     (spec.channels == 1 || im.channel_stride >= 1),
+                 ValueError, "images[", i, "]: bad strides (row ", im.row_stride, ", channel ", im.channel_stride,
+                 ", pixel ", im.pixel_stride, ")");
   }
 }
 
@@ -270,6 +274,12 @@ void resize_cpu(const std::vector<ImageRef>& images, const ResizeSpec& spec, std
   const auto plans = detail::plan_resize(images, spec);
   std::vector<std::int32_t> coeffs((std::size_t)(plans.back().offset + plans.back().ints));
   std::vector<char> padded(images.size());
+  const Arith arith = detail::arith_of(spec);
+  const bool nearest = spec.filter == Filter::kNearest;
+  // The SIMD schedule takes Pillow's arithmetic on padded windows; its
+  // results are the scalar loops' (tests compare the levels byte for byte).
+  const simd::Level level = arith == Arith::kPillow8 && !nearest ? simd::level() : simd::Level::kScalar;
+  std::vector<detail::SimdPlan> simd_plans(images.size());
   parallel_for(images.size(), threads, [&](std::size_t, WorkQueue& q) {
     std::size_t i;
     while (q.claim(&i)) {
@@ -278,6 +288,7 @@ void resize_cpu(const std::vector<ImageRef>& images, const ResizeSpec& spec, std
       px::axis_coeffs(p.h, p.ksize_h, co);
       px::axis_coeffs(p.v, p.ksize_v, co + px::axis_ints(p.h, p.ksize_h));
       padded[i] = pad_windows(p.h, p.ksize_h, co);
+      if (padded[i]) simd_plans[i] = detail::simd_prepare(level, images[i], p, co, spec.channels);
     }
   });
 
@@ -287,13 +298,11 @@ void resize_cpu(const std::vector<ImageRef>& images, const ResizeSpec& spec, std
   const int out_h = spec.out_h;
   const std::size_t n_img = images.size();
   int bands = 1;
-  if (n_img < 4 * threads) bands = (int)std::min<std::size_t>((4 * threads + n_img - 1) / n_img, (std::size_t)out_h);
+  if (threads > 1 && n_img < 4 * threads) bands = (int)std::min<std::size_t>((4 * threads + n_img - 1) / n_img, (std::size_t)out_h);
   const int band_rows = (out_h + bands - 1) / bands;
   bands = (out_h + band_rows - 1) / band_rows;
   const std::int64_t image_bytes =
       (std::int64_t)spec.channels * spec.out_h * spec.out_w * (std::int64_t)elem_size(spec.epilogue.out);
-  const Arith arith = detail::arith_of(spec);
-  const bool nearest = spec.filter == Filter::kNearest;
   const RowsFn fn = arith == Arith::kPillow8 ? rows_fn<Arith::kPillow8>(spec.channels)
                                              : rows_fn<Arith::kOpenCV8>(spec.channels);
 
@@ -309,6 +318,8 @@ void resize_cpu(const std::vector<ImageRef>& images, const ResizeSpec& spec, std
       const std::int32_t* co = coeffs.data() + plans[n].offset;
       if (nearest)
         nearest_rows(images[n], plans[n], co, spec, y0, y1, dst, s);
+      else if (simd_plans[n].kind != detail::SimdPlan::kNone)
+        detail::simd_rows(level, simd_plans[n], images[n], plans[n], co, spec, y0, y1, dst, s.simd);
       else
         fn(images[n], padded[n] != 0, plans[n], co, spec, y0, y1, dst, s);
     }

@@ -1,0 +1,128 @@
+#include "image/resize_cpu_simd.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace gdsio::image::detail {
+
+using px::clampi;
+
+namespace {
+
+std::int64_t round_up(std::int64_t v, std::int64_t a) { return (v + a - 1) / a * a; }
+
+// The epilogue of one output row held as uint8 values `v` (interleaved: value
+// x * C + c; planar: one channel `c0`) into the (C, out_h, out_w) image.
+void store_row(const ResizeSpec& spec, bool flip, bool interleaved, int c0, const std::uint8_t* v, int y,
+               void* out_image) {
+  const int out_w = spec.out_w, C = interleaved ? spec.channels : 1;
+  const std::int64_t plane = (std::int64_t)spec.out_h * out_w;
+  const px::Epilogue& e = spec.epilogue;
+  if (e.out == PixelType::kU8) {
+    auto* o = static_cast<std::uint8_t*>(out_image) + (std::int64_t)c0 * plane + (std::int64_t)y * out_w;
+    if (!interleaved) {
+      if (!flip) {
+        std::memcpy(o, v, (std::size_t)out_w);
+      } else {
+        for (int x = 0; x < out_w; ++x) o[out_w - 1 - x] = v[x];
+      }
+      return;
+    }
+    for (int c = 0; c < C; ++c) {
+      std::uint8_t* __restrict oc = o + c * plane;
+      const std::uint8_t* __restrict vc = v + c;
+      if (!flip) {
+        for (int x = 0; x < out_w; ++x) oc[x] = vc[x * C];
+      } else {
+        for (int x = 0; x < out_w; ++x) oc[out_w - 1 - x] = vc[x * C];
+      }
+    }
+    return;
+  }
+  for (int c = 0; c < C; ++c) {
+    const int ch = c0 + c;
+    const std::int64_t base = (std::int64_t)ch * plane + (std::int64_t)y * out_w;
+    for (int x = 0; x < out_w; ++x)
+      px::store_resampled(e, out_image, base + (flip ? out_w - 1 - x : x), ch, v[x * C + c]);
+  }
+}
+
+}  // namespace
+
+SimdPlan simd_prepare(simd::Level level, const ImageRef& im, const ImagePlan& p, const std::int32_t* co,
+                      int channels) {
+  SimdPlan sp;
+  if (level == simd::Level::kScalar) return sp;
+  const std::int32_t* hw = co + 2 * (std::int64_t)p.h.out;
+  const std::int64_t ps = im.pixel_stride;
+  const bool interleaved = im.channel_stride == 1 && (ps == 3 || ps == 4) && channels >= 3 && channels <= ps;
+  if (interleaved) {
+    sp.kind = SimdPlan::kInterleaved;
+    sp.weights.resize(simd::h_weights_bytes_interleaved(p.h.out, p.ksize_h) / 2);
+    simd::h_weights_interleaved(hw, p.h.out, p.ksize_h, sp.weights.data());
+  } else if (ps == 1) {
+    sp.kind = SimdPlan::kPlanar;
+    sp.weights.resize(simd::h_weights_bytes_planar(p.h.out, p.ksize_h) / 2);
+    simd::h_weights_planar(hw, p.h.out, p.ksize_h, sp.weights.data());
+  }
+  return sp;
+}
+
+void simd_rows(simd::Level level, const SimdPlan& sp, const ImageRef& im, const ImagePlan& p,
+               const std::int32_t* co, const ResizeSpec& spec, int y0, int y1, void* out_image,
+               std::vector<std::uint8_t>& scratch) {
+  const int out_w = spec.out_w, in_h = im.height, in_w = im.width, C = spec.channels;
+  const bool interleaved = sp.kind == SimdPlan::kInterleaved;
+  const std::int32_t* hb = co;
+  const std::int32_t* vb = co + px::axis_ints(p.h, p.ksize_h);
+  const std::int32_t* vw = vb + 2 * (std::int64_t)spec.out_h;
+  const int kh = p.ksize_h, kv = p.ksize_v;
+  const auto* src = reinterpret_cast<const std::uint8_t*>(im.data);
+  const std::int64_t cs = im.channel_stride, ps = im.pixel_stride, rs = im.row_stride;
+
+  const int lo = clampi(vb[2 * y0], 0, in_h - 1);
+  const int hi = clampi(vb[2 * (y1 - 1)] + vb[2 * (y1 - 1) + 1] - 1, 0, in_h - 1) + 1;
+  const int groups = interleaved ? 1 : C;             // planes of the intermediate rows
+  const int width = interleaved ? out_w * C : out_w;  // values per intermediate row
+  const std::int64_t pitch = round_up(width, 32) + simd::kOverWrite;
+  const std::int64_t group_bytes = (std::int64_t)(hi - lo) * pitch;
+  // The bytes of one source row (of one plane) that belong to the image, and a
+  // padded copy for rows a kernel's reads past the last tap would leave.
+  const std::int64_t span = interleaved ? (std::int64_t)(in_w - 1) * ps + C : in_w;
+  const std::int64_t copy_bytes = round_up(span + simd::kOverRead, 32);
+  scratch.resize((std::size_t)(groups * group_bytes + pitch + copy_bytes));
+  std::uint8_t* inter = scratch.data();
+  std::uint8_t* vrow = inter + groups * group_bytes;
+  std::uint8_t* copy = vrow + pitch;
+  const std::uint8_t* last = src + (std::int64_t)(in_h - 1) * rs + (std::int64_t)(in_w - 1) * ps +
+                             (std::int64_t)(C - 1) * cs;
+
+  for (int g = 0; g < groups; ++g) {
+    for (int r = lo; r < hi; ++r) {
+      const std::uint8_t* row = src + (std::int64_t)r * rs + (std::int64_t)g * cs;
+      if ((std::uintptr_t)row + (std::uintptr_t)(span - 1 + simd::kOverRead) > (std::uintptr_t)last) {
+        std::memcpy(copy, row, (std::size_t)span);
+        std::memset(copy + span, 0, (std::size_t)(copy_bytes - span));
+        row = copy;
+      }
+      std::uint8_t* dst = inter + g * group_bytes + (std::int64_t)(r - lo) * pitch;
+      if (interleaved)
+        simd::h_row_interleaved(level, row, C, (int)ps, out_w, kh, hb, sp.weights.data(), dst);
+      else
+        simd::h_row_planar(level, row, out_w, kh, hb, sp.weights.data(), dst);
+    }
+  }
+
+  std::vector<const std::uint8_t*> rows((std::size_t)std::max(kv, 1));
+  for (int g = 0; g < groups; ++g) {
+    const std::uint8_t* base = inter + g * group_bytes;
+    for (int y = y0; y < y1; ++y) {
+      const int start = vb[2 * y], n = vb[2 * y + 1];
+      for (int k = 0; k < n; ++k) rows[k] = base + (std::int64_t)(clampi(start + k, 0, in_h - 1) - lo) * pitch;
+      simd::v_row(level, rows.data(), vw + (std::int64_t)y * kv, n, width, vrow);
+      store_row(spec, im.flip, interleaved, g, vrow, y, out_image);
+    }
+  }
+}
+
+}  // namespace gdsio::image::detail

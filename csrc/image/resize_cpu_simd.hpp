@@ -1,0 +1,34 @@
+// The CPU resize's SIMD schedule for Pillow's 8-bit arithmetic: a horizontal
+// pass over interleaved pixels (or over one channel plane at a time) into
+// uint8 rows, then a vertical pass over those rows, both through the kernels
+// of resample_simd.hpp. Used by resize_cpu (transforms_cpu.cpp) when the CPU
+// has a SIMD level and the windows are padded; the scalar loops there take
+// everything else, with the same results.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "image/resample_simd.hpp"
+#include "image/transforms.hpp"
+
+namespace gdsio::image::detail {
+
+// Per image: which kernel runs its horizontal pass, with its weights.
+struct SimdPlan {
+  enum Kind : std::uint8_t { kNone = 0, kInterleaved = 1, kPlanar = 2 } kind = kNone;
+  std::vector<std::int16_t> weights;
+};
+
+// Chooses the kernel for an image whose horizontal windows are padded (all
+// `ksize_h` taps inside the row) and prepares its weights; kNone when no SIMD
+// kernel takes this layout.
+SimdPlan simd_prepare(simd::Level level, const ImageRef& im, const ImagePlan& p, const std::int32_t* co,
+                      int channels);
+
+// Output rows [y0, y1) of every channel of one image, as resize_rows does.
+void simd_rows(simd::Level level, const SimdPlan& sp, const ImageRef& im, const ImagePlan& p,
+               const std::int32_t* co, const ResizeSpec& spec, int y0, int y1, void* out_image,
+               std::vector<std::uint8_t>& scratch);
+
+}  // namespace gdsio::image::detail

@@ -1,0 +1,130 @@
+"""The CPU resize on every layout it reads without a copy (planes, a (C,H,W)
+view of interleaved (H,W,C) memory as decoders return, channels_last batches,
+crops of those) and at every SIMD level this CPU has: the bytes equal
+Pillow's, and every level gives the scalar loops' bytes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+import gdsio
+from gdsio import _core
+from gdsio import transforms as T
+
+FILTERS = {
+    "nearest": Image.Resampling.NEAREST,
+    "bilinear": Image.Resampling.BILINEAR,
+    "bicubic": Image.Resampling.BICUBIC,
+    "box": Image.Resampling.BOX,
+}
+
+
+def _levels() -> list[str]:
+    now = _core.tf_cpu_simd()
+    best = _core.tf_set_cpu_simd("avx2")  # clamped to what this CPU has
+    _core.tf_set_cpu_simd(now)
+    return ["scalar"] + (["avx2"] if best == "avx2" else [])
+
+
+LEVELS = _levels()
+
+
+@pytest.fixture(params=LEVELS)
+def level(request):
+    best = _core.tf_cpu_simd()
+    assert _core.tf_set_cpu_simd(request.param) == request.param
+    yield request.param
+    _core.tf_set_cpu_simd(best)
+
+
+def _image(h: int, w: int, c: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:h, 0:w]
+    planes = [np.where(((yy // 7) + (xx // 5)) % 2 == 0, 255, 0), (xx * 255 // max(w - 1, 1) + yy * 3) % 256,
+              rng.integers(0, 256, size=(h, w)), 255 - (xx * 7) % 256]
+    return np.stack(planes[:c], axis=-1).astype(np.uint8)
+
+
+def _pillow(a: np.ndarray, size: tuple[int, int], filt: str) -> np.ndarray:
+    mode = {1: "L", 3: "RGB", 4: "CMYK"}[a.shape[2]]
+    im = Image.frombytes(mode, (a.shape[1], a.shape[0]), np.ascontiguousarray(a).tobytes())
+    out = np.asarray(im.resize((size[1], size[0]), FILTERS[filt], reducing_gap=None))
+    return out.reshape(size[0], size[1], -1).transpose(2, 0, 1)
+
+
+def _layouts(a: np.ndarray) -> dict[str, torch.Tensor]:
+    hwc = torch.from_numpy(a.copy())
+    # RGB in 4-byte pixels (RGBX memory): a pixel stride of 4 for 3 channels.
+    x = torch.zeros(a.shape[0], a.shape[1], 4, dtype=torch.uint8)
+    x[..., : a.shape[2]] = hwc
+    return {
+        "planes": hwc.permute(2, 0, 1).contiguous(),
+        "interleaved": hwc.permute(2, 0, 1),
+        "channels_last": hwc.permute(2, 0, 1).contiguous()[None].contiguous(memory_format=torch.channels_last),
+        "rgbx": x.permute(2, 0, 1)[: a.shape[2]],
+    }
+
+
+@pytest.mark.parametrize("filt", list(FILTERS))
+@pytest.mark.parametrize(
+    "shape,size",
+    [((700, 1000, 3), (224, 224)), ((375, 500, 3), (224, 224)), ((97, 89, 3), (45, 44)), ((31, 29, 3), (64, 77)),
+     ((5, 3, 3), (17, 9)), ((1, 1, 3), (3, 5)), ((300, 2000, 3), (300, 7)), ((64, 48, 4), (33, 25)),
+     ((97, 89, 1), (45, 44))],
+    ids=str,
+)
+def test_every_layout_and_level_equals_pillow(level, filt, shape, size):
+    a = _image(*shape)
+    ref = _pillow(a, size, filt)
+    with gdsio.settings(threads=1):
+        for name, x in _layouts(a).items():
+            if name == "rgbx" and shape[2] == 4:
+                continue
+            out = T.resize(x, list(size), interpolation=filt)
+            out = out[0] if out.ndim == 4 else out
+            assert out.is_contiguous()
+            np.testing.assert_array_equal(out.numpy(), ref, err_msg=f"{name} at {level}")
+
+
+def test_interleaved_views_are_not_copied(level):
+    """A crop of an interleaved view is read in place: the result is the crop's."""
+    a = _image(200, 300, 3, seed=3)
+    view = torch.from_numpy(a.copy()).permute(2, 0, 1)
+    assert view.stride() == (1, 900, 3)
+    out = T.resized_crop(view, 10, 20, 150, 250, [64, 80])
+    ref = _pillow(a[10:160, 20:270], (64, 80), "bilinear")
+    np.testing.assert_array_equal(out.numpy(), ref)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_fused_step_on_interleaved_batches_equals_planes(level, threads):
+    """The fused crop-flip-resize-normalize reads interleaved images (a list of
+    different sizes) as it reads planes, at every thread count."""
+    imgs = [_image(h, w, 3, seed=h) for h, w in ((375, 500), (500, 333), (240, 320), (64, 1000))]
+    views = [torch.from_numpy(a.copy()).permute(2, 0, 1) for a in imgs]
+    planes = [v.contiguous() for v in views]
+    boxes = T.random_resized_crop_params([a.shape[0] for a in imgs], [a.shape[1] for a in imgs], generator=1)
+    flips = [True, False, True, False]
+    kw = dict(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
+    with gdsio.settings(threads=threads):
+        a = T.resized_crop_flip_normalize(views, boxes, flips, 224, **kw)
+        b = T.resized_crop_flip_normalize(planes, boxes, flips, 224, **kw)
+        u8 = T.resized_crop_flip_normalize(views, boxes, flips, 224, None, None, dtype=torch.uint8)
+        u8_planes = T.resized_crop_flip_normalize(planes, boxes, flips, 224, None, None, dtype=torch.uint8)
+    assert torch.equal(a, b) and torch.equal(u8, u8_planes)
+
+
+def test_cuda_table_refuses_interleaved_rows():
+    t = torch.zeros(4, 5, 3, dtype=torch.uint8)
+    table = np.array([[t.data_ptr(), 1, 15, 4, 5, 0, 3]], dtype=np.int64)
+    with pytest.raises(ValueError, match=r"images\[0\]: the CUDA resize reads channel planes \(pixel stride 1\)"):
+        _core.tf_resize_workspace_bytes(table, channels=3, out_h=2, out_w=2, filter="bilinear", antialias=True)
+
+
+def test_simd_level_names():
+    assert _core.tf_cpu_simd() in ("avx2", "scalar")
+    with pytest.raises(ValueError, match="level: 'avx2' or 'scalar', got 'sse9'"):
+        _core.tf_set_cpu_simd("sse9")
