@@ -118,10 +118,48 @@ __attribute__((target("avx2"))) inline __m256i h_interleaved_one(const std::uint
   return rebuild(ah, al);
 }
 
+// The same sums for two rows that share the windows: each weight is loaded once.
 template <int G>
-__attribute__((target("avx2"))) void h_interleaved_g(const std::uint8_t* row, int channels, int ps, int out,
-                                                     int groups, const std::int32_t* bounds,
-                                                     const std::int16_t* weights, __m256i mask, std::uint8_t* dst) {
+__attribute__((target("avx2"))) inline void h_interleaved_two(const std::uint8_t* p, const std::uint8_t* q,
+                                                              const __m256i* w, std::ptrdiff_t step, int groups,
+                                                              __m256i mask, __m256i init, __m256i* s, __m256i* t) {
+  __m256i ah = _mm256_setzero_si256(), al = init, bh = _mm256_setzero_si256(), bl = init;
+  const int n = G > 0 ? G : groups;
+  for (int g = 0; g < n; ++g, p += step, q += step, w += 2) {
+    const __m256i wh = _mm256_loadu_si256(w), wl = _mm256_loadu_si256(w + 1);
+    const __m256i u = _mm256_shuffle_epi8(
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), mask);
+    const __m256i v = _mm256_shuffle_epi8(
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))), mask);
+    ah = _mm256_add_epi32(ah, _mm256_madd_epi16(u, wh));
+    al = _mm256_add_epi32(al, _mm256_madd_epi16(u, wl));
+    bh = _mm256_add_epi32(bh, _mm256_madd_epi16(v, wh));
+    bl = _mm256_add_epi32(bl, _mm256_madd_epi16(v, wl));
+  }
+  *s = rebuild(ah, al);
+  *t = rebuild(bh, bl);
+}
+
+// Four pixels' lane sums -> their C bytes each at dst (16 bytes written).
+__attribute__((target("avx2"))) inline void h_store4(__m256i s0, __m256i s1, __m256i s2, __m256i s3,
+                                                     __m128i compact, std::uint8_t* dst) {
+  __m256i t01 = _mm256_add_epi32(_mm256_permute2x128_si256(s0, s1, 0x20), _mm256_permute2x128_si256(s0, s1, 0x31));
+  __m256i t23 = _mm256_add_epi32(_mm256_permute2x128_si256(s2, s3, 0x20), _mm256_permute2x128_si256(s2, s3, 0x31));
+  t01 = _mm256_srai_epi32(t01, kShift);                // [x0 | x1]
+  t23 = _mm256_srai_epi32(t23, kShift);                // [x2 | x3]
+  const __m256i p16 = _mm256_packs_epi32(t01, t23);   // [x0 x2 | x1 x3] as int16
+  const __m256i p8 = _mm256_packus_epi16(p16, p16);   // [x0 x2 x0 x2 | x1 x3 x1 x3] as bytes
+  const __m128i q = _mm_unpacklo_epi32(_mm256_castsi256_si128(p8), _mm256_extracti128_si256(p8, 1));
+  // C = 3 writes four bytes past the last pixel's, which the next pixels
+  // (or the row's padding) take.
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_shuffle_epi8(q, compact));
+}
+
+template <int G>
+__attribute__((target("avx2"))) void h_interleaved_g(const std::uint8_t* row0, const std::uint8_t* row1,
+                                                     int channels, int ps, int out, int groups,
+                                                     const std::int32_t* bounds, const std::int16_t* weights,
+                                                     __m256i mask, std::uint8_t* dst0, std::uint8_t* dst1) {
   // Pillow's rounding term, added once: in lane 0 of the low accumulator.
   const __m256i init = _mm256_setr_epi32(kInit, kInit, kInit, kInit, 0, 0, 0, 0);
   // The four bytes of each of four pixels, as C bytes each (C = 3: 12 bytes).
@@ -129,34 +167,31 @@ __attribute__((target("avx2"))) void h_interleaved_g(const std::uint8_t* row, in
                                         : _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const std::ptrdiff_t step = 4 * (std::ptrdiff_t)ps;
   const std::size_t wstride = (std::size_t)groups * 32;
-#define GDSIO_H_ONE(x)                                                                                 \
-  h_interleaved_one<G>(row + (std::ptrdiff_t)bounds[2 * (x)] * ps,                                   \
-                       reinterpret_cast<const __m256i*>(weights + (std::size_t)(x) * wstride), step, \
-                       groups, mask, init)
+  const bool two = row1 != nullptr;
   for (int x = 0; x < out; x += 4) {
     // Four pixels at a time: add the lanes pairwise, then round and pack them together.
-    const __m256i zero = _mm256_setzero_si256();
-    const __m256i s0 = GDSIO_H_ONE(x);
-    const __m256i s1 = x + 1 < out ? GDSIO_H_ONE(x + 1) : zero;
-    const __m256i s2 = x + 2 < out ? GDSIO_H_ONE(x + 2) : zero;
-    const __m256i s3 = x + 3 < out ? GDSIO_H_ONE(x + 3) : zero;
-#undef GDSIO_H_ONE
-    __m256i t01 = _mm256_add_epi32(_mm256_permute2x128_si256(s0, s1, 0x20), _mm256_permute2x128_si256(s0, s1, 0x31));
-    __m256i t23 = _mm256_add_epi32(_mm256_permute2x128_si256(s2, s3, 0x20), _mm256_permute2x128_si256(s2, s3, 0x31));
-    t01 = _mm256_srai_epi32(t01, kShift);  // [x0 | x1]
-    t23 = _mm256_srai_epi32(t23, kShift);  // [x2 | x3]
-    const __m256i p16 = _mm256_packs_epi32(t01, t23);      // [x0 x2 | x1 x3] as int16
-    const __m256i p8 = _mm256_packus_epi16(p16, p16);      // [x0 x2 x0 x2 | x1 x3 x1 x3] as bytes
-    const __m128i q = _mm_unpacklo_epi32(_mm256_castsi256_si128(p8), _mm256_extracti128_si256(p8, 1));
-    // C = 3 writes four bytes past the last pixel's, which the next pixels
-    // (or the row's padding) take.
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (std::size_t)x * channels), _mm_shuffle_epi8(q, compact));
+    __m256i s[4], t[4];
+    for (int i = 0; i < 4; ++i) {
+      if (x + i >= out) {
+        s[i] = t[i] = _mm256_setzero_si256();
+        continue;
+      }
+      const std::ptrdiff_t off = (std::ptrdiff_t)bounds[2 * (x + i)] * ps;
+      const __m256i* w = reinterpret_cast<const __m256i*>(weights + (std::size_t)(x + i) * wstride);
+      if (two)
+        h_interleaved_two<G>(row0 + off, row1 + off, w, step, groups, mask, init, &s[i], &t[i]);
+      else
+        s[i] = h_interleaved_one<G>(row0 + off, w, step, groups, mask, init);
+    }
+    h_store4(s[0], s[1], s[2], s[3], compact, dst0 + (std::size_t)x * channels);
+    if (two) h_store4(t[0], t[1], t[2], t[3], compact, dst1 + (std::size_t)x * channels);
   }
 }
 
-__attribute__((target("avx2"))) void h_interleaved_avx2(const std::uint8_t* row, int channels, int ps, int out,
-                                                        int k, const std::int32_t* bounds,
-                                                        const std::int16_t* weights, std::uint8_t* dst) {
+__attribute__((target("avx2"))) void h_interleaved_avx2(const std::uint8_t* row0, const std::uint8_t* row1,
+                                                        int channels, int ps, int out, int k,
+                                                        const std::int32_t* bounds, const std::int16_t* weights,
+                                                        std::uint8_t* dst0, std::uint8_t* dst1) {
   // Lane 0 takes pixels 0 and 1 of a group of four, lane 1 pixels 2 and 3;
   // each 16-bit pair is (channel c of pixel t, channel c of pixel t + 1).
   alignas(32) std::int8_t m[32];
@@ -172,15 +207,18 @@ __attribute__((target("avx2"))) void h_interleaved_avx2(const std::uint8_t* row,
   }
   const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
   const int groups = (k + 3) / 4;
+#define GDSIO_H_CASE(G) \
+  return h_interleaved_g<G>(row0, row1, channels, ps, out, groups, bounds, weights, mask, dst0, dst1)
   switch (groups) {
-    case 1: return h_interleaved_g<1>(row, channels, ps, out, groups, bounds, weights, mask, dst);
-    case 2: return h_interleaved_g<2>(row, channels, ps, out, groups, bounds, weights, mask, dst);
-    case 3: return h_interleaved_g<3>(row, channels, ps, out, groups, bounds, weights, mask, dst);
-    case 4: return h_interleaved_g<4>(row, channels, ps, out, groups, bounds, weights, mask, dst);
-    case 5: return h_interleaved_g<5>(row, channels, ps, out, groups, bounds, weights, mask, dst);
-    case 6: return h_interleaved_g<6>(row, channels, ps, out, groups, bounds, weights, mask, dst);
-    default: return h_interleaved_g<0>(row, channels, ps, out, groups, bounds, weights, mask, dst);
+    case 1: GDSIO_H_CASE(1);
+    case 2: GDSIO_H_CASE(2);
+    case 3: GDSIO_H_CASE(3);
+    case 4: GDSIO_H_CASE(4);
+    case 5: GDSIO_H_CASE(5);
+    case 6: GDSIO_H_CASE(6);
+    default: GDSIO_H_CASE(0);
   }
+#undef GDSIO_H_CASE
 }
 
 template <int G>
@@ -277,15 +315,59 @@ __attribute__((target("avx2"))) void v_avx2(const std::uint8_t* const* rows, con
   }
 }
 
+// Sixteen pixels (48 bytes) at a time: channel c of pixel i is byte 3i + c,
+// in one of the three 16-byte blocks; one shuffle per block and channel.
+__attribute__((target("avx2"))) void deinterleave3_avx2(const std::uint8_t* v, int n, bool flip, std::uint8_t* o0,
+                                                        std::uint8_t* o1, std::uint8_t* o2) {
+  alignas(16) std::int8_t m[3][3][16];  // [channel][block][output byte]
+  for (int c = 0; c < 3; ++c)
+    for (int b = 0; b < 3; ++b)
+      for (int i = 0; i < 16; ++i) {
+        const int src = 3 * (flip ? 15 - i : i) + c;
+        m[c][b][i] = src / 16 == b ? (std::int8_t)(src % 16) : (std::int8_t)-128;
+      }
+  __m128i mk[3][3];
+  for (int c = 0; c < 3; ++c)
+    for (int b = 0; b < 3; ++b) mk[c][b] = _mm_load_si128(reinterpret_cast<const __m128i*>(m[c][b]));
+  std::uint8_t* o[3] = {o0, o1, o2};
+  int x = 0;
+  for (; x + 16 <= n; x += 16) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(v + 3 * x));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(v + 3 * x + 16));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(v + 3 * x + 32));
+    for (int c = 0; c < 3; ++c) {
+      const __m128i r = _mm_or_si128(_mm_or_si128(_mm_shuffle_epi8(a, mk[c][0]), _mm_shuffle_epi8(b, mk[c][1])),
+                                     _mm_shuffle_epi8(d, mk[c][2]));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o[c] + (flip ? n - 16 - x : x)), r);
+    }
+  }
+  for (; x < n; ++x)
+    for (int c = 0; c < 3; ++c) o[c][flip ? n - 1 - x : x] = v[3 * x + c];
+}
+
 }  // namespace
 #endif  // GDSIO_X86_SIMD
 
-void h_row_interleaved(Level l, const std::uint8_t* row, int channels, int pixel_stride, int out, int k,
-                       const std::int32_t* bounds, const std::int16_t* weights, std::uint8_t* dst) {
+void deinterleave3(Level l, const std::uint8_t* v, int n, bool flip, std::uint8_t* o0, std::uint8_t* o1,
+                   std::uint8_t* o2) {
 #ifdef GDSIO_X86_SIMD
-  if (l == Level::kAvx2) return h_interleaved_avx2(row, channels, pixel_stride, out, k, bounds, weights, dst);
+  if (l == Level::kAvx2) return deinterleave3_avx2(v, n, flip, o0, o1, o2);
 #endif
-  (void)l, (void)row, (void)channels, (void)pixel_stride, (void)out, (void)k, (void)bounds, (void)weights, (void)dst;
+  (void)l;
+  std::uint8_t* o[3] = {o0, o1, o2};
+  for (int x = 0; x < n; ++x)
+    for (int c = 0; c < 3; ++c) o[c][flip ? n - 1 - x : x] = v[3 * x + c];
+}
+
+void h_rows_interleaved(Level l, const std::uint8_t* row0, const std::uint8_t* row1, int channels, int pixel_stride,
+                        int out, int k, const std::int32_t* bounds, const std::int16_t* weights, std::uint8_t* dst0,
+                        std::uint8_t* dst1) {
+#ifdef GDSIO_X86_SIMD
+  if (l == Level::kAvx2)
+    return h_interleaved_avx2(row0, row1, channels, pixel_stride, out, k, bounds, weights, dst0, dst1);
+#endif
+  (void)l, (void)row0, (void)row1, (void)channels, (void)pixel_stride, (void)out, (void)k, (void)bounds,
+      (void)weights, (void)dst0, (void)dst1;
   std::abort();  // callers run the scalar loops at Level::kScalar
 }
 

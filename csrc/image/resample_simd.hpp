@@ -42,8 +42,11 @@ void h_weights_planar(const std::int32_t* w, int out, int k, std::int16_t* dst);
 // One row of the horizontal pass: dst[x * C + c] (interleaved) or dst[x]
 // (planar) for x in [0, out). `starts[x]`: the first tap of window x, in
 // pixels. The source may be read up to kOverRead bytes past the last tap.
-void h_row_interleaved(Level l, const std::uint8_t* row, int channels, int pixel_stride, int out, int k,
-                       const std::int32_t* bounds, const std::int16_t* weights, std::uint8_t* dst);
+// Interleaved rows come two at a time (they share the windows and weights);
+// row1 may be null for one row.
+void h_rows_interleaved(Level l, const std::uint8_t* row0, const std::uint8_t* row1, int channels, int pixel_stride,
+                        int out, int k, const std::int32_t* bounds, const std::int16_t* weights, std::uint8_t* dst0,
+                        std::uint8_t* dst1);
 void h_row_planar(Level l, const std::uint8_t* row, int out, int k, const std::int32_t* bounds,
                   const std::int16_t* weights, std::uint8_t* dst);
 
@@ -51,5 +54,10 @@ void h_row_planar(Level l, const std::uint8_t* row, int out, int k, const std::i
 // sum_j rows[j][x] * w[j]) for j < n. Rows may be read, and dst written, up
 // to kOverRead / kOverWrite bytes past `width`.
 void v_row(Level l, const std::uint8_t* const* rows, const std::int32_t* w, int n, int width, std::uint8_t* dst);
+
+// Splits `n` interleaved 3-channel pixels into three planes, mirrored
+// (o[n - 1 - x] = pixel x) when `flip`.
+void deinterleave3(Level l, const std::uint8_t* v, int n, bool flip, std::uint8_t* o0, std::uint8_t* o1,
+                   std::uint8_t* o2);
 
 }  // namespace gdsio::image::simd

@@ -13,8 +13,8 @@ std::int64_t round_up(std::int64_t v, std::int64_t a) { return (v + a - 1) / a *
 
 // The epilogue of one output row held as uint8 values `v` (interleaved: value
 // x * C + c; planar: one channel `c0`) into the (C, out_h, out_w) image.
-void store_row(const ResizeSpec& spec, bool flip, bool interleaved, int c0, const std::uint8_t* v, int y,
-               void* out_image) {
+void store_row(simd::Level level, const ResizeSpec& spec, bool flip, bool interleaved, int c0,
+               const std::uint8_t* v, int y, void* out_image) {
   const int out_w = spec.out_w, C = interleaved ? spec.channels : 1;
   const std::int64_t plane = (std::int64_t)spec.out_h * out_w;
   const px::Epilogue& e = spec.epilogue;
@@ -28,6 +28,7 @@ void store_row(const ResizeSpec& spec, bool flip, bool interleaved, int c0, cons
       }
       return;
     }
+    if (C == 3) return simd::deinterleave3(level, v, out_w, flip, o, o + plane, o + 2 * plane);
     for (int c = 0; c < C; ++c) {
       std::uint8_t* __restrict oc = o + c * plane;
       const std::uint8_t* __restrict vc = v + c;
@@ -90,26 +91,38 @@ void simd_rows(simd::Level level, const SimdPlan& sp, const ImageRef& im, const 
   // padded copy for rows a kernel's reads past the last tap would leave.
   const std::int64_t span = interleaved ? (std::int64_t)(in_w - 1) * ps + C : in_w;
   const std::int64_t copy_bytes = round_up(span + simd::kOverRead, 32);
-  scratch.resize((std::size_t)(groups * group_bytes + pitch + copy_bytes));
+  scratch.resize((std::size_t)(groups * group_bytes + pitch + 2 * copy_bytes));
   std::uint8_t* inter = scratch.data();
   std::uint8_t* vrow = inter + groups * group_bytes;
   std::uint8_t* copy = vrow + pitch;
   const std::uint8_t* last = src + (std::int64_t)(in_h - 1) * rs + (std::int64_t)(in_w - 1) * ps +
                              (std::int64_t)(C - 1) * cs;
 
+  // The source row r of plane g, or a padded copy of it (in copy slot `slot`)
+  // when a kernel's reads past its last tap would leave the image.
+  auto source_row = [&](int r, int g, int slot) {
+    const std::uint8_t* row = src + (std::int64_t)r * rs + (std::int64_t)g * cs;
+    if ((std::uintptr_t)row + (std::uintptr_t)(span - 1 + simd::kOverRead) > (std::uintptr_t)last) {
+      std::uint8_t* c = copy + slot * copy_bytes;
+      std::memcpy(c, row, (std::size_t)span);
+      std::memset(c + span, 0, (std::size_t)(copy_bytes - span));
+      row = c;
+    }
+    return row;
+  };
   for (int g = 0; g < groups; ++g) {
-    for (int r = lo; r < hi; ++r) {
-      const std::uint8_t* row = src + (std::int64_t)r * rs + (std::int64_t)g * cs;
-      if ((std::uintptr_t)row + (std::uintptr_t)(span - 1 + simd::kOverRead) > (std::uintptr_t)last) {
-        std::memcpy(copy, row, (std::size_t)span);
-        std::memset(copy + span, 0, (std::size_t)(copy_bytes - span));
-        row = copy;
+    std::uint8_t* plane_rows = inter + g * group_bytes;
+    if (interleaved) {
+      for (int r = lo; r < hi; r += 2) {
+        const bool two = r + 1 < hi;
+        simd::h_rows_interleaved(level, source_row(r, g, 0), two ? source_row(r + 1, g, 1) : nullptr, C, (int)ps,
+                                 out_w, kh, hb, sp.weights.data(), plane_rows + (std::int64_t)(r - lo) * pitch,
+                                 two ? plane_rows + (std::int64_t)(r + 1 - lo) * pitch : nullptr);
       }
-      std::uint8_t* dst = inter + g * group_bytes + (std::int64_t)(r - lo) * pitch;
-      if (interleaved)
-        simd::h_row_interleaved(level, row, C, (int)ps, out_w, kh, hb, sp.weights.data(), dst);
-      else
-        simd::h_row_planar(level, row, out_w, kh, hb, sp.weights.data(), dst);
+    } else {
+      for (int r = lo; r < hi; ++r)
+        simd::h_row_planar(level, source_row(r, g, 0), out_w, kh, hb, sp.weights.data(),
+                           plane_rows + (std::int64_t)(r - lo) * pitch);
     }
   }
 
@@ -120,7 +133,7 @@ void simd_rows(simd::Level level, const SimdPlan& sp, const ImageRef& im, const 
       const int start = vb[2 * y], n = vb[2 * y + 1];
       for (int k = 0; k < n; ++k) rows[k] = base + (std::int64_t)(clampi(start + k, 0, in_h - 1) - lo) * pitch;
       simd::v_row(level, rows.data(), vw + (std::int64_t)y * kv, n, width, vrow);
-      store_row(spec, im.flip, interleaved, g, vrow, y, out_image);
+      store_row(level, spec, im.flip, interleaved, g, vrow, y, out_image);
     }
   }
 }
