@@ -29,6 +29,7 @@ from ._report import BackendInfo, backends, info
 from .data import Cache, Loader
 from ._settings import Settings, settings
 from ._settings import current as current_settings
+from ._files import read_many
 from .io import BackendUnavailable, File, ReadStats, read, read_into, register_buffer
 from .tensors import load_npy, load_safetensors
 
@@ -51,6 +52,7 @@ __all__ = [
     "load_safetensors",
     "read",
     "read_into",
+    "read_many",
     "register_buffer",
     "settings",
     "starvation",

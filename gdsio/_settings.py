@@ -157,10 +157,27 @@ def _raw_env() -> tuple[str | None, ...]:
     return tuple(None if v is None else _ENV_DECODE(v) for v in raw)
 
 
+# The last answer of current() and what it was made from: a read calls
+# current() once or twice, and the environment and the settings blocks seldom
+# change between two reads.
+_last: tuple[Any, tuple[str | None, ...], Settings] | None = None
+
+
 def current() -> Settings:
     """The settings in force here and now."""
+    global _last
     raw_env = _raw_env()
-    overrides = tuple(sorted(_overrides.get().items()))
+    over = _overrides.get()
+    last = _last
+    if last is not None and last[0] is over and last[1] == raw_env:
+        return last[2]
+    made = _current(raw_env, over)
+    _last = (over, raw_env, made)
+    return made
+
+
+def _current(raw_env: tuple[str | None, ...], over: Mapping[str, Any]) -> Settings:
+    overrides = tuple(sorted(over.items()))
     try:
         hash(overrides)
     except TypeError:  # an unhashable value: let Settings say what is wrong with it

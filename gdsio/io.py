@@ -13,7 +13,7 @@ import os
 import threading
 from typing import Any, Iterable, Sequence
 
-from . import _core, _libs
+from . import _core, _files, _libs
 from ._buffers import Destination, host_empty, resolve
 from ._settings import BACKENDS, Settings, current
 
@@ -347,6 +347,8 @@ def read_into(
 
 
 def _parse_device(device: Any) -> tuple[str, int]:
+    if device == "cpu":
+        return "cpu", -1
     if isinstance(device, int) and not isinstance(device, bool):
         return "cuda", device
     text = str(device)
@@ -378,6 +380,12 @@ def read(
 
     kind, index = _parse_device(device)
     s = current()
+    if kind == "cpu" and offset == 0 and size is None and not s.direct_io:
+        if (s.backend if backend is None else backend) in ("auto", "posix"):
+            # A small file in one C++ call (open, fstat, pread, close), as open().read() does.
+            got = _files.read_small(os.fspath(path), s, return_stats)
+            if got is not None:
+                return got if return_stats else got[0]
     with File(path) as f:
         file_size = f.size()
         if size is None:
