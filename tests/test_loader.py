@@ -641,3 +641,21 @@ def test_cache_stores_a_key_given_twice_once():
     assert cache.bytes_used >= 2 * 400 and cache.stats()["rejected"] == 0
     used = cache.bytes_used
     assert cache.put_many(["k"], [b]) == [True] and cache.bytes_used == used  # already there: nothing new
+
+
+def test_raw_host_batches_read_in_one_call_and_a_bad_file_fails_alone(tmp_path, caplog):
+    """Host raw batches are read by one C++ call; a file that shrank after the
+    scan fails only its own records (on_error="skip"), named in the log."""
+    for c in ("a", "b"):
+        (tmp_path / c).mkdir()
+        for i in range(3):
+            make_raw(tmp_path / c / f"{i}.bin", 2)
+    kw = dict(device="cpu", kind="raw", record_shape=(3, 2, 2), record_dtype=torch.int32)
+    assert [ids(x) for x, _ in Loader(tmp_path, 4, **kw)] == [[0, 1, 0, 1], [0, 1, 0, 1], [0, 1, 0, 1]]
+    loader = Loader(tmp_path, 4, on_error="skip", **kw)
+    (tmp_path / "b" / "1.bin").write_bytes(b"\0" * 10)  # shrank: its 2 records fail
+    with caplog.at_level(logging.WARNING, logger="gdsio"):
+        got = [(ids(x), y.tolist()) for x, y in loader]
+    assert got == [([0, 1, 0, 1], [0, 0, 0, 0]), ([0, 1, 0, 1], [0, 0, 1, 1]), ([0, 1], [1, 1])]
+    assert "1.bin, record 0" in caplog.text and "holds 10 bytes" in caplog.text
+    assert loader.stats().io_backends == {"posix": 5}

@@ -35,6 +35,10 @@ def _mark_loader_thread() -> None:
     _local.in_loader = True
 
 
+class _RowErrors(dict):
+    """{batch row: error} of a batched host read that failed for some files."""
+
+
 @dataclasses.dataclass
 class _Pending:
     batch_no: int
@@ -163,8 +167,15 @@ class Producer:
 
             with self._on(0):  # allocated on the read stream, which fills it
                 p.buf = torch.empty((len(idx), self.table.record_bytes), dtype=torch.uint8, device=self.device)
-            for rows in self._group_by_file(idx, misses):
-                p.futures.append((rows, pool.submit(self._read_records, idx, rows, p.buf)))
+            groups = self._group_by_file(idx, misses)
+            if not self.cuda and groups:
+                # Host batches: every file of the batch in one C++ call (no future,
+                # File or GIL hand-off per file).
+                rows_all = [r for g in groups for r in g]
+                p.futures.append((rows_all, pool.submit(self._read_records_host, idx, groups, p.buf)))
+            else:
+                for rows in groups:
+                    p.futures.append((rows, pool.submit(self._read_records, idx, rows, p.buf)))
         else:
             for pos in misses:
                 p.futures.append(([pos], pool.submit(self._read_file, int(idx[pos]))))
@@ -176,6 +187,48 @@ class Producer:
         for r, f in zip(rows, np.asarray(files).tolist()):
             groups.setdefault(f, []).append(r)
         return list(groups.values())
+
+    def _record_requests(self, idx: np.ndarray, rows: list[int]) -> list[list[int]]:
+        """[file offset, size, batch-buffer offset] of the records of `rows` (one file),
+        runs adjacent both in the file and in the batch (unshuffled data) coalesced."""
+        rb = self.table.record_bytes
+        reqs: list[list[int]] = []
+        for r, off in zip(rows, self.table.offset_of(idx[rows]).tolist()):
+            if reqs and reqs[-1][0] + reqs[-1][1] == off and reqs[-1][2] + reqs[-1][1] == r * rb:
+                reqs[-1][1] += rb
+            else:
+                reqs.append([off, rb, r * rb])
+        return reqs
+
+    def _read_records_host(self, idx: np.ndarray, groups: list[list[int]], buf: Any) -> tuple[Any, None]:
+        """Reader thread, host batches: the records of every file in one call
+        (gdsio._core.read_paths). When it fails, file by file, so that each
+        error names its own rows: returns {row: error} then."""
+        from .. import _core
+        from .._settings import current
+
+        t = self.table
+        base = buf.data_ptr()
+        reads = []
+        per_file = []
+        for rows in groups:
+            path = t.files.paths[int(t.file_of(idx[rows[:1]])[0])]
+            reqs = self._record_requests(idx, rows)
+            reads += [(path, base + out, n, off) for off, n, out in reqs]
+            per_file.append(sum(n for _, n, _ in reqs))
+        try:
+            _core.read_paths(reads, threads=current().threads)
+        except (OSError, ValueError):
+            errors: dict[int, BaseException] = {}
+            for rows in groups:
+                try:
+                    self._read_records(idx, rows, buf)
+                except (OSError, ValueError) as e:
+                    errors.update({r: e for r in rows})
+            return _RowErrors(errors), None
+        for nbytes in per_file:  # one read per file, as the per-file path counts them
+            self.meter.read("posix", nbytes)
+        return None, None
 
     def _read_records(self, idx: np.ndarray, rows: list[int], buf: Any) -> tuple[None, Any]:
         """Reader thread: the records of `rows` (one file) into their rows of the batch buffer."""
@@ -254,6 +307,9 @@ class Producer:
                 for r in rows:
                     self._failed(idx[r], e, failures, r)
                 continue
+            if isinstance(t, _RowErrors):
+                for r, e in t.items():
+                    self._failed(idx[r], e, failures, r)
             events.append(ev)
             if p.buf is None:
                 samples[rows[0]] = t
