@@ -35,6 +35,50 @@ def _mark_loader_thread() -> None:
     _local.in_loader = True
 
 
+class _BufferPool:
+    """Host batch buffers of the raw kind, reused once nothing outside holds
+    them: a fresh 25 MiB buffer per batch would page-fault every byte again.
+    A buffer is busy from its batch's reads until its batch is built; after
+    that the batch (a view the consumer holds) keeps it from reuse until the
+    consumer lets go of it."""
+
+    def __init__(self, keep: int = 8) -> None:
+        self.keep = keep
+        self.lock = threading.Lock()
+        self.free_check = getattr(torch_c(), "_storage_Use_Count", None)
+        self.bufs: list[Any] = []
+        self.busy: set[int] = set()
+
+    def _unused(self, t: Any) -> bool:
+        # The pool's tensor and the temporary storage object: nothing else.
+        return self.free_check is not None and self.free_check(t.untyped_storage()._cdata) <= 2
+
+    def take(self, shape: tuple[int, int]) -> Any:
+        import torch
+
+        with self.lock:
+            for t in self.bufs:
+                if id(t) not in self.busy and tuple(t.shape) == shape and self._unused(t):
+                    self.busy.add(id(t))
+                    return t
+            t = torch.empty(shape, dtype=torch.uint8)
+            if len(self.bufs) >= self.keep:
+                self.bufs = [b for b in self.bufs if id(b) in self.busy or not self._unused(b)][-(self.keep - 1):]
+            self.bufs.append(t)
+            self.busy.add(id(t))
+            return t
+
+    def release(self, t: Any) -> None:
+        with self.lock:
+            self.busy.discard(id(t))
+
+
+def torch_c() -> Any:
+    import torch
+
+    return torch._C
+
+
 class _RowErrors(dict):
     """{batch row: error} of a batched host read that failed for some files."""
 
@@ -69,6 +113,8 @@ class Producer:
         self.cache = loader.cache
         self.meter = loader._meter
         self.q, self.stop, self.budget = q, stop, budget
+        # Host raw batch buffers, kept by the loader across passes.
+        self.buffers: _BufferPool = loader.__dict__.setdefault("_batch_buffers", _BufferPool())
         self.image_setup = None
         if self.cuda and self.table.kind == "image":
             from . import _decode
@@ -165,8 +211,11 @@ class Producer:
         if self.table.kind == "raw":
             import torch
 
-            with self._on(0):  # allocated on the read stream, which fills it
-                p.buf = torch.empty((len(idx), self.table.record_bytes), dtype=torch.uint8, device=self.device)
+            if self.cuda:
+                with self._on(0):  # allocated on the read stream, which fills it
+                    p.buf = torch.empty((len(idx), self.table.record_bytes), dtype=torch.uint8, device=self.device)
+            else:
+                p.buf = self.buffers.take((len(idx), self.table.record_bytes))
             groups = self._group_by_file(idx, misses)
             if not self.cuda and groups:
                 # Host batches: every file of the batch in one C++ call (no future,
@@ -293,6 +342,13 @@ class Producer:
         failures[pos] = err
 
     def _finish(self, p: _Pending) -> tuple[Any, ...]:
+        try:
+            return self._finish_batch(p)
+        finally:
+            if p.buf is not None and not self.cuda:
+                self.buffers.release(p.buf)  # the batch built from it (if any) now keeps it
+
+    def _finish_batch(self, p: _Pending) -> tuple[Any, ...]:
         import torch
 
         n = len(p.indices)
