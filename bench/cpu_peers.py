@@ -1,0 +1,397 @@
+"""gdsio's CPU data path against the libraries a user would pick instead, side
+by side in one run (issue 13's table): JPEG decode at 1 and 2 threads, resize
+to 224x224 with antialias, small files, safetensors and npy.
+
+Every row runs its contestants in interleaved rounds (round r times each of
+them once, so all see the same load) and reports medians; ``ratio`` is gdsio's
+time over the peer's (below 1: gdsio is faster; ``speed`` is its inverse).
+The machine, the commit, the command and the load average before and after
+each row go into the JSON and markdown written under ``--out-dir``.
+Peers that are not installed are skipped, and the report says so.
+
+    python bench/cpu_peers.py                       # the issue's sizes (minutes)
+    python bench/cpu_peers.py --smoke --out-dir /tmp/x   # tiny sizes (the test)
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import io
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+import gdsio
+import gdsio.transforms as T
+
+PEERS = ("simplejpeg", "turbojpeg", "cv2", "safetensors")
+
+
+# ---- the machine -----------------------------------------------------------------------------------
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "simd": gdsio._core.tf_cpu_simd(),
+        "platform": platform.platform(),
+    }
+
+
+def commit() -> str:
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        sha = subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return sha + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def load() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
+def versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name, mod in (("pillow", "PIL"), ("simplejpeg", "simplejpeg"), ("turbojpeg", "turbojpeg"),
+                      ("opencv", "cv2"), ("safetensors", "safetensors")):
+        try:
+            out[name] = getattr(__import__(mod), "__version__", "?")
+        except Exception:
+            out[name] = None
+    return out
+
+
+# ---- timing ----------------------------------------------------------------------------------------
+def interleaved(fns: dict[str, Callable[[], Any]], rounds: int, per_call: int = 1) -> dict[str, float]:
+    """Median seconds of one call of each, over `rounds` interleaved rounds
+    (each round times `per_call` calls of every contestant, after a warm-up)."""
+    for f in fns.values():
+        f()
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(per_call):
+                f()
+            times[k].append((time.perf_counter() - t0) / per_call)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+class Report:
+    def __init__(self, args: argparse.Namespace, skip: set[str]) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self.skip = skip
+        self.notes: list[str] = []
+
+    def peer(self, module: str) -> Any:
+        """The peer module, or None (and a note) when absent or skipped."""
+        if module in self.skip or "all" in self.skip:
+            self.note(f"{module}: skipped (--skip-peers)")
+            return None
+        try:
+            return __import__(module)
+        except Exception as e:  # ImportError, or a peer that fails to load its library
+            self.note(f"{module}: not available ({type(e).__name__}: {e})")
+            return None
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+            print("note:", text, flush=True)
+
+    def row(self, name: str, unit: str, work: float, fns: dict[str, Callable[[], Any]], rounds: int,
+            gdsio_key: str, peer_keys: list[str], per_call: int = 1, note: str = "") -> None:
+        """Times the contestants; `work` items per call give the throughput in `unit`."""
+        before = load()
+        med = interleaved(fns, rounds, per_call)
+        after = load()
+        g = med[gdsio_key]
+        peers = {k: med[k] for k in peer_keys if k in med}
+        best = min(peers, key=peers.get) if peers else None
+        row = {
+            "workload": name, "unit": unit, "gdsio": gdsio_key, "median_s": med,
+            "throughput": {k: work / v for k, v in med.items()},
+            "best_peer": best, "ratio_vs_best": g / peers[best] if best else None,
+            "ratios": {k: g / v for k, v in peers.items()},
+            "load_before": before, "load_after": after, "rounds": rounds, "note": note,
+        }
+        self.rows.append(row)
+        tp = ", ".join(f"{k} {work / v:.4g}" for k, v in med.items())
+        print(f"{name}: {tp} {unit} (load {before:.2f} -> {after:.2f})", flush=True)
+
+
+# ---- rows --------------------------------------------------------------------------------------------
+def photos_jpeg(n: int, size: tuple[int, int], quality: int = 90) -> list[bytes]:
+    from PIL import Image
+
+    try:
+        from skimage import data
+
+        srcs = [data.astronaut(), data.coffee(), data.chelsea(), data.rocket(), data.immunohistochemistry()]
+    except ImportError:
+        rng = np.random.default_rng(0)
+        y, x = np.mgrid[0:600, 0:800]
+        base = (np.sin(x / 9.0) * np.cos(y / 13.0) * 90 + 128 + rng.integers(0, 30, (600, 800))).clip(0, 255)
+        srcs = [np.stack([base, np.roll(base, 7, 1), base[::-1]], -1).astype(np.uint8)]
+    out = []
+    for k in range(n):
+        b = io.BytesIO()
+        Image.fromarray(srcs[k % len(srcs)]).resize(size).save(b, format="JPEG", quality=quality)
+        out.append(b.getvalue())
+    return out
+
+
+def jpeg_rows(rep: Report, a: argparse.Namespace) -> None:
+    from PIL import Image
+
+    blobs = photos_jpeg(a.images, (1000, 700))
+    tensors = [torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in blobs]
+    sj, tj, cv2 = rep.peer("simplejpeg"), rep.peer("turbojpeg"), rep.peer("cv2")
+
+    def pil_one(b: bytes) -> Any:
+        with Image.open(io.BytesIO(b)) as im:
+            return np.asarray(im.convert("RGB"))
+
+    def gd(threads: int) -> Callable[[], Any]:
+        def run() -> Any:
+            with gdsio.settings(threads=threads):
+                return gdsio.image.decode(tensors, device="cpu")
+        return run
+
+    fns: dict[str, Callable[[], Any]] = {"gdsio": gd(1), "pillow": lambda: [pil_one(b) for b in blobs]}
+    if sj:
+        fns["simplejpeg"] = lambda: [sj.decode_jpeg(b) for b in blobs]
+    if tj:
+        try:
+            dec = tj.TurboJPEG()
+            fns["turbojpeg"] = lambda: [dec.decode(b, pixel_format=tj.TJPF_RGB) for b in blobs]
+        except Exception as e:
+            rep.note(f"turbojpeg: cannot load libturbojpeg ({e})")
+    if cv2:
+        cv2.setNumThreads(1)
+        fns["cv2"] = lambda: [cv2.imdecode(np.frombuffer(b, np.uint8), cv2.IMREAD_COLOR) for b in blobs]
+    _, info = gdsio.image.decode(tensors[0], device="cpu", return_info=True)
+    rep.row(f"JPEG decode, {a.images} photos 1000x700 q90, 1 thread", "img/s", a.images, fns, a.rounds, "gdsio",
+            [k for k in fns if k != "gdsio"], note=f"gdsio backend: {info.backend}")
+    fns2: dict[str, Callable[[], Any]] = {"gdsio": gd(2)}
+    if sj:
+        pool = concurrent.futures.ThreadPoolExecutor(2)
+        fns2["simplejpeg-pool2"] = lambda: list(pool.map(sj.decode_jpeg, blobs))
+    pool_pil = concurrent.futures.ThreadPoolExecutor(2)
+    fns2["pillow-pool2"] = lambda: list(pool_pil.map(pil_one, blobs))
+    rep.row(f"JPEG decode, {a.images} photos, 2 threads", "img/s", a.images, fns2, a.rounds, "gdsio",
+            [k for k in fns2 if k != "gdsio"])
+
+
+def resize_rows(rep: Report, a: argparse.Namespace) -> None:
+    from PIL import Image
+
+    torch.set_num_threads(1)
+    arr = np.asarray(Image.fromarray(photos_rgb()).resize((1000, 700)))
+    hwc = torch.from_numpy(arr.copy())
+    view = hwc.permute(2, 0, 1)  # what the CPU decoders return
+    planes = view.contiguous()
+    cl = planes[None].contiguous(memory_format=torch.channels_last)
+    pil = Image.fromarray(arr)
+    interp = torch.nn.functional.interpolate
+
+    def gd(x: torch.Tensor) -> Callable[[], Any]:
+        def run() -> Any:
+            with gdsio.settings(threads=1):
+                return T.resize(x, [224, 224])
+        return run
+
+    fns = {
+        "gdsio-interleaved-view": gd(view), "gdsio-channels_last": gd(cl), "gdsio-planes": gd(planes),
+        "torch-channels_last": lambda: interp(cl, size=(224, 224), mode="bilinear", antialias=True),
+        "torch-contiguous": lambda: interp(planes[None], size=(224, 224), mode="bilinear", antialias=True),
+        "pillow": lambda: pil.resize((224, 224), Image.Resampling.BILINEAR),
+    }
+    rep.row("resize 700x1000 -> 224x224 bilinear antialias, 1 thread", "img/s", 1, fns, a.rounds,
+            "gdsio-channels_last", ["torch-channels_last", "torch-contiguous", "pillow"], per_call=a.resize_calls,
+            note="gdsio is byte-exact with Pillow; torch's uint8 kernel is not (16-bit weights)")
+
+
+def photos_rgb() -> np.ndarray:
+    try:
+        from skimage import data
+
+        return data.astronaut()
+    except ImportError:
+        rng = np.random.default_rng(0)
+        return rng.integers(0, 256, (512, 512, 3), dtype=np.uint8)
+
+
+def file_rows(rep: Report, a: argparse.Namespace, tmp: str) -> None:
+    d = os.path.join(tmp, "small")
+    os.makedirs(d, exist_ok=True)
+    payload = os.urandom(a.file_kib << 10)
+    paths = [os.path.join(d, f"{i:06d}.bin") for i in range(a.files)]
+    for p in paths:
+        with open(p, "wb") as f:
+            f.write(payload)
+
+    def rd(p: str) -> bytes:
+        with open(p, "rb") as f:
+            return f.read()
+
+    pool = concurrent.futures.ThreadPoolExecutor(8)
+    batch = 256
+    out = torch.empty(batch * (a.file_kib << 10), dtype=torch.uint8)
+
+    def many() -> Any:
+        for i in range(0, len(paths), batch):
+            gdsio.read_many(paths[i : i + batch], out=out)
+
+    loader = gdsio.Loader(paths, batch, device="cpu", kind="raw", record_shape=(a.file_kib << 10,),
+                          record_dtype=torch.uint8)
+    fns = {"gdsio-read_many": many, "tpe8-open-read": lambda: list(pool.map(rd, paths)),
+           "open-read-loop": lambda: [rd(p) for p in paths]}
+    rep.row(f"{a.files} files of {a.file_kib} KiB, warm: one call for many", "files/s", a.files, fns, a.rounds,
+            "gdsio-read_many", ["tpe8-open-read", "open-read-loop"],
+            note=f"read_many in calls of {batch} paths into one reused buffer")
+    fns = {"gdsio-read-loop": lambda: [gdsio.read(p, device="cpu") for p in paths],
+           "open-read-loop": lambda: [rd(p) for p in paths]}
+    rep.row(f"{a.files} files of {a.file_kib} KiB, warm: a read each", "files/s", a.files, fns, a.rounds,
+            "gdsio-read-loop", ["open-read-loop"])
+    fns = {"gdsio-Loader-raw": lambda: [x for x, _ in loader], "gdsio-read_many": many}
+    rep.row(f"{a.files} files of {a.file_kib} KiB: Loader(kind='raw'), batch {batch}", "files/s", a.files, fns,
+            a.rounds, "gdsio-Loader-raw", ["gdsio-read_many"], note="the peer here is gdsio's own batch call")
+
+
+def tensor_rows(rep: Report, a: argparse.Namespace, tmp: str) -> None:
+    st = rep.peer("safetensors")
+    n_tensors = 200
+    elems = max(1, (a.safetensors_mb << 20) // 4 // n_tensors)
+    if st:
+        from safetensors import safe_open
+        from safetensors.torch import load_file, save_file
+
+        p = os.path.join(tmp, "model.safetensors")
+        g = torch.Generator().manual_seed(0)
+        save_file({f"layer{i}.weight": torch.randn(elems, generator=g) for i in range(n_tensors)}, p)
+
+        def so() -> Any:
+            with safe_open(p, "pt") as f:
+                return {k: f.get_tensor(k).clone() for k in f.keys()}
+
+        def lf_touched() -> Any:
+            d = load_file(p)
+            return {k: v.clone() for k, v in d.items()}
+
+        fns = {"gdsio": lambda: gdsio.load_safetensors(p, device="cpu"), "safe_open+clone": so,
+               "load_file+clone": lf_touched, "load_file (lazy)": lambda: load_file(p)}
+        rep.row(f"safetensors {a.safetensors_mb} MiB, {n_tensors} tensors, warm", "loads/s", 1, fns, a.rounds, "gdsio",
+                ["safe_open+clone", "load_file+clone", "load_file (lazy)"],
+                note="safetensors' load_file returns views of a file mapping (pages read on first touch); "
+                     "the eager peers are safe_open+clone and load_file+clone")
+    p = os.path.join(tmp, "x.npy")
+    np.save(p, np.random.default_rng(0).standard_normal((a.npy_mb << 20) // 4, dtype=np.float32))
+    fns = {"gdsio": lambda: gdsio.load_npy(p, device="cpu"), "np.load": lambda: np.load(p)}
+    rep.row(f"npy {a.npy_mb} MiB, warm", "loads/s", 1, fns, a.rounds, "gdsio", ["np.load"])
+
+
+# ---- output ------------------------------------------------------------------------------------------
+def markdown(doc: dict[str, Any]) -> str:
+    m = doc["machine"]
+    lines = [
+        f"# CPU peers, {doc['date']}",
+        "",
+        f"- machine: {m['cpu']}, {m['cpus']} CPUs, Python {m['python']}, torch {m['torch']}, resize SIMD {m['simd']}",
+        f"- peers: {', '.join(f'{k} {v}' for k, v in doc['versions'].items() if v)}",
+        f"- commit: {doc['commit']}",
+        f"- command: `{doc['command']}`",
+        "- ratio = gdsio's time / the peer's (below 1: gdsio faster); medians of interleaved rounds",
+        "",
+        "| workload | gdsio | peers, same run | ratio vs best peer | load avg |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in doc["rows"]:
+        tp = r["throughput"]
+        peers = "; ".join(f"{k} {tp[k]:.4g}" for k in r["ratios"])
+        others = [k for k in tp if k != r["gdsio"] and k not in r["ratios"]]
+        gd = f"{r['gdsio']} {tp[r['gdsio']]:.4g} {r['unit']}" + "".join(f"; {k} {tp[k]:.4g}" for k in others)
+        ratio = f"{r['ratio_vs_best']:.2f}x ({r['best_peer']})" if r["best_peer"] else "-"
+        lines.append(f"| {r['workload']} | {gd} | {peers} | {ratio} | {r['load_before']:.2f} -> {r['load_after']:.2f} |")
+    for r in doc["rows"]:
+        if r["note"]:
+            lines.append(f"\n- {r['workload']}: {r['note']}")
+    for n in doc["notes"]:
+        lines.append(f"- {n}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--images", type=int, default=200)
+    ap.add_argument("--files", type=int, default=20000)
+    ap.add_argument("--file-kib", type=int, default=100)
+    ap.add_argument("--safetensors-mb", type=int, default=2048)
+    ap.add_argument("--npy-mb", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--resize-calls", type=int, default=20, help="calls per round of the resize row")
+    ap.add_argument("--rows", default="jpeg,resize,files,tensors")
+    ap.add_argument("--skip-peers", default="", help="comma list of peer modules to treat as absent, or 'all'")
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes, one round (the test)")
+    ap.add_argument("--out-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+    ap.add_argument("--name", default="cpu-peers")
+    a = ap.parse_args(argv)
+    if a.smoke:
+        a.images, a.files, a.file_kib, a.safetensors_mb, a.npy_mb, a.rounds, a.resize_calls = 3, 20, 4, 1, 1, 1, 1
+    rep = Report(a, {s for s in a.skip_peers.split(",") if s})
+    rows = set(a.rows.split(","))
+    with tempfile.TemporaryDirectory(prefix="gdsio-cpu-peers-") as tmp:
+        if "jpeg" in rows:
+            jpeg_rows(rep, a)
+        if "resize" in rows:
+            resize_rows(rep, a)
+        if "files" in rows:
+            file_rows(rep, a, tmp)
+        if "tensors" in rows:
+            tensor_rows(rep, a, tmp)
+    rep.note("decode-only-the-crop (jpeg_crop_scanline): not measured; the CPU JPEG path (simplejpeg) has no crop decode")
+    doc = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": "python bench/cpu_peers.py " + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:])),
+        "machine": machine(), "commit": commit(), "versions": versions(), "rows": rep.rows, "notes": rep.notes,
+    }
+    os.makedirs(a.out_dir, exist_ok=True)
+    with open(os.path.join(a.out_dir, a.name + ".json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    with open(os.path.join(a.out_dir, a.name + ".md"), "w") as f:
+        f.write(markdown(doc))
+    print(f"wrote {os.path.join(a.out_dir, a.name)}.json and .md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
