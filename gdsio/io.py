@@ -389,10 +389,7 @@ def read(
             # O_DIRECT reads straight into page-aligned memory; torch aligns to 64 bytes.
             out = host_empty(size, 4096 if s.direct_io and size else 0)
         else:
-            why = _libs.cuda_unusable_reason()
-            if why:
-                raise BackendUnavailable(f"cannot read '{f.path}' into {device}: {why}")
-            dev = torch.device("cuda", torch.cuda.current_device() if index == -2 else index)
+            dev = _libs.require_cuda(f"cannot read '{f.path}' into {device}", None if index == -2 else index)
             out = torch.empty(size, dtype=torch.uint8, device=dev)
         st = f.read_into(out, size, offset, backend=backend)
     return (out, st) if return_stats else out

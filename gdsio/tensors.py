@@ -13,7 +13,7 @@ import os
 import struct
 from typing import Any, Iterable
 
-from . import _literal
+from . import _libs, _literal
 from ._buffers import host_empty
 from .io import ReadStats, _parse_device, read_into
 
@@ -51,13 +51,13 @@ def _read_host(path: str, offset: int, size: int) -> bytes:
     return buf.tobytes()
 
 
-def _alloc(nbytes: int, device: Any) -> Any:
+def _alloc(nbytes: int, device: Any, path: str) -> Any:
     import torch
 
     kind, index = _parse_device(device)
     if kind == "cpu":
         return host_empty(nbytes)
-    dev = torch.device("cuda", torch.cuda.current_device() if index == -2 else index)
+    dev = _libs.require_cuda(f"cannot load '{path}' into {device}", None if index == -2 else index)
     return torch.empty(nbytes, dtype=torch.uint8, device=dev)
 
 
@@ -142,7 +142,7 @@ def load_safetensors(
     if keys is None:
         lo = min((header[k]["data_offsets"][0] for k in names), default=0)
         hi = max((header[k]["data_offsets"][1] for k in names), default=0)
-        buf = _alloc(hi - lo, device)
+        buf = _alloc(hi - lo, device, path)
         stats = read_into(path, buf, offset=data_start + lo) if hi > lo else None
         placed = {k: header[k]["data_offsets"][0] - lo for k in names}
     else:
@@ -152,7 +152,7 @@ def load_safetensors(
             placed[k] = total
             b, e = header[k]["data_offsets"]
             total += -(-(e - b) // 8) * 8
-        buf = _alloc(total, device)
+        buf = _alloc(total, device, path)
         stats = None
         reqs = [(buf, header[k]["data_offsets"][1] - header[k]["data_offsets"][0],
                  data_start + header[k]["data_offsets"][0], placed[k]) for k in names]
@@ -252,7 +252,7 @@ def load_npy(path: str | os.PathLike[str], *, device: Any = "cuda", return_stats
     except TypeError:
         raise ValueError(f"'{path}': dtype {descr!r} has no torch equivalent") from None
     nbytes = math.prod(shape) * dt.itemsize
-    buf = _alloc(nbytes, device)
+    buf = _alloc(nbytes, device, path)
     stats: ReadStats | None = read_into(path, buf, offset=offset) if nbytes else None
     if dt.byteorder == ">" and dt.itemsize > 1:
         # Byte swap on the device, per scalar: a complex number is two floats, each swapped on its own.
