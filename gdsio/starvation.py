@@ -26,6 +26,11 @@ from typing import Any, Callable
 
 __all__ = ["LoaderStats", "Meter", "Report", "measure", "step_caller"]
 
+
+def __dir__() -> list[str]:
+    # dir() and tab completion show the API (and the dunders), not what was imported to build it (np, torch, Any).
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n.endswith("__"))})
+
 # ---- the loader's meter ----------------------------------------------------------
 
 _KEEP_PASSES = 1000  # per-pass summaries kept; older ones are dropped so memory stays flat

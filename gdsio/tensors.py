@@ -17,6 +17,8 @@ from . import _libs, _literal
 from ._buffers import host_empty
 from .io import ReadStats, _parse_device, read_into
 
+__all__ = ["MAX_SAFETENSORS_HEADER", "load_npy", "load_safetensors", "read_npy_header", "read_safetensors_header"]
+
 # safetensors caps its header at 100 MB; a larger length field is corruption.
 MAX_SAFETENSORS_HEADER = 100 * 1000 * 1000
 
@@ -122,13 +124,39 @@ def load_safetensors(
     keys: Iterable[str] | None = None,
     return_stats: bool = False,
 ) -> Any:
-    """Loads a .safetensors file: one read of the data region into one device
-    allocation, tensors as zero-copy views of it (a tensor whose offset is not
-    a multiple of its element size is copied to be aligned). `keys` reads only
-    those tensors.
+    """Loads a .safetensors file: the header is parsed and validated on the
+    host, the data region travels in one read (the I/O engine: cuFile where
+    GDS works, else the pinned pipeline, or posix to the CPU) into one
+    allocation on `device`, and the tensors are zero-copy views of it (a
+    tensor whose offset is not a multiple of its element size is copied to be
+    aligned).
 
-    >>> w = gdsio.load_safetensors("model.safetensors", device="cuda")
-    >>> w = gdsio.load_safetensors("model.safetensors", keys=["lm_head.weight"])
+    Args:
+        path: the .safetensors file.
+        device: where the tensors live. Default "cuda" (the current CUDA
+            device); ``"cuda:N"`` or an int N, or ``"cpu"``.
+        keys: only these tensors (read in one batch into one packed allocation);
+            default: all.
+        return_stats: also return the ReadStats of the read (None when no
+            byte had to be read).
+
+    Returns:
+        dict[str, torch.Tensor]: name -> tensor, with the file's dtypes and
+        shapes; with ``return_stats=True``, ``(dict, ReadStats | None)``.
+
+    Raises:
+        FileNotFoundError: `path` does not exist (PermissionError, IsADirectoryError likewise).
+        ValueError: not a safetensors file, or a corrupt header (too long,
+            truncated, not JSON, overlapping or out-of-range tensors, a dtype
+            this torch lacks); the message names the file and the tensor.
+        KeyError: a name in `keys` that the file does not hold.
+        gdsio.BackendUnavailable: a GPU device where CUDA cannot be used
+            (the message says why and to pass device="cpu").
+
+    Example:
+        >>> device = "cuda" if torch.cuda.is_available() else "cpu"
+        >>> w = gdsio.load_safetensors("model.safetensors", device=device)
+        >>> head = gdsio.load_safetensors("model.safetensors", device=device, keys=["lm_head.weight"])
     """
     import torch
 
@@ -234,11 +262,32 @@ def read_npy_header(path: str | os.PathLike[str]) -> tuple[int, str, bool, tuple
 
 
 def load_npy(path: str | os.PathLike[str], *, device: Any = "cuda", return_stats: bool = False) -> Any:
-    """Loads a .npy file (format 1, 2 or 3; C or Fortran order; little or big
-    endian, converted to native) into a contiguous torch tensor on `device`.
-    Refuses object dtypes: it never unpickles.
+    """Loads a .npy file into a contiguous torch tensor on `device`, in one read
+    of its data through the I/O engine (cuFile where GDS works, else the
+    pinned pipeline, or posix to the CPU). Format 1, 2 or 3; C or Fortran
+    order; little or big endian (converted to native on the device). Object
+    dtypes are refused: it never unpickles.
 
-    >>> x = gdsio.load_npy("features.npy", device="cuda")
+    Args:
+        path: the .npy file.
+        device: where the tensor lives. Default "cuda" (the current CUDA
+            device); ``"cuda:N"`` or an int N, or ``"cpu"``.
+        return_stats: also return the ReadStats of the read (None for an empty array).
+
+    Returns:
+        torch.Tensor: the array's shape and dtype; with ``return_stats=True``,
+        ``(tensor, ReadStats | None)``.
+
+    Raises:
+        FileNotFoundError: `path` does not exist (PermissionError, IsADirectoryError likewise).
+        ValueError: not a .npy file, a corrupt or truncated header, a dtype
+            torch has no equivalent for (structured, object, strings).
+        gdsio.BackendUnavailable: a GPU device where CUDA cannot be used
+            (the message says why and to pass device="cpu").
+
+    Example:
+        >>> device = "cuda" if torch.cuda.is_available() else "cpu"
+        >>> x = gdsio.load_npy("features.npy", device=device)
     """
     import numpy as np
     import torch

@@ -24,6 +24,8 @@ from typing import Any, Hashable
 
 log = logging.getLogger("gdsio")
 
+__all__ = ["Cache"]
+
 _WHERE = ("cuda", "pinned", "cpu")
 _SLAB = 64 << 20  # bytes per slab; a larger sample gets a slab of its own
 _ALIGN = 256  # keeps every dtype's views aligned and matches cudaMalloc's alignment

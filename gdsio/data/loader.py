@@ -35,6 +35,8 @@ from .cache import Cache
 from .sampler import ShardedOrder
 from .sources import SampleTable, scan
 
+__all__ = ["ON_ERROR", "STATE_VERSION", "ByteBudget", "Loader", "SampleError", "batch_nbytes"]
+
 log = logging.getLogger("gdsio")
 
 ON_ERROR = ("raise", "skip")
