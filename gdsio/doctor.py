@@ -315,7 +315,8 @@ def doctor(path: str | os.PathLike[str] = ".", device: int = 0) -> dict[str, Any
         ValueError: `device` is not a non-negative int.
 
     Example:
-        >>> report = gdsio.doctor.doctor("/data")       # doctest: +SKIP
+        >>> from gdsio.doctor import doctor
+        >>> report = doctor("/data")                     # doctest: +SKIP
         >>> report["exit_code"], report["auto"]["gpu"]   # doctest: +SKIP
         (1, 'pinned')
     """
