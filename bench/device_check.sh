@@ -181,7 +181,8 @@ step "build (sm_90, pip --target)" 240 env GDSIO_WITH_CUDA=ON GDSIO_CUDA_ARCHITE
 step "import" 30 python3 -c 'import gdsio, gdsio._core as c, gdsio.image as gi; print(gdsio.__file__, c.cuda_architectures, c.cuda_status(), c.kernel_probe(0) or "kernel probe ok"); print("cufile:", gdsio.backends()); print("nvjpeg:", gi.nvjpeg_status(), gi.nvjpeg_backends(0))'
 BENCH_DIR=${GDSIO_BENCH_DIR:-$(pick_bench_dir /tmp /var/tmp "$REPO" 2>>"$LOG")}
 BENCH_DIR=${BENCH_DIR:-/tmp}
-step "doctor" 30 bash -c 'python3 -m gdsio.cli doctor "$0" --json >"$1"; rc=$?; python3 -m gdsio.cli doctor "$0"; exit $rc' \
+# doctor exits 1 where true GDS is not used (a finding, in doctor.json), not a failed step: 2+ is.
+step "doctor" 30 bash -c 'python3 -m gdsio.cli doctor "$0" --json >"$1"; rc=$?; python3 -m gdsio.cli doctor "$0"; [ $rc -le 1 ]' \
   "$BENCH_DIR" "$OUT/doctor.json"
 # -v: a line per test in steps.log even if the step is cut; faulthandler dumps a hung test's stacks.
 step "pytest -m gpu" 150 python3 -m pytest -c "$REPO/pyproject.toml" --rootdir "$REPO" -p no:cacheprovider \

@@ -58,6 +58,11 @@ __all__ = [
 ]
 
 
+def __dir__() -> list[str]:
+    # dir() and tab completion show the API (and the dunders), not what was imported to build it (np, torch, Any).
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n.endswith("__"))})
+
+
 def __getattr__(name: str) -> object:
     # gdsio.transforms imports torch; importing gdsio itself must stay light.
     if name == "transforms":

@@ -66,23 +66,57 @@ def gds_impossible_reason() -> str | None:
 def gpu_unusable_reason() -> str | None:
     """None when both gdsio and torch can use a CUDA device, else why not
     (what GPU tests and GPU benchmarks are skipped for)."""
-    why = cuda_unusable_reason()
-    if why:
-        return why
-    import torch
+    return cuda_unusable_reason() or torch_cuda_unusable_reason()
 
-    if not torch.cuda.is_available():
-        return f"torch {torch.__version__} sees no CUDA device (a CPU-only build of torch?)"
-    return None
+
+# What cudaDriverGetVersion reporting 0 means (csrc/core/cuda_rt.hpp, kNoDriver).
+NO_DRIVER = "no NVIDIA driver is installed (libcuda.so.1 not found)"
 
 
 def cuda_unusable_reason() -> str | None:
-    """None when a CUDA device can be used, else a sentence saying why not."""
+    """None when gdsio can use a CUDA device, else one sentence saying why not:
+    the one cause, never its consequences (without a driver, every CUDA call
+    also fails with cudaErrorInsufficientDriver)."""
     if not _core.built_with_cuda:
         return "gdsio was built without CUDA (nvcc was not found when it was compiled)"
     st = _core.cuda_status()
     if st["device_count"] > 0:
         return None
     if st["driver_version"] == 0:
-        return "no NVIDIA driver is installed (libcuda.so.1 not found): " + st["error"]
+        return NO_DRIVER
     return st["error"] or "no CUDA device is visible"
+
+
+def torch_cuda_unusable_reason() -> str | None:
+    """None when torch can allocate CUDA tensors, else why not."""
+    import torch
+
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} is a CPU-only build"
+    if not torch.cuda.is_available():
+        return f"torch {torch.__version__} sees no CUDA device"
+    return None
+
+
+def cpu_hint(arg: str = "device") -> str:
+    """The one hint of every CUDA-unusable error: the argument that runs on the CPU instead."""
+    return f'pass {arg}="cpu" to use the CPU'
+
+
+def require_cuda(what: str, index: int | None = None, *, arg: str = "device") -> Any:
+    """The torch.device ``cuda:index`` (None: the current device) when gdsio and
+    torch can both use it. Raises ``BackendUnavailable`` saying `what` could not
+    be done, the one cause, and the hint to pass ``arg="cpu"``; ``ValueError``
+    naming `arg` when the index does not exist. Every public entry point that
+    takes a device goes through here, so all say the same."""
+    why = cuda_unusable_reason() or torch_cuda_unusable_reason()
+    if why:
+        raise _core.BackendUnavailable(f"{what}: {why}; {cpu_hint(arg)}")
+    import torch
+
+    count = torch.cuda.device_count()
+    if index is None:
+        index = torch.cuda.current_device()
+    elif not 0 <= index < count:
+        raise ValueError(f"{arg}=cuda:{index} does not exist ({count} CUDA device(s) visible)")
+    return torch.device("cuda", index)

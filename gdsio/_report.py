@@ -20,9 +20,27 @@ class BackendInfo:
 
 
 def backends(path: str | os.PathLike[str] | None = None, device: int = 0) -> list[BackendInfo]:
-    """Each backend, whether it can run here, and if not, why. Opens the cuFile
-    driver on `device` when libcufile is present. With `path`, also checks
-    O_DIRECT on that file's file system."""
+    """Each backend of the I/O engine, whether it can run here, and if not, why:
+    the table ``backend="auto"`` chooses from (gds, else pinned for GPU
+    memory; posix for host memory). Opens the cuFile driver on `device` when
+    libcufile and a GPU are present (the first call only). Never raises for
+    what is missing: that is what ``reason`` says.
+
+    Args:
+        path: a file whose file system is asked about O_DIRECT too (cuFile
+            needs it); None: no file-specific check.
+        device: the CUDA device index the GPU backends are checked on.
+
+    Returns:
+        list[BackendInfo]: one per backend (``gds``, ``cufile-compat``,
+        ``kvikio``, ``pinned``, ``posix``), each with ``name``,
+        ``destination`` ("gpu", "host" or "gpu/host"), ``usable`` and
+        ``reason`` (why not, or a caveat such as compat mode).
+
+    Example:
+        >>> [(b.name, b.usable) for b in gdsio.backends()]
+        [('gds', False), ('cufile-compat', False), ('kvikio', False), ('pinned', False), ('posix', True)]
+    """
     out: list[BackendInfo] = []
     gpu_why = _libs.cuda_unusable_reason()
     direct_note = ""
@@ -65,7 +83,24 @@ def auto_choice(infos: list[BackendInfo]) -> dict[str, str]:
 
 
 def info(path: str | os.PathLike[str] | None = None, device: int = 0) -> dict[str, Any]:
-    """Everything gdsio knows about this machine, as a JSON-ready dict."""
+    """Everything gdsio knows about this machine, as a JSON-ready dict (what
+    ``gdsio info --json`` prints); ``gdsio doctor`` explains it in words.
+
+    Args:
+        path: a file whose O_DIRECT support is checked too (see ``backends``).
+        device: the CUDA device index the GPU facts are about.
+
+    Returns:
+        dict: ``gdsio`` (version), ``built_with_cuda``,
+        ``cuda_architectures``, ``cuda`` (device count, driver and runtime
+        versions, why no device), ``cufile`` (libcufile and driver state),
+        ``settings`` (in force here), ``backends`` (as ``backends()``) and
+        ``auto`` (the backend auto picks for GPU and host memory).
+
+    Example:
+        >>> gdsio.info()["auto"]
+        {'gpu': 'pinned', 'host': 'posix'}
+    """
     from . import __version__
 
     infos = backends(path, device)

@@ -153,10 +153,31 @@ def current() -> Settings:
 
 @contextlib.contextmanager
 def settings(**changes: Any) -> Iterator[Settings]:
-    """Overrides settings inside a ``with`` block (thread- and task-local).
+    """Overrides settings of the I/O engine inside a ``with`` block; blocks nest
+    (innermost first), then the ``GDSIO_<NAME>`` environment variables, then
+    the defaults. Thread- and task-local (a contextvar): other threads keep theirs.
 
-    >>> with gdsio.settings(threads=8, chunk_bytes="8M"):
-    ...     gdsio.read("shard.bin", device="cuda")
+    Args:
+        **changes: any of ``threads`` (reader threads per call, 1-256),
+            ``chunk_bytes`` (bytes per task, an int or text like "8M", a
+            multiple of 4096), ``staging_buffers`` (pinned buffers per reader
+            thread, >= 2), ``direct_io`` (bool: O_DIRECT for host and pinned
+            reads), ``backend`` (the default backend), ``huge_pages`` (bool:
+            transparent huge pages for large host buffers gdsio allocates).
+
+    Returns:
+        A context manager; ``with`` gives the Settings in force inside the block.
+
+    Raises:
+        TypeError: an unknown setting, or a value of the wrong type.
+        ValueError: a value out of range (checked when the block is entered),
+            or an environment variable that does not parse.
+
+    Example:
+        >>> with gdsio.settings(threads=8, chunk_bytes="8M", direct_io=True) as s:
+        ...     t = gdsio.read("shard-0001.bin", device="cpu")
+        >>> s.threads
+        8
     """
     unknown = set(changes) - set(_PARSERS)
     if unknown:

@@ -9,6 +9,11 @@
 Option names are the settings' names (``--threads``, ``--chunk-bytes``,
 ``--staging-buffers``, ``--direct-io``, ``--huge-pages``), as in ``gdsio.settings`` and the
 ``GDSIO_*`` environment variables.
+
+Exit status (``EXIT_CODES``, shown by ``gdsio --help``): 0 success, 1 a check or a
+measurement failed, 2 a user error (a bad argument, a missing or corrupt file, a
+device that cannot run here), printed as one line ``gdsio COMMAND: error: ...``
+on stderr, never as a traceback; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -24,8 +29,64 @@ DEFAULT_REPEAT = 5
 QUICK_SIZES, QUICK_REPEAT = "64M", 2
 
 
+__all__ = ["EXIT_CODES", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "main", "run_bench_command"]
+
+EXIT_OK = 0  # the command did what was asked (doctor: true GDS is usable, every check passed)
+EXIT_FAILED = 1  # it ran, and a check or a measurement failed: the report says which
+EXIT_USAGE = 2  # a user error, as argparse's own: printed as one line, no traceback
+EXIT_INTERRUPTED = 130  # Ctrl-C
+EXIT_CODES = f"""exit status:
+  {EXIT_OK}    success (doctor: true GPUDirect Storage is usable and every check passed)
+  {EXIT_FAILED}    a check or a measurement failed (doctor: a [FAIL] check, or GDS is not
+       used here; bench: a path failed): the report says which and why
+  {EXIT_USAGE}    a user error, one line on stderr ("gdsio COMMAND: error: ..."): a bad
+       argument, a missing, unreadable or corrupt file, a device or backend that
+       cannot run here
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)"""
+
+
 class _Error(Exception):
     """A mistake in the command line or its inputs: printed as one line, exit code 2."""
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """What gdsio raises for a user's mistake or an input it cannot use (a
+    missing, unreadable or corrupt file, a device that cannot run here, a bad
+    value): one line, exit 2. Anything else is a bug and keeps its traceback."""
+    from .data.loader import SampleError
+    from .io import BackendUnavailable
+
+    return (_Error, OSError, ValueError, BackendUnavailable, SampleError)
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:  # "[Errno 2] ..." is noise; the path is what matters
+        msg = e.strerror
+        if e.filename is not None and os.fspath(e.filename) not in msg:
+            msg = f"{os.fspath(e.filename)}: {msg}"
+    else:
+        msg = str(e) or type(e).__name__
+    return " ".join(msg.split())
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an int: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+def _device_index(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a CUDA device index: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"a CUDA device index is >= 0, got {v}")
+    return v
 
 
 def _add_settings(p: argparse.ArgumentParser) -> None:
@@ -46,11 +107,13 @@ def _parser() -> argparse.ArgumentParser:
     from . import __version__
     from .bench import PATHS
 
-    parser = argparse.ArgumentParser(prog="gdsio", description="Files straight into GPU memory: measure, diagnose.")
+    exits: dict[str, Any] = {"epilog": EXIT_CODES, "formatter_class": argparse.RawDescriptionHelpFormatter}
+    parser = argparse.ArgumentParser(prog="gdsio", description="Files straight into GPU memory: measure, diagnose.",
+                                     **exits)
     parser.add_argument("--version", action="version", version=f"gdsio {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    b = sub.add_parser("bench", help="time every copy path side by side, with ceilings measured in the same run",
+    b = sub.add_parser("bench", **exits, help="time every copy path side by side, with ceilings measured in the same run",
                        description="Times every way of getting a file into GPU or host memory, side by side, "
                                    "with ceilings measured in the same run.")
     b.add_argument("path", nargs="?", metavar="PATH",
@@ -71,23 +134,23 @@ def _parser() -> argparse.ArgumentParser:
     _add_settings(b)
     b.set_defaults(func=_cmd_bench)
 
-    d = sub.add_parser("doctor", help="explain why GPUDirect Storage is or is not used for a path")
+    d = sub.add_parser("doctor", **exits, help="explain why GPUDirect Storage is or is not used for a path")
     d.add_argument("path", nargs="?", default=".", metavar="PATH", help="file or directory (default: .)")
-    d.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
+    d.add_argument("--device", type=_device_index, default=0, help="CUDA device index (default 0)")
     d.add_argument("--json", action="store_true", help="print the report as JSON")
     d.set_defaults(func=_cmd_doctor)
 
-    i = sub.add_parser("info", help="what gdsio knows about this machine: backends, settings, cuFile")
+    i = sub.add_parser("info", **exits, help="what gdsio knows about this machine: backends, settings, cuFile")
     i.add_argument("path", nargs="?", metavar="PATH", help="a file whose O_DIRECT support is checked too")
-    i.add_argument("--device", type=int, default=0, help="CUDA device index (default 0)")
+    i.add_argument("--device", type=_device_index, default=0, help="CUDA device index (default 0)")
     i.add_argument("--json", action="store_true", help="print as JSON")
     i.set_defaults(func=_cmd_info)
 
-    m = sub.add_parser("demo", help="the main job: an epoch of the loader on a generated JPEG ImageFolder (runs anywhere)")
+    m = sub.add_parser("demo", **exits, help="the main job: an epoch of the loader on a generated JPEG ImageFolder (runs anywhere)")
     m.add_argument("path", nargs="?", metavar="PATH", help="an ImageFolder to load (default: generate one)")
     m.add_argument("--device", help="cuda, cuda:N or cpu (default: cuda when usable, else cpu)")
-    m.add_argument("--epochs", type=int, default=1, help="passes over the data (default 1)")
-    m.add_argument("--batch-size", type=int, default=32, help="images per batch (default 32)")
+    m.add_argument("--epochs", type=_positive_int, default=1, help="passes over the data (default 1)")
+    m.add_argument("--batch-size", type=_positive_int, default=32, help="images per batch (default 32)")
     m.add_argument("--no-train", action="store_true", help="time the loader alone, without the small CNN step")
     m.set_defaults(func=_cmd_demo)
     return parser
@@ -101,6 +164,8 @@ def _bench_config(args: argparse.Namespace) -> Any:
     from .bench import BenchConfig
 
     paths = tuple(p.strip() for p in args.paths.split(",") if p.strip()) if args.paths else ()
+    if not (args.device == "cuda" or (args.device.startswith("cuda:") and args.device[5:].isdigit())):
+        raise _Error(f"--device names the CUDA device of the GPU paths (cuda or cuda:N); got {args.device!r}")
     overrides = {k: getattr(args, k) for k in ("threads", "chunk_bytes", "staging_buffers", "direct_io", "huge_pages")
                  if getattr(args, k) is not None}
     try:
@@ -171,10 +236,28 @@ def _cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     return run_bench_command(args, argv)
 
 
+def _demo_device(text: str | None) -> str | None:
+    """Checks --device before any work, with the hint in the command line's words."""
+    from . import _libs
+    from .io import _parse_device
+
+    if text is None:
+        return None
+    try:
+        kind, index = _parse_device(text)
+    except ValueError:
+        raise _Error(f"--device must be cpu, cuda or cuda:N; got {text!r}") from None
+    if kind == "cuda":
+        _libs.require_cuda(f"--device {text}", None if index == -2 else index, arg="--device")
+    return text
+
+
 def _cmd_demo(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .data.demo import run_demo
 
-    run_demo(args.path, device=args.device, epochs=args.epochs, batch_size=args.batch_size,
+    if args.path is not None and not os.path.exists(args.path):
+        raise _Error(f"no such file or directory: '{args.path}'")
+    run_demo(args.path, device=_demo_device(args.device), epochs=args.epochs, batch_size=args.batch_size,
              train=not args.no_train, out=sys.stdout)
     print("\nthe copy paths side by side: gdsio bench --quick; why GDS is or is not used: gdsio doctor")
     return 0
@@ -185,13 +268,18 @@ def _cmd_demo(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def _cmd_doctor(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .doctor import doctor, render_doctor
 
+    # A user error is reported once, alone: no report of a path that is not there.
+    if not os.path.exists(args.path):
+        raise _Error(f"no such file or directory: '{args.path}'")
     report = doctor(args.path, device=args.device)
+    gpu = next((c for c in report["checks"] if c["id"] == "gpu"), None)
+    count = gpu["details"].get("cuda_status", {}).get("device_count", 0) if gpu else 0
+    if count and args.device >= count:
+        raise _Error(f"--device {args.device}: no such CUDA device ({count} visible)")
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print(render_doctor(report), end="")
-    if report["exit_code"]:
-        print(f"gdsio doctor: error: {report['reason']}", file=sys.stderr)
     return int(report["exit_code"])
 
 
@@ -238,17 +326,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse exits on --help and on mistakes; a caller gets the code
-        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+        return e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_USAGE)
     if args.command is None:
         parser.print_help(sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         return int(args.func(args, argv))
-    except _Error as e:
-        print(f"gdsio {args.command}: error: {e}", file=sys.stderr)
-        return 2
+    except _user_errors() as e:
+        sys.stdout.flush()  # what the command printed so far comes before its error
+        print(f"gdsio {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `gdsio info | head`: the reader left; say nothing more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141

@@ -9,18 +9,26 @@
 Every check is a dict: ``id``, ``title``, ``status`` (ok, warn, fail, info or
 skip), ``summary`` (one sentence), ``details`` (the raw facts) and ``gds_step``
 (what to change for true GDS, when this check stands in its way). A check that
-breaks is reported as failed; doctor itself does not raise.
+breaks is reported as failed; doctor raises only for a missing path or a
+bad device argument.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 import shutil
 import textwrap
 from typing import Any, Callable
 
 from . import _core, _libs, _sysinfo
+
+__all__ = ["EXIT_NOT_GDS", "EXIT_OK", "GDS_DISTRIBUTED_FILESYSTEMS", "GDS_LOCAL_FILESYSTEMS", "doctor", "render_doctor"]
+
+# Exit status of `gdsio doctor` (a missing path or a bad argument exits 2, from the CLI).
+EXIT_OK = 0  # true GDS is usable for the path and no check failed
+EXIT_NOT_GDS = 1  # a check failed or GDS is not used: the report says what to change
 
 # Local file systems that cuFile's GDS path supports (distributed ones such as
 # Lustre, GPFS, WekaFS or BeeGFS need their vendor's GDS support as well).
@@ -289,16 +297,37 @@ def _safe(fn: Callable[..., dict[str, Any]], *args: Any, id: str) -> dict[str, A
 
 
 def doctor(path: str | os.PathLike[str] = ".", device: int = 0) -> dict[str, Any]:
-    """Checks what decides the read path for `path` on `device`; a JSON-ready dict.
+    """Checks what decides the read path for `path` on `device`.
 
-    ``exit_code`` is 0 when gdsio works here at all (host reads always do),
-    2 when `path` does not exist.
+    Args:
+        path: a file or directory; its file system and O_DIRECT support are checked.
+        device: the CUDA device index whose GPU checks run (ignored without a GPU).
+
+    Returns:
+        A JSON-ready dict: ``checks`` (each with id, title, status, summary,
+        details, gds_step), ``backends``, ``auto`` (what ``backend="auto"``
+        picks and why), ``to_get_gds`` (the steps to true GDS), ``ok`` and
+        ``exit_code``: 0 when true GPUDirect Storage is usable for `path` and no
+        check failed, 1 otherwise (``reason`` says why, in one sentence).
+
+    Raises:
+        FileNotFoundError: `path` does not exist.
+        ValueError: `device` is not a non-negative int.
+
+    Example:
+        >>> from gdsio.doctor import doctor
+        >>> report = doctor("/data")                     # doctest: +SKIP
+        >>> report["exit_code"], report["auto"]["gpu"]   # doctest: +SKIP
+        (1, 'pinned')
     """
     from . import __version__
     from ._report import auto_choice, backends
 
     path = os.path.abspath(os.fspath(path))
-    exists = os.path.exists(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(errno.ENOENT, f"no such file or directory: '{path}'", path)
+    if not isinstance(device, int) or isinstance(device, bool) or device < 0:
+        raise ValueError(f"device must be a CUDA device index (an int >= 0); got {device!r}")
     checks = [_safe(_check_gdsio, id="gdsio"), _safe(_check_gpu, device, id="gpu"),
               _safe(_check_driver, id="driver")]
     gpu_ok = checks[1]["status"] == "ok"
@@ -306,15 +335,12 @@ def doctor(path: str | os.PathLike[str] = ".", device: int = 0) -> dict[str, Any
                _safe(_check_libcufile, id="libcufile"), _safe(_check_cufile_driver, device, gpu_ok, id="cufile-driver"),
                _safe(_check_kernel_side, id="dma-path"), _safe(_check_iommu, id="iommu"),
                _safe(_check_cufile_json, id="cufile-json")]
-    if exists:
-        checks += [_safe(_check_filesystem, path, id="filesystem"), _safe(_check_o_direct, path, id="o-direct")]
-    else:
-        checks.append(_check("path", "path", "fail", f"{path} does not exist"))
+    checks += [_safe(_check_filesystem, path, id="filesystem"), _safe(_check_o_direct, path, id="o-direct")]
     checks += [_safe(_check_pcie, id="pcie"), _safe(_check_kvikio, id="kvikio"), _safe(_check_nvjpeg, id="nvjpeg")]
 
     infos, auto = [], {"gpu": "unavailable", "host": "posix"}
     try:
-        infos = backends(path if exists and os.path.isfile(path) else None, device)
+        infos = backends(path if os.path.isfile(path) else None, device)
         auto = auto_choice(infos)
     except Exception as e:
         checks.append(_check("backends", "backends", "fail", f"gdsio.backends() broke: {type(e).__name__}: {e}"))
@@ -326,14 +352,22 @@ def doctor(path: str | os.PathLike[str] = ".", device: int = 0) -> dict[str, Any
     else:
         gpu_why = "no GPU path can run: " + (by["pinned"].reason if "pinned" in by else "?")
     steps = [] if auto["gpu"] == "gds" else list(dict.fromkeys(c["gds_step"] for c in checks if c["gds_step"]))
-    ok = exists and not any(c["id"] in ("gdsio", "backends") and c["status"] == "fail" for c in checks)
+    failed = [c["title"] for c in checks if c["status"] == "fail"]
+    ok = auto["gpu"] == "gds" and not failed
+    if ok:
+        reason = None
+    elif failed:
+        reason = f"{len(failed)} check(s) failed: {', '.join(failed)}"
+    else:
+        reason = f"true GPUDirect Storage is not used for this path: {gpu_why}"
     return {
         "gdsio": __version__,
         "path": path,
         "device": device,
+        "gpu": gpu_ok,
         "ok": ok,
-        "exit_code": 0 if ok else 2,
-        "reason": None if ok else (f"{path} does not exist" if not exists else "gdsio is broken here"),
+        "exit_code": EXIT_OK if ok else EXIT_NOT_GDS,
+        "reason": reason,
         "checks": checks,
         "backends": [dataclasses.asdict(b) for b in infos],
         "auto": {**auto, "gpu_why": gpu_why, "host_why": "host destinations always use the posix reader"},
@@ -347,7 +381,9 @@ _TAG = {"ok": "ok", "warn": "warn", "fail": "FAIL", "info": "info", "skip": "--"
 def render_doctor(report: dict[str, Any], columns: int | None = None) -> str:
     """The report in plain words, one check per paragraph, then the verdict."""
     columns = columns or max(80, shutil.get_terminal_size((100, 24)).columns)
-    out = [f"gdsio doctor: {report['path']} (CUDA device {report['device']})", ""]
+    # The device is named only where there is one: without a GPU, "CUDA device 0" would mislead.
+    gpu = f" (CUDA device {report['device']})" if report.get("gpu") else ""
+    out = [f"gdsio doctor: {report['path']}{gpu}", ""]
     width = max(len(c["title"]) for c in report["checks"])
     for c in report["checks"]:
         lead = f"  [{_TAG[c['status']]:>4}] {c['title'].ljust(width)}  "
@@ -365,6 +401,6 @@ def render_doctor(report: dict[str, Any], columns: int | None = None) -> str:
     elif report["to_get_gds"]:
         out += ["", "To get true GPUDirect Storage here:"]
         out += [f"  {i}. {s}" for i, s in enumerate(report["to_get_gds"], 1)]
-    if not report["ok"]:
-        out += ["", f"error: {report['reason']}"]
+    out += ["", f"exit status {report['exit_code']}: "
+            + ("true GPUDirect Storage is in use, every check passed" if report["ok"] else report["reason"])]
     return "\n".join(out) + "\n"

@@ -17,6 +17,8 @@ from . import _core, _libs
 from ._buffers import Destination, host_empty, resolve
 from ._settings import BACKENDS, Settings, current
 
+__all__ = ["BackendUnavailable", "File", "ReadStats", "RegisteredBuffer", "read", "read_into", "register_buffer"]
+
 BackendUnavailable = _core.BackendUnavailable
 
 _GPU_ONLY = ("gds", "cufile", "pinned")
@@ -183,12 +185,29 @@ def _read_requests(
 
 
 class File:
-    """An open file for repeated reads; a context manager.
+    """An open file for repeated reads, from any thread; a context manager.
 
-    >>> with gdsio.File("shard.bin") as f:
-    ...     fut = f.pread(buf, 1 << 20, file_offset=4096)
-    ...     stats = fut.result()
-    ...     f.read_batch([(a, 4096, 0), (b, 4096, 8192)])
+    Opening once and reading many times saves the open (and, on the gds
+    backend, the cuFile handle registration) per read. ``pread`` returns a
+    future, ``read_batch`` puts many reads in flight at once.
+
+    Args:
+        path: the file to read.
+        backend: the default backend of this file's reads: ``"auto"``,
+            ``"gds"``, ``"cufile"``, ``"kvikio"``, ``"pinned"`` or ``"posix"``
+            (None: the ``backend`` setting, ``"auto"`` unless changed). A
+            method's own ``backend=`` overrides it.
+
+    Raises:
+        FileNotFoundError: `path` does not exist (PermissionError: unreadable,
+            IsADirectoryError: a directory; OSError: not a regular file).
+
+    Example:
+        >>> buf = torch.empty(1 << 20, dtype=torch.uint8)
+        >>> with gdsio.File("shard-0001.bin") as f:
+        ...     st = f.read_into(buf, file_offset=4096)
+        ...     fut = f.pread(buf, 4096, file_offset=0)     # a concurrent.futures.Future
+        ...     st = fut.result()
     """
 
     def __init__(self, path: str | os.PathLike[str], *, backend: str | None = None) -> None:
@@ -212,14 +231,29 @@ class File:
 
     @property
     def closed(self) -> bool:
+        """True once ``close()`` ran."""
         return self._core.closed
 
     def size(self) -> int:
-        """The file's size in bytes now."""
+        """The file's size in bytes, now (asked of the file system at each call).
+
+        Returns:
+            int: the size in bytes.
+
+        Example:
+            >>> with gdsio.File("shard-0001.bin") as f:
+            ...     n = f.size()
+        """
         return self._core.size()
 
     def close(self) -> None:
-        """Waits for pending preads, then closes the descriptors and cuFile handle."""
+        """Waits for pending preads, then closes the descriptors and the cuFile
+        handle. Idempotent; leaving a ``with`` block calls it.
+
+        Example:
+            >>> f = gdsio.File("shard-0001.bin"); f.close(); f.closed
+            True
+        """
         with self._lock:
             ex, self._executor = self._executor, None
         if ex is not None:
@@ -236,8 +270,37 @@ class File:
         backend: str | None = None,
         stream: Any = None,
     ) -> ReadStats:
-        """Reads `size` bytes (default: what fits in `out` after `out_offset`) at
-        `file_offset` into `out` at byte `out_offset`; blocks until done."""
+        """Reads `size` bytes at `file_offset` into `out` at byte `out_offset`;
+        returns when the bytes are there.
+
+        Args:
+            out: the destination: a contiguous, writable torch tensor (cpu or
+                cuda), cupy or numpy array, an object with
+                ``__cuda_array_interface__``, ``__dlpack__`` or the buffer protocol.
+            size: bytes to read (default: what fits in `out` after `out_offset`).
+            file_offset: where in the file to start.
+            out_offset: where in `out` to start, in bytes.
+            backend: this read's backend (default: the file's, then the setting).
+            stream: the CUDA stream the copy is ordered on (an int, a
+                ``torch.cuda.Stream`` or a cupy stream; default: the current
+                stream of `out`'s framework).
+
+        Returns:
+            ReadStats: the backend that ran, bytes, seconds, and why a faster
+            backend was skipped.
+
+        Raises:
+            ValueError: a negative or past-the-end range, `out` too small,
+                non-contiguous or read-only, a backend that does not fit the
+                destination (posix into GPU memory, gds/cufile/pinned into host memory).
+            TypeError: `out` or `stream` of a type gdsio cannot read into.
+            gdsio.BackendUnavailable: the backend asked for cannot run here.
+            OSError: the read failed, or the file shrank during it ("ended early").
+
+        Example:
+            >>> with gdsio.File("shard-0001.bin") as f:
+            ...     st = f.read_into(buf, 4096, file_offset=8192)
+        """
         s = current()
         b = _check_backend(backend if backend is not None else self._backend, s)
         dest = resolve(out, stream=stream)
@@ -268,8 +331,30 @@ class File:
         backend: str | None = None,
         stream: Any = None,
     ) -> "concurrent.futures.Future[ReadStats]":
-        """Like read_into, but returns at once with a Future of the ReadStats.
-        Settings in force at the call apply; close() waits for pending reads."""
+        """Like ``read_into``, but returns at once: the read runs on one of the
+        file's 4 worker threads. Settings in force at the call apply, and the
+        caller's current stream is taken now; ``close()`` waits for pending reads.
+
+        Args:
+            out: the destination, as in ``read_into``.
+            size: bytes to read (default: what fits in `out` after `out_offset`).
+            file_offset: where in the file to start.
+            out_offset: where in `out` to start, in bytes.
+            backend: this read's backend (default: the file's, then the setting).
+            stream: the CUDA stream the copy is ordered on (default: the caller's current one).
+
+        Returns:
+            concurrent.futures.Future[ReadStats]: ``result()`` gives the
+            ReadStats or raises what ``read_into`` would.
+
+        Raises:
+            ValueError: the file is closed.
+
+        Example:
+            >>> with gdsio.File("shard-0001.bin") as f:
+            ...     futs = [f.pread(b, 4096, file_offset=i * 4096) for i, b in enumerate(bufs)]
+            ...     stats = [fut.result() for fut in futs]
+        """
         ctx = contextvars.copy_context()
         if stream is None:
             # The caller's current stream, taken here: torch's current stream is
@@ -296,9 +381,31 @@ class File:
         backend: str | None = None,
         stream: Any = None,
     ) -> ReadStats:
-        """Reads many (out, size, file_offset[, out_offset]) at once, all in
-        flight together: cuFile's batch API on the gds backend, one pass of the
-        reader threads elsewhere. Destinations must share one device."""
+        """Reads many ranges at once, all in flight together: cuFile's batch API
+        on the gds backend, one pass of the reader threads elsewhere.
+
+        Args:
+            requests: ``(out, size, file_offset)`` or ``(out, size,
+                file_offset, out_offset)`` tuples; every `out` on one device.
+            backend: the backend (default: the file's, then the setting); not ``"kvikio"``.
+            stream: the CUDA stream the copies are ordered on.
+
+        Returns:
+            ReadStats: for the whole batch (``nbytes`` is the sum).
+
+        Raises:
+            ValueError: a malformed request, a range past the end of the file
+                or of its destination, destinations on different devices, the
+                kvikio backend.
+            TypeError: a destination gdsio cannot read into.
+            gdsio.BackendUnavailable: the backend asked for cannot run here.
+            OSError: a read failed.
+
+        Example:
+            >>> a, b = torch.empty(4096, dtype=torch.uint8), torch.empty(4096, dtype=torch.uint8)
+            >>> with gdsio.File("shard-0001.bin") as f:
+            ...     st = f.read_batch([(a, 4096, 0), (b, 4096, 1 << 20)])
+        """
         s = current()
         b = _check_backend(backend if backend is not None else self._backend, s)
         file_size = self.size()
@@ -331,16 +438,48 @@ def read_into(
     backend: str | None = None,
     stream: Any = None,
 ) -> ReadStats:
-    """Fills `out` (torch/cupy/numpy/buffer, cpu or cuda, contiguous) with the
-    bytes of `path` from `offset`; `size` defaults to out's byte size. The copy
-    is ordered on `stream` (an int cudaStream_t, a torch.cuda.Stream or a cupy
-    Stream; default: the current stream of out's framework) and complete on
-    return: it starts after the work queued there (cuFile and kvikio, which
-    write outside stream order, first synchronise the stream).
+    """Fills a buffer of the caller's with the bytes of `path` from `offset`,
+    with no extra copy. The copy is ordered on `stream` and complete on return:
+    it starts after the work queued there (cuFile and kvikio, which write
+    outside stream order, first synchronise the stream).
 
-    >>> buf = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
-    >>> st = gdsio.read_into("shard.bin", buf, offset=4096)
-    >>> st.backend, st.gbps
+    Args:
+        path: the file to read.
+        out: the destination: a contiguous, writable torch tensor (cpu or
+            cuda), cupy or numpy array, an object with
+            ``__cuda_array_interface__``, ``__dlpack__`` or the buffer protocol.
+        offset: where in the file to start, in bytes.
+        size: bytes to read; default: `out`'s size in bytes (the file must hold
+            that many from `offset`).
+        backend: ``"auto"`` (default, from the ``backend`` setting): ``gds``
+            where true GPUDirect Storage works for this file, else ``pinned``
+            for GPU memory and ``posix`` for host memory. Or one of
+            ``"gds"``, ``"cufile"``, ``"kvikio"``, ``"pinned"``, ``"posix"``.
+        stream: the CUDA stream the copy is ordered on: an int
+            (cudaStream_t), a ``torch.cuda.Stream`` or a cupy stream; default:
+            the current stream of `out`'s framework.
+
+    Returns:
+        ReadStats: ``backend`` (what ran: gds, cufile-compat, kvikio, pinned
+        or posix), ``nbytes``, ``seconds``, ``gbps``, and ``reason``: why a
+        faster backend was skipped.
+
+    Raises:
+        FileNotFoundError: `path` does not exist (PermissionError: unreadable,
+            IsADirectoryError: a directory, OSError: not a regular file).
+        ValueError: a negative offset, a range past the end of the file, `out`
+            too small, non-contiguous or read-only, a backend that does not
+            fit the destination.
+        TypeError: `out` or `stream` of a type gdsio cannot read into.
+        gdsio.BackendUnavailable: the backend asked for cannot run here, with why.
+        OSError: the read failed, or the file shrank during it ("ended early").
+        RuntimeError: a CUDA call failed (the message carries the CUDA error).
+
+    Example:
+        >>> buf = torch.empty(1 << 20, dtype=torch.uint8)       # or device="cuda"
+        >>> st = gdsio.read_into("shard-0001.bin", buf, offset=4096)
+        >>> st.backend, st.gbps
+        ('posix', 3.1)
     """
     with File(path) as f:
         return f.read_into(out, size, offset, backend=backend, stream=stream)
@@ -368,11 +507,49 @@ def read(
     backend: str | None = None,
     return_stats: bool = False,
 ) -> Any:
-    """Reads `size` bytes (default: to the end) of `path` from `offset` into a
-    new 1-D uint8 torch tensor on `device`.
+    """Reads a file (or a range of it) into a new 1-D uint8 torch tensor on `device`.
 
-    >>> t = gdsio.read("shard.bin", device="cuda")
-    >>> t, st = gdsio.read("shard.bin", device="cpu", return_stats=True)
+    GPU memory is filled by ``gds`` (cuFile, true GPUDirect Storage: DMA from
+    NVMe to the GPU) where it works for this file, else by ``pinned`` (gdsio's
+    pipelined copy through pinned staging buffers); host memory by ``posix``
+    (parallel chunked reads). ``kvikio`` and ``cufile`` (cuFile whatever its
+    mode) run when asked. ``return_stats=True`` says which ran and why a faster
+    one did not.
+
+    Args:
+        path: the file to read.
+        offset: where in the file to start, in bytes.
+        size: bytes to read; default: to the end of the file.
+        device: where the tensor lives. Default "cuda" (the current CUDA
+            device); ``"cuda:N"`` or an int N for another one, ``"cpu"`` for
+            host memory (which also works on machines without a GPU).
+        backend: ``"auto"`` (default, from the ``backend`` setting) or one of
+            ``"gds"``, ``"cufile"``, ``"kvikio"``, ``"pinned"``, ``"posix"``.
+        return_stats: also return the ReadStats.
+
+    Returns:
+        torch.Tensor: 1-D uint8 of `size` bytes on `device`; with
+        ``return_stats=True``, ``(tensor, ReadStats)``.
+
+    Raises:
+        FileNotFoundError: `path` does not exist (PermissionError: unreadable,
+            IsADirectoryError: a directory, OSError: not a regular file).
+        ValueError: a negative offset or size, a range past the end of the
+            file, a device that is not "cpu", "cuda", "cuda:N" or an int (or
+            names a GPU that does not exist), a backend that does not fit the
+            device (posix for GPU memory, gds/cufile/pinned for host memory).
+        gdsio.BackendUnavailable: a GPU device where CUDA cannot be used (no
+            driver, no GPU, a CPU-only torch; the message says which and to
+            pass device="cpu"), or a backend asked for that cannot run here.
+        OSError: the read failed, or the file shrank during it ("ended early").
+        RuntimeError: a CUDA call failed (the message carries the CUDA error).
+
+    Example:
+        >>> device = "cuda" if torch.cuda.is_available() else "cpu"
+        >>> t = gdsio.read("shard-0001.bin", device=device)
+        >>> t, st = gdsio.read("shard-0001.bin", device="cpu", offset=4096, size=1 << 20, return_stats=True)
+        >>> st.backend, st.reason
+        ('posix', '')
     """
     import torch
 
@@ -389,10 +566,7 @@ def read(
             # O_DIRECT reads straight into page-aligned memory; torch aligns to 64 bytes.
             out = host_empty(size, 4096 if s.direct_io and size else 0)
         else:
-            why = _libs.cuda_unusable_reason()
-            if why:
-                raise BackendUnavailable(f"cannot read '{f.path}' into {device}: {why}")
-            dev = torch.device("cuda", torch.cuda.current_device() if index == -2 else index)
+            dev = _libs.require_cuda(f"cannot read '{f.path}' into {device}", None if index == -2 else index)
             out = torch.empty(size, dtype=torch.uint8, device=dev)
         st = f.read_into(out, size, offset, backend=backend)
     return (out, st) if return_stats else out

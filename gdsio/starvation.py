@@ -19,9 +19,17 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import inspect
 import threading
 import time
 from typing import Any, Callable
+
+__all__ = ["LoaderStats", "Meter", "Report", "measure", "step_caller"]
+
+
+def __dir__() -> list[str]:
+    # dir() and tab completion show the API (and the dunders), not what was imported to build it (np, torch, Any).
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n.endswith("__"))})
 
 # ---- the loader's meter ----------------------------------------------------------
 
@@ -231,21 +239,84 @@ def _clone(batch: Any) -> Any:
     return batch.clone() if hasattr(batch, "clone") else batch
 
 
-def measure(step_fn: Callable[[Any], Any], loader: Any, *, steps: int = 50, warmup: int = 5,
-            threshold: float = 0.9) -> Report:
-    """Runs ``step_fn(batch)`` for `steps` batches of `loader` (after `warmup`
-    untimed ones), then the same number of times on one batch replayed from
-    memory, and compares. Input-bound when the real loop reaches less than
-    `threshold` of the replayed throughput. Passes over the loader repeat as
-    needed (the loader's epoch advances).
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
-    >>> def step(batch):
-    ...     images, labels = batch
-    ...     loss = F.cross_entropy(model(images), labels); loss.backward(); opt.step(); opt.zero_grad()
-    >>> print(gdsio.starvation.measure(step, loader, steps=100))
+
+def step_caller(step_fn: Callable[..., Any]) -> Callable[[Any], Any]:
+    """How ``measure`` calls `step_fn`, decided once from its signature (never
+    by catching a TypeError, which could come from inside the step): a step
+    that needs two or more positional arguments gets the batch unpacked,
+    ``step_fn(images, labels)``, as a DataLoader loop writes it; any other
+    (one argument, ``*args``, or no inspectable signature) gets
+    ``step_fn(batch)``. Raises TypeError for a step that cannot take a batch
+    either way, and, at the call, for a batch whose parts do not fit it."""
+    if not callable(step_fn):
+        raise TypeError(f"step_fn must be callable, got {type(step_fn).__name__}")
+    try:
+        sig = inspect.signature(step_fn)
+    except (TypeError, ValueError):  # some builtins and C callables have no signature
+        return step_fn
+    params = list(sig.parameters.values())
+    positional = [p for p in params if p.kind in _POSITIONAL]
+    required = [p for p in positional if p.default is p.empty]
+    varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
+    kw_required = [p.name for p in params if p.kind == p.KEYWORD_ONLY and p.default is p.empty]
+    forms = "step_fn(batch) or step_fn(images, labels)"
+    if kw_required:
+        raise TypeError(f"step_fn{sig} has required keyword-only argument(s) {kw_required}; measure calls {forms}")
+    if not positional and not varargs:
+        raise TypeError(f"step_fn{sig} takes no positional argument; measure calls {forms}")
+    if len(required) < 2:
+        return step_fn
+    low, high = len(required), (None if varargs else len(positional))
+
+    def unpacked(batch: Any) -> Any:
+        n = len(batch) if isinstance(batch, (tuple, list)) else None
+        if n is None or n < low or (high is not None and n > high):
+            what = f"a {type(batch).__name__}" if n is None else f"batches of {n} parts"
+            raise TypeError(f"step_fn{sig} takes a batch's {low} parts, as step_fn(images, labels), but the loader "
+                            f"yields {what}; give it one argument to get the whole batch")
+        return step_fn(*batch)
+
+    return unpacked
+
+
+def measure(step_fn: Callable[..., Any], loader: Any, *, steps: int = 50, warmup: int = 5,
+            threshold: float = 0.9) -> Report:
+    """Is training waiting for data? Runs the training step on `loader`'s
+    batches, then on one batch replayed from memory (the step alone, with
+    free data: the upper bound), and compares.
+
+    Args:
+        step_fn: the training step. Taking two or more positional arguments it
+            is called ``step_fn(images, labels)`` (the batch unpacked, as a
+            DataLoader loop writes it); taking one, ``step_fn(batch)``. Decided
+            once from its signature (see ``step_caller``).
+        loader: an iterable of batches, a ``gdsio.Loader`` or a torch
+            DataLoader; passes repeat as needed (a gdsio.Loader's epoch advances).
+            Its ``device`` attribute, when it has one on a GPU, selects CUDA-event timing.
+        steps: timed steps on each side (>= 1).
+        warmup: untimed steps first (>= 0).
+        threshold: input-bound when the real loop reaches less than this share
+            of the replayed throughput.
+
+    Returns:
+        Report: real and replayed samples/s, the data-wait share, the verdict
+        (``input-bound: ...`` or ``compute-bound: ...``), the clock used and
+        the loader's stats.
+
+    Raises:
+        ValueError: `steps` < 1 or `warmup` < 0, or the loader yields no batch.
+        TypeError: `step_fn` cannot take a batch in either form.
+
+    Example:
+        >>> def step(images, labels):
+        ...     loss = F.cross_entropy(model(images), labels); loss.backward(); opt.step(); opt.zero_grad()
+        >>> print(gdsio.starvation.measure(step, loader, steps=100))
     """
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0; got steps={steps}, warmup={warmup}")
+    step_fn = step_caller(step_fn)
     device = getattr(loader, "device", None)
     mark, between, clock = _timer(device)
 

@@ -13,9 +13,11 @@ import os
 import struct
 from typing import Any, Iterable
 
-from . import _literal
+from . import _libs, _literal
 from ._buffers import host_empty
 from .io import ReadStats, _parse_device, read_into
+
+__all__ = ["MAX_SAFETENSORS_HEADER", "load_npy", "load_safetensors", "read_npy_header", "read_safetensors_header"]
 
 # safetensors caps its header at 100 MB; a larger length field is corruption.
 MAX_SAFETENSORS_HEADER = 100 * 1000 * 1000
@@ -51,13 +53,13 @@ def _read_host(path: str, offset: int, size: int) -> bytes:
     return buf.tobytes()
 
 
-def _alloc(nbytes: int, device: Any) -> Any:
+def _alloc(nbytes: int, device: Any, path: str) -> Any:
     import torch
 
     kind, index = _parse_device(device)
     if kind == "cpu":
         return host_empty(nbytes)
-    dev = torch.device("cuda", torch.cuda.current_device() if index == -2 else index)
+    dev = _libs.require_cuda(f"cannot load '{path}' into {device}", None if index == -2 else index)
     return torch.empty(nbytes, dtype=torch.uint8, device=dev)
 
 
@@ -122,13 +124,39 @@ def load_safetensors(
     keys: Iterable[str] | None = None,
     return_stats: bool = False,
 ) -> Any:
-    """Loads a .safetensors file: one read of the data region into one device
-    allocation, tensors as zero-copy views of it (a tensor whose offset is not
-    a multiple of its element size is copied to be aligned). `keys` reads only
-    those tensors.
+    """Loads a .safetensors file: the header is parsed and validated on the
+    host, the data region travels in one read (the I/O engine: cuFile where
+    GDS works, else the pinned pipeline, or posix to the CPU) into one
+    allocation on `device`, and the tensors are zero-copy views of it (a
+    tensor whose offset is not a multiple of its element size is copied to be
+    aligned).
 
-    >>> w = gdsio.load_safetensors("model.safetensors", device="cuda")
-    >>> w = gdsio.load_safetensors("model.safetensors", keys=["lm_head.weight"])
+    Args:
+        path: the .safetensors file.
+        device: where the tensors live. Default "cuda" (the current CUDA
+            device); ``"cuda:N"`` or an int N, or ``"cpu"``.
+        keys: only these tensors (read in one batch into one packed allocation);
+            default: all.
+        return_stats: also return the ReadStats of the read (None when no
+            byte had to be read).
+
+    Returns:
+        dict[str, torch.Tensor]: name -> tensor, with the file's dtypes and
+        shapes; with ``return_stats=True``, ``(dict, ReadStats | None)``.
+
+    Raises:
+        FileNotFoundError: `path` does not exist (PermissionError, IsADirectoryError likewise).
+        ValueError: not a safetensors file, or a corrupt header (too long,
+            truncated, not JSON, overlapping or out-of-range tensors, a dtype
+            this torch lacks); the message names the file and the tensor.
+        KeyError: a name in `keys` that the file does not hold.
+        gdsio.BackendUnavailable: a GPU device where CUDA cannot be used
+            (the message says why and to pass device="cpu").
+
+    Example:
+        >>> device = "cuda" if torch.cuda.is_available() else "cpu"
+        >>> w = gdsio.load_safetensors("model.safetensors", device=device)
+        >>> head = gdsio.load_safetensors("model.safetensors", device=device, keys=["lm_head.weight"])
     """
     import torch
 
@@ -142,7 +170,7 @@ def load_safetensors(
     if keys is None:
         lo = min((header[k]["data_offsets"][0] for k in names), default=0)
         hi = max((header[k]["data_offsets"][1] for k in names), default=0)
-        buf = _alloc(hi - lo, device)
+        buf = _alloc(hi - lo, device, path)
         stats = read_into(path, buf, offset=data_start + lo) if hi > lo else None
         placed = {k: header[k]["data_offsets"][0] - lo for k in names}
     else:
@@ -152,7 +180,7 @@ def load_safetensors(
             placed[k] = total
             b, e = header[k]["data_offsets"]
             total += -(-(e - b) // 8) * 8
-        buf = _alloc(total, device)
+        buf = _alloc(total, device, path)
         stats = None
         reqs = [(buf, header[k]["data_offsets"][1] - header[k]["data_offsets"][0],
                  data_start + header[k]["data_offsets"][0], placed[k]) for k in names]
@@ -234,11 +262,32 @@ def read_npy_header(path: str | os.PathLike[str]) -> tuple[int, str, bool, tuple
 
 
 def load_npy(path: str | os.PathLike[str], *, device: Any = "cuda", return_stats: bool = False) -> Any:
-    """Loads a .npy file (format 1, 2 or 3; C or Fortran order; little or big
-    endian, converted to native) into a contiguous torch tensor on `device`.
-    Refuses object dtypes: it never unpickles.
+    """Loads a .npy file into a contiguous torch tensor on `device`, in one read
+    of its data through the I/O engine (cuFile where GDS works, else the
+    pinned pipeline, or posix to the CPU). Format 1, 2 or 3; C or Fortran
+    order; little or big endian (converted to native on the device). Object
+    dtypes are refused: it never unpickles.
 
-    >>> x = gdsio.load_npy("features.npy", device="cuda")
+    Args:
+        path: the .npy file.
+        device: where the tensor lives. Default "cuda" (the current CUDA
+            device); ``"cuda:N"`` or an int N, or ``"cpu"``.
+        return_stats: also return the ReadStats of the read (None for an empty array).
+
+    Returns:
+        torch.Tensor: the array's shape and dtype; with ``return_stats=True``,
+        ``(tensor, ReadStats | None)``.
+
+    Raises:
+        FileNotFoundError: `path` does not exist (PermissionError, IsADirectoryError likewise).
+        ValueError: not a .npy file, a corrupt or truncated header, a dtype
+            torch has no equivalent for (structured, object, strings).
+        gdsio.BackendUnavailable: a GPU device where CUDA cannot be used
+            (the message says why and to pass device="cpu").
+
+    Example:
+        >>> device = "cuda" if torch.cuda.is_available() else "cpu"
+        >>> x = gdsio.load_npy("features.npy", device=device)
     """
     import numpy as np
     import torch
@@ -252,7 +301,7 @@ def load_npy(path: str | os.PathLike[str], *, device: Any = "cuda", return_stats
     except TypeError:
         raise ValueError(f"'{path}': dtype {descr!r} has no torch equivalent") from None
     nbytes = math.prod(shape) * dt.itemsize
-    buf = _alloc(nbytes, device)
+    buf = _alloc(nbytes, device, path)
     stats: ReadStats | None = read_into(path, buf, offset=offset) if nbytes else None
     if dt.byteorder == ">" and dt.itemsize > 1:
         # Byte swap on the device, per scalar: a complex number is two floats, each swapped on its own.

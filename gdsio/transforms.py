@@ -50,6 +50,11 @@ __all__ = [
     "to_dtype",
 ]
 
+
+def __dir__() -> list[str]:
+    # dir() and tab completion show the API (and the dunders), not what was imported to build it (np, torch, Any).
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n.endswith("__"))})
+
 ImageInput = torch.Tensor | Sequence[torch.Tensor]
 
 FILTERS = ("nearest", "bilinear", "bicubic", "box")

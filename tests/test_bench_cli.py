@@ -175,11 +175,17 @@ def test_render_from_saved_json(tmp_path, capsys):
 
 def test_doctor_json(tmp_path, capsys):
     code, out, err = _run(capsys, "doctor", str(tmp_path), "--json")
-    assert code == 0, err
     rep = json.loads(out)
-    for key in ("gdsio", "path", "device", "ok", "exit_code", "reason", "checks", "backends", "auto", "to_get_gds"):
+    assert code == rep["exit_code"] and err == ""
+    for key in ("gdsio", "path", "device", "gpu", "ok", "exit_code", "reason", "checks", "backends", "auto",
+                "to_get_gds"):
         assert key in rep, key
-    assert rep["ok"] is True and rep["exit_code"] == 0 and rep["path"] == str(tmp_path)
+    assert rep["path"] == str(tmp_path)
+    failed = [c for c in rep["checks"] if c["status"] == "fail"]
+    # 0 only where true GDS is usable and nothing failed (not on this machine nor CI).
+    assert (code == 0) == (rep["auto"]["gpu"] == "gds" and not failed) == rep["ok"]
+    if code:
+        assert code == 1 and rep["reason"]
     ids = {c["id"] for c in rep["checks"]}
     assert {"gdsio", "gpu", "driver", "kernels", "libcufile", "cufile-driver", "dma-path", "cufile-json",
             "filesystem", "o-direct", "pcie", "kvikio", "nvjpeg"} <= ids
@@ -195,18 +201,11 @@ def test_doctor_json(tmp_path, capsys):
 
 def test_doctor_text(tmp_path, capsys):
     code, out, err = _run(capsys, "doctor", str(tmp_path))
-    assert code == 0
+    assert code in (0, 1) and err == ""
     assert out.startswith(f"gdsio doctor: {tmp_path}")
     assert "Backend 'auto' will choose here:" in out and "into host memory: posix" in out
-
-
-def test_doctor_on_a_missing_path_fails_with_a_reason(tmp_path, capsys):
-    missing = tmp_path / "nope"
-    code, out, err = _run(capsys, "doctor", str(missing), "--json")
-    assert code != 0
-    rep = json.loads(out)
-    assert rep["ok"] is False and rep["reason"] == f"{missing} does not exist"
-    assert f"gdsio doctor: error: {missing} does not exist" in err
+    assert out.rstrip().splitlines()[-1].startswith(f"exit status {code}: ")
+    assert ("[FAIL]" in out) <= (code == 1)  # a [FAIL] line never comes with exit status 0
 
 
 def test_info_json(tmp_path, capsys, make_file):
@@ -272,8 +271,9 @@ def test_bench_gpu_paths_run_or_say_why(tmp_path, make_file):
 @pytest.mark.gpu
 def test_doctor_on_a_gpu_machine(tmp_path, capsys):
     code, out, err = _run(capsys, "doctor", str(tmp_path), "--json")
-    assert code == 0
     rep = json.loads(out)
+    assert code == rep["exit_code"] and (code == 0) == rep["ok"]
+    assert rep["gpu"] is True
     checks = {c["id"]: c for c in rep["checks"]}
     assert checks["gpu"]["status"] == "ok" and checks["kernels"]["status"] == "ok", checks["kernels"]
     assert rep["auto"]["gpu"] in ("gds", "pinned")

@@ -52,3 +52,8 @@ __all__ = [
     "current_batch",
     "scan",
 ]
+
+
+def __dir__() -> list[str]:
+    # dir() and tab completion show the API (and the dunders), not what was imported to build it (np, torch, Any).
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n.endswith("__"))})

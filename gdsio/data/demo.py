@@ -20,6 +20,8 @@ import tempfile
 import time
 from typing import IO, Any, Iterator
 
+__all__ = ["CLASSES", "PER_CLASS", "SIZE", "default_device", "run_demo", "write_jpeg_folder"]
+
 CLASSES = 4
 PER_CLASS = 50
 SIZE = (500, 375)  # width, height: the typical ImageNet photo

@@ -35,6 +35,8 @@ from .cache import Cache
 from .sampler import ShardedOrder
 from .sources import SampleTable, scan
 
+__all__ = ["ON_ERROR", "STATE_VERSION", "ByteBudget", "Loader", "SampleError", "batch_nbytes"]
+
 log = logging.getLogger("gdsio")
 
 ON_ERROR = ("raise", "skip")
@@ -66,12 +68,7 @@ def _resolve_device(device: Any) -> Any:
         raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {device!r}")
     if d.type == "cpu":
         return d
-    why = _libs.cuda_unusable_reason()
-    if why is None and not torch.cuda.is_available():
-        why = "torch sees no CUDA device (a CPU build of torch?)"
-    if why:
-        raise RuntimeError(f"device={str(device)!r}, but CUDA is not usable here: {why}; pass device='cpu'")
-    return torch.device("cuda", torch.cuda.current_device() if d.index is None else d.index)
+    return _libs.require_cuda(f"cannot load batches into {d}", d.index)
 
 
 def _positive_int(name: str, v: Any) -> int:

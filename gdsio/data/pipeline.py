@@ -25,6 +25,8 @@ import numpy as np
 from .sources import SampleTable
 from .transforms import BatchInfo, batch_context
 
+__all__ = ["Producer"]
+
 log = logging.getLogger("gdsio")
 _POLL_S = 0.1
 

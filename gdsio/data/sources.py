@@ -23,6 +23,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+__all__ = ["IMAGE_EXTENSIONS", "KINDS", "NPY_EXTENSIONS", "UNLABELED", "FileList", "SampleTable", "scan"]
+
 KINDS = ("auto", "image", "npy", "raw")
 
 # What gdsio.image decodes (JPEG, binary PNM). ``.npy`` files are their own

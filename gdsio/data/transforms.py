@@ -42,6 +42,23 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+__all__ = [
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "BatchInfo",
+    "BatchTransform",
+    "CenterCrop",
+    "Compose",
+    "Normalize",
+    "RandomHorizontalFlip",
+    "RandomResizedCrop",
+    "Resize",
+    "ToDtype",
+    "batch_context",
+    "current_batch",
+    "uniforms",
+]
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 

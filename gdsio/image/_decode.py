@@ -19,7 +19,7 @@ from typing import Any, Iterable, Sequence
 
 from .. import _core, _libs
 from .._settings import current as current_settings
-from ..io import BackendUnavailable, ReadStats
+from ..io import ReadStats
 from . import jpeg as _jpeg
 from ._pixels import RawFormat, channel_plan, job, npy_layout, planar_layout, pnm_layout
 from .headers import (
@@ -137,15 +137,7 @@ def _target(device: Any) -> Any:
     if d.type not in ("cpu", "cuda"):
         raise ValueError(f"device must be cpu or cuda, got {d}")
     if d.type == "cuda":
-        why = _libs.cuda_unusable_reason()
-        if why is None and not torch.cuda.is_available():
-            why = "this torch has no CUDA support (a CPU build?)"
-        if why:
-            raise BackendUnavailable(f"cannot decode on {d}: {why}")
-        if d.index is None:
-            d = torch.device("cuda", torch.cuda.current_device())
-        elif d.index >= torch.cuda.device_count():
-            raise ValueError(f"device {d} does not exist ({torch.cuda.device_count()} visible)")
+        d = _libs.require_cuda(f"cannot decode on {d}", d.index)
     return d
 
 

@@ -30,6 +30,24 @@ from .. import _core
 from .._libs import load_nvidia_lib
 from .headers import JpegHeader
 
+__all__ = [
+    "BACKENDS",
+    "BATCH",
+    "HARDWARE",
+    "HOST",
+    "HYBRID",
+    "PILLOW",
+    "hardware_check",
+    "next_backend",
+    "nvjpeg_backends",
+    "nvjpeg_run",
+    "nvjpeg_status",
+    "pillow_decode",
+    "pillow_decode_many",
+    "pillow_refusal",
+    "route",
+]
+
 HARDWARE = "nvjpeg-hardware-device"
 HYBRID = "nvjpeg-gpu-hybrid-device"
 HOST = "nvjpeg-host"
