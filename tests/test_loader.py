@@ -604,19 +604,19 @@ def test_gpu_loader_image_steps_on_the_cpu(tmp_path):
 
     rng = np.random.default_rng(3)
     paths = []
-    for k, ext in enumerate(["jpg", "ppm", "png.npy", "jpg"]):
+    for k, ext in enumerate(["jpg", "ppm", "png.npy", "jpg", "png"]):
         a = rng.integers(0, 256, (12 + k, 17, 3), dtype=np.uint8)
         p = tmp_path / f"{k}.{ext}"
         if ext.endswith("npy"):
             np.save(p, a)
         else:
-            Image.fromarray(a).save(p, format="JPEG" if ext == "jpg" else "PPM")
+            Image.fromarray(a).save(p, format={"jpg": "JPEG", "ppm": "PPM", "png": "PNG"}[ext])
         paths.append(str(p))
     setup = _decode.image_setup("cpu", "RGB")
     items = [_decode.read_image(p, setup) for p in paths]
     assert all(it.io is not None and it.io.nbytes == os.path.getsize(p) for it, p in zip(items, paths))
     imgs, errors, backends = _decode.decode_items(items, setup)
-    assert not errors and sum(backends.values()) == 4
+    assert not errors and sum(backends.values()) == 5 and backends["pillow"] == 3
     for got, want in zip(imgs, gi.read(paths, device="cpu", mode="RGB")):
         assert torch.equal(got, want)
     (tmp_path / "bad.ppm").write_bytes(b"P6\n100000 100000\n255\n" + bytes(10))
@@ -631,6 +631,38 @@ def test_gpu_loader_image_steps_on_the_cpu(tmp_path):
     cut.write_bytes(data[: len(data) // 2])  # the scan cut: the header is whole
     imgs, errors, _ = _decode.decode_items([_decode.read_image(str(cut), setup), items[1]], setup)
     assert imgs[0] is None and imgs[1] is not None and "cut.jpg" in str(errors[0])
+
+
+def pillow_folder(root, exts=("png", "bmp", "gif", "tif", "webp"), per=3):
+    """An ImageFolder of the formats torchvision's ImageFolder takes besides JPEG:
+    one class per format, images of differing sizes."""
+    from PIL import Image
+
+    rng = np.random.default_rng(5)
+    for ext in exts:
+        (root / ext).mkdir(parents=True)
+        for i in range(per):
+            a = rng.integers(0, 256, (10 + i, 12 + 2 * i, 3), dtype=np.uint8)
+            im = Image.fromarray(a)
+            im.save(root / ext / f"{i}.{ext}", **({"lossless": True} if ext == "webp" else {}))
+    return root
+
+
+def test_an_image_folder_of_png_bmp_gif_tiff_webp(tmp_path):
+    import gdsio.transforms as F
+    from gdsio import image as gi
+    from gdsio.data import CenterCrop, Compose
+
+    root = pillow_folder(tmp_path)
+    loader = Loader(root, 4, device="cpu", transform=Compose([CenterCrop(10)]))
+    assert loader.kind == "image" and loader.classes == ["bmp", "gif", "png", "tif", "webp"]
+    got = list(loader)
+    x, y = torch.cat([x for x, _ in got]), torch.cat([y for _, y in got])
+    paths = sorted(str(p) for p in root.rglob("*.*"))
+    assert torch.equal(x, torch.stack([F.center_crop(t, [10, 10]) for t in gi.read(paths, device="cpu", mode="RGB")]))
+    assert y.tolist() == [k // 3 for k in range(15)]
+    st = loader.stats()
+    assert st.decode_backends == {"pillow": 15} and st.io_backends == {"posix": 15}
 
 
 def test_cache_stores_a_key_given_twice_once():

@@ -77,6 +77,20 @@ def test_cuda_batches_equal_cpu_batches(tmp_path, kind):
     assert set(st.io_backends) <= {"gds", "cufile", "cufile-compat", "pinned", "kvikio"} and st.bytes_read > 0
 
 
+def test_png_folder_on_the_gpu_equals_the_cpu(tmp_path):
+    """PNG, BMP, GIF, TIFF, WebP: Pillow on the host, uploaded on the loader's stream."""
+    from test_loader import pillow_folder
+
+    from gdsio.data import CenterCrop
+
+    root = pillow_folder(tmp_path)
+    gpu = Loader(root, 4, device="cuda", transform=Compose([CenterCrop(10)]), shuffle=True)
+    cpu = Loader(root, 4, device="cpu", transform=Compose([CenterCrop(10)]), shuffle=True)
+    g, c = batches(gpu), batches(cpu)
+    assert len(g) == len(c) == 4 and all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(g, c))
+    assert gpu.stats().decode_backends == {"pillow": 15}
+
+
 def test_jpeg_pipeline_on_the_gpu_matches_the_cpu_twin(tmp_path):
     jpeg_folder(tmp_path)
     kw = dict(shuffle=True, seed=2, transform=train_tf(torch.float32))

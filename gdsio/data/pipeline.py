@@ -271,7 +271,8 @@ class Producer:
                 if ev is not None:
                     dec.wait_event(ev)
             for r in fresh:
-                samples[r].data.record_stream(dec)  # read on the read stream, used here
+                if samples[r].data.is_cuda:  # Pillow's formats are read to the host, and decoded there
+                    samples[r].data.record_stream(dec)  # read on the read stream, used here
             with self._on(2):
                 start = self._event(2, timing=True)
                 decoded, errors, backends = _decode.decode_items([samples[r] for r in fresh], self.image_setup)
