@@ -52,8 +52,8 @@ def run(loader):
     return [(ids(x), y.tolist()) for x, y in loader]
 
 
-class AddNoise:
-    """A random transform drawing from the loader's (seed, epoch, index)."""
+class AddNoise(gd.BatchTransform):
+    """A random batch transform of one's own, drawing from the loader's (seed, epoch, index)."""
 
     def __call__(self, samples):
         info = current_batch()
@@ -323,7 +323,7 @@ def test_transform_gets_the_batch_info(tmp_path):
         assert isinstance(samples, list) and all(s.shape == (2, 4, 4) for s in samples)
         return torch.stack(samples)
 
-    loader = Loader(tmp_path, 8, device="cpu", transform=tf, seed=9, shuffle=True)
+    loader = Loader(tmp_path, 8, device="cpu", transform=gd.BatchLambda(tf), seed=9, shuffle=True)
     loader.set_epoch(2)
     got = run(loader)
     assert [s[:2] for s in seen] == [(9, 2)] * 4
@@ -347,7 +347,9 @@ def test_different_shapes_name_two_sizes_and_files(tmp_path):
     np.save(tmp_path / "b.npy", np.zeros((3, 5, 4), np.uint8))
     with pytest.raises(ValueError, match=r"\(3, 4, 4\) \('.*a\.npy'\) and \(3, 5, 4\) \('.*b\.npy'\); pass a transform"):
         list(Loader(tmp_path, 2, device="cpu"))
-    (x, _), = list(Loader(tmp_path, 2, device="cpu", transform=lambda s: torch.stack([t[:, :4] for t in s])))
+    (x, _), = list(Loader(tmp_path, 2, device="cpu", transform=gd.BatchLambda(lambda s: torch.stack([t[:, :4] for t in s]))))
+    assert x.shape == (2, 3, 4, 4)
+    (x, _), = list(Loader(tmp_path, 2, device="cpu", transform=lambda t: t[:, :4]))  # per sample
     assert x.shape == (2, 3, 4, 4)
 
 
@@ -360,8 +362,84 @@ def test_transform_errors_reach_the_consumer(tmp_path):
     with pytest.raises(ZeroDivisionError, match="boom") as e:
         list(Loader(tmp_path, 4, device="cpu", transform=bad))
     assert any("batch 0 of epoch 0" in n for n in e.value.__notes__)
+    assert any("run on sample 0 (" in n and "class0/000.npy" in n for n in e.value.__notes__)
     with pytest.raises(ValueError, match="must return a batch of 4 samples"):
-        list(Loader(tmp_path, 4, device="cpu", transform=lambda s: s[0]))
+        list(Loader(tmp_path, 4, device="cpu", transform=gd.BatchLambda(lambda s: s[0])))
+    with pytest.raises(TypeError, match=r"must return a tensor for each sample; it returned tuple for sample 0 \('.*000.npy'\)"):
+        list(Loader(tmp_path, 4, device="cpu", transform=lambda t: (t, 1)))
+
+
+class FakeV2Resize:
+    """Behaves as a torchvision v2 transform: one tensor in, one out; given a
+    list (a pytree), it transforms the first image tensor only and passes the
+    rest through, which is why the loader must not hand it the batch."""
+
+    def __init__(self, size):
+        self.size = size
+        self.calls = []
+
+    def __call__(self, inpt):
+        if isinstance(inpt, list):
+            return [self(inpt[0]), *inpt[1:]]
+        self.calls.append((tuple(inpt.shape), inpt.dtype, str(inpt.device)))
+        return torch.nn.functional.interpolate(inpt[None].float(), size=self.size, mode="nearest")[0].to(inpt.dtype)
+
+
+def test_a_foreign_transform_runs_per_sample(tmp_path):
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    for i in range(5):
+        (tmp_path / f"c{i % 2}").mkdir(exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (10 + i, 20 - i, 3), dtype=np.uint8)).save(tmp_path / f"c{i % 2}/{i}.png")
+    tf = FakeV2Resize((8, 8))
+    loader = Loader(tmp_path, 4, device="cpu", transform=tf)
+    (x0, y0), (x1, y1) = list(loader)
+    assert x0.shape == (4, 3, 8, 8) and x1.shape == (1, 3, 8, 8) and x0.dtype == torch.uint8
+    assert len(tf.calls) == 5 and all(c[1] == torch.uint8 and c[2] == "cpu" and len(c[0]) == 3 for c in tf.calls)
+    plain = Loader(tmp_path, 1, device="cpu", transform=gd.BatchLambda(lambda s: s))  # the decoded samples, untouched
+    want = torch.stack([FakeV2Resize((8, 8))(s[0]) for s, _ in plain])
+    assert torch.equal(torch.cat([x0, x1]), want) and torch.cat([y0, y1]).tolist() == [0, 0, 0, 1, 1]
+    # Given the list, the same v2-like transform would leave every sample but the first alone:
+    with pytest.raises(ValueError, match="samples of one batch differ in shape"):
+        list(Loader(tmp_path, 4, device="cpu", transform=gd.BatchLambda(tf)))
+
+
+def test_per_sample_outputs_of_different_shapes_say_what_to_do(tmp_path):
+    np.save(tmp_path / "a.npy", np.zeros((3, 4, 4), np.uint8))
+    np.save(tmp_path / "b.npy", np.zeros((3, 5, 4), np.uint8))
+    with pytest.raises(ValueError, match=r"run on each sample, gave outputs of different shapes: \(3, 4, 4\) \('.*a\.npy'\) "
+                                         r"and \(3, 5, 4\) \('.*b\.npy'\); .*v2\.Resize\(\(224, 224\)\)"):
+        list(Loader(tmp_path, 2, device="cpu", transform=lambda t: t + 1))
+
+
+class PerSampleNoise:
+    """A random per-sample transform of one's own: draws from current_batch(),
+    which names the one sample, so it replays exactly on resume."""
+
+    def __call__(self, t):
+        info = current_batch()
+        assert len(info.indices) == 1
+        return t.to(torch.float64) + float(uniforms(info, salt=3, count=1)[0, 0])
+
+
+def test_per_sample_transform_resumes_exactly(tmp_path):
+    make_npy_folder(tmp_path, classes=2, per_class=7)
+    common = dict(device="cpu", shuffle=True, seed=2, transform=PerSampleNoise())
+    full = [x for x, _ in Loader(tmp_path, 3, **common)]
+    first = Loader(tmp_path, 3, **common)
+    it = iter(first)
+    next(it), next(it)
+    state = first.state_dict()
+    del it
+    again = Loader(tmp_path, 3, **common)
+    again.load_state_dict(state)
+    rest = [x for x, _ in again]
+    assert len(rest) == len(full) - 2 and all(torch.equal(a, b) for a, b in zip(rest, full[2:]))
+    # Per sample, the draw depends on the sample's index only, not on its place in a batch.
+    by_index = {int(v[0, 0, 0]): float(v[0, 0, 0] % 1) for x in full for v in x}
+    regrouped = {int(v[0, 0, 0]): float(v[0, 0, 0] % 1) for x, _ in Loader(tmp_path, 5, **common) for v in x}
+    assert by_index == regrouped
 
 
 # ---- errors --------------------------------------------------------------------------

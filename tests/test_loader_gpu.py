@@ -91,6 +91,19 @@ def test_png_folder_on_the_gpu_equals_the_cpu(tmp_path):
     assert gpu.stats().decode_backends == {"pillow": 15}
 
 
+def test_a_foreign_transform_runs_per_sample_on_the_device(tmp_path):
+    from test_loader import FakeV2Resize, pillow_folder
+
+    root = pillow_folder(tmp_path, exts=("png", "jpg"))
+    tf = FakeV2Resize((8, 8))
+    g = batches(Loader(root, 4, device="cuda", transform=tf))
+    assert all(dev.startswith("cuda") and dtype == torch.uint8 and len(shape) == 3 for shape, dtype, dev in tf.calls)
+    c = batches(Loader(root, 4, device="cpu", transform=FakeV2Resize((8, 8))))
+    assert len(g) == len(c) and all(a[0].shape[1:] == (3, 8, 8) and torch.equal(a[1], b[1]) for a, b in zip(g, c))
+    png = [torch.equal(a[0][k], b[0][k]) for a, b in zip(g, c) for k in range(len(a[1])) if a[1][k] == 1]
+    assert png and all(png)  # PNG: the same pixels (the JPEG decoders may differ by an LSB)
+
+
 def test_jpeg_pipeline_on_the_gpu_matches_the_cpu_twin(tmp_path):
     jpeg_folder(tmp_path)
     kw = dict(shuffle=True, seed=2, transform=train_tf(torch.float32))

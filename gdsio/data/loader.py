@@ -94,12 +94,26 @@ class Loader:
     record per file alike; a file's label applies to all its records) or
     ``"auto"`` (from the file extensions).
 
-    transform: called with the samples of one batch (a list of tensors on the
-    device; image sizes may differ) and returns the batch tensor; see
-    ``gdsio.data.Compose``. While it runs, ``gdsio.data.current_batch()``
-    gives the batch's (seed, epoch, sample indices), from which random
-    transforms draw, so a repeated or resumed run is identical. Without a
-    transform, samples of different shapes raise ``ValueError``.
+    transform: which runs batched and which per sample:
+
+    * a gdsio.data transform (a ``BatchTransform``: ``Compose``,
+      ``RandomResizedCrop``, ..., ``BatchLambda(fn)`` or a subclass of one's
+      own) is called once per batch with its samples (a list of tensors on
+      the device; image sizes may differ) and returns the batch tensor; the
+      usual chains run as one fused kernel (see ``gdsio.data.Compose``);
+    * any other callable (a torchvision v2 transform or ``v2.Compose``, a
+      function of one tensor) runs per sample, as a DataLoader transform
+      does: on each decoded sample (uint8 ``(C,H,W)`` on the loader's device
+      for images), in the loader's thread and on its CUDA stream; the
+      outputs are stacked, so they must share one shape (end it with e.g.
+      ``v2.Resize((224, 224))`` or ``v2.CenterCrop(224)``).
+
+    While it runs, ``gdsio.data.current_batch()`` gives the batch's (seed,
+    epoch, sample indices) (per sample: that sample's), from which gdsio's
+    random transforms draw, so a repeated or resumed run is identical. A
+    transform drawing from torch's global generator (torchvision's do) gets
+    other draws on resume. Without a transform, samples of different shapes
+    raise ``ValueError``.
 
     shuffle/seed/rank/world_size/drop_last: as torch's DistributedSampler
     (each rank a disjoint, equal share, padded by repeating samples, or cut
