@@ -242,6 +242,78 @@ def test_len_and_drop_last(tmp_path):
     assert sum(len(x) for x, _ in Loader(tmp_path, 2, device="cpu", rank=2, world_size=3, drop_last=True)) == 2
 
 
+@pytest.mark.parametrize("n, batch, world", [(10, 4, 1), (10, 3, 3), (7, 2, 4), (12, 4, 4), (13, 5, 2), (5, 8, 1)])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_len_matches_the_batches_and_distributed_sampler(tmp_path, n, batch, world, drop_last):
+    from torch.utils.data import BatchSampler, DistributedSampler
+
+    src = make_raw(tmp_path / "r.bin", n)
+    kw = dict(kind="raw", record_shape=(3, 2, 2), record_dtype=torch.int32, device="cpu", drop_last=drop_last)
+    for rank in range(world):
+        loader = Loader(src, batch, world_size=world, rank=rank, **kw)
+        assert (loader.batch_size, loader.drop_last) == (batch, drop_last)
+        got = run(loader)
+        ds = DistributedSampler(range(n), num_replicas=world, rank=rank, shuffle=False, drop_last=drop_last)
+        want = [list(b) for b in BatchSampler(ds, batch, drop_last)]  # what a DataLoader over it yields
+        assert len(loader) == len(got) == len(want) and [b for b, _ in got] == want
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_resume_is_exact_with_drop_last(tmp_path, drop_last):
+    src = make_raw(tmp_path / "r.bin", 23)
+    kw = dict(kind="raw", record_shape=(3, 2, 2), record_dtype=torch.int32, device="cpu", shuffle=True, seed=3,
+              world_size=2, rank=1, drop_last=drop_last)
+    full = run(Loader(src, 4, **kw))
+    assert len(full) == (2 if drop_last else 3)
+    first = Loader(src, 4, **kw)
+    it = iter(first)
+    next(it)
+    state = json.loads(json.dumps(first.state_dict()))
+    del it
+    assert state["drop_last"] is drop_last
+    again = Loader(src, 4, **kw)
+    again.load_state_dict(state)
+    assert run(again) == full[1:]
+    with pytest.raises(ValueError, match=f"drop_last={drop_last} in the state, {not drop_last} in this loader"):
+        Loader(src, 4, **dict(kw, drop_last=not drop_last)).load_state_dict(state)
+
+
+def test_dataset_is_what_imagefolder_code_reads(tmp_path):
+    from PIL import Image
+
+    from gdsio import image as gi
+
+    make_npy_folder(tmp_path / "npy", classes=2, per_class=3)
+    ds = Loader(tmp_path / "npy", 4, device="cpu", world_size=2, rank=1).dataset
+    assert len(ds) == 6 and ds.classes == ["class0", "class1"] and ds.class_to_idx == {"class0": 0, "class1": 1}
+    assert ds.targets == [0, 0, 0, 1, 1, 1] and ds.kind == "npy"
+    path, label = ds.samples[4]
+    assert path.endswith("class1/001.npy") and label == 1 and ds.imgs[4] == ds.samples[4] and len(ds.samples) == 6
+    x, y = ds[4]
+    assert y == 1 and torch.equal(x, torch.full((2, 4, 4), 4, dtype=torch.int32))
+    assert ds[-1][0][0, 0, 0] == 5 and ds.samples[-2:] == [ds.samples[4], ds.samples[5]]
+    with pytest.raises(IndexError, match="sample index 6 is out of range for 6 samples"):
+        ds[6]
+    with pytest.raises(TypeError, match="indices must be integers"):
+        ds["a"]
+    # Images: decoded as the loader decodes them (its mode), before its transform.
+    (tmp_path / "img/cat").mkdir(parents=True)
+    a = np.random.default_rng(0).integers(0, 256, (6, 5), dtype=np.uint8)
+    Image.fromarray(a).save(tmp_path / "img/cat/0.png")
+    loader = Loader(tmp_path / "img", 1, device="cpu", image_mode="RGB", transform=lambda t: t[:, :2, :2])
+    img, label = loader.dataset[0]
+    assert label == 0 and torch.equal(img, gi.read(tmp_path / "img/cat/0.png", device="cpu", mode="RGB"))
+    assert img.shape == (3, 6, 5) and loader.dataset is loader.dataset
+    # Raw records: one record per index; samples name the file holding it.
+    raw = Loader(make_raw(tmp_path / "r.bin", 5), 2, kind="raw", record_shape=(3, 2, 2), record_dtype=torch.int32,
+                 device="cpu").dataset
+    assert len(raw) == 5 and raw.classes == [] and raw.targets == [-1] * 5 and raw.samples[3] == (str(tmp_path / "r.bin"), -1)
+    assert torch.equal(raw[3][0], torch.full((3, 2, 2), 3, dtype=torch.int32))
+    # A DataLoader takes it as a map-style dataset.
+    xs = [x for x, _ in torch.utils.data.DataLoader(ds, batch_size=3)]
+    assert [int(x[0, 0, 0, 0]) for x in xs] == [0, 3]
+
+
 def test_epochs_advance_and_set_epoch(tmp_path):
     make_npy_folder(tmp_path)
     loader = Loader(tmp_path, 8, device="cpu", shuffle=True, seed=5)

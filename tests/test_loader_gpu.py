@@ -91,6 +91,20 @@ def test_png_folder_on_the_gpu_equals_the_cpu(tmp_path):
     assert gpu.stats().decode_backends == {"pillow": 15}
 
 
+def test_dataset_items_on_the_device_equal_the_cpu(tmp_path):
+    from test_loader import pillow_folder
+
+    data = np.arange(6 * 12, dtype=np.int32).reshape(6, 3, 2, 2)
+    data.tofile(tmp_path / "r.bin")
+    raw = dict(kind="raw", record_shape=(3, 2, 2), record_dtype=torch.int32)
+    for src, kw in ((npy_folder(tmp_path / "n", n=6), {}), (tmp_path / "r.bin", raw),
+                    (pillow_folder(tmp_path / "p", exts=("png",)), {})):
+        g, c = Loader(src, 2, device="cuda", **kw).dataset, Loader(src, 2, device="cpu", **kw).dataset
+        for i in (0, len(c) - 1):
+            (gx, gy), (cx, cy) = g[i], c[i]
+            assert gx.is_cuda and gy == cy and torch.equal(gx.cpu(), cx)
+
+
 def test_a_foreign_transform_runs_per_sample_on_the_device(tmp_path):
     from test_loader import FakeV2Resize, pillow_folder
 

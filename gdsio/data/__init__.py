@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from .cache import Cache
+from .dataset import SampleDataset
 from .loader import Loader, SampleError
 from .sampler import ShardedOrder
 from .sources import UNLABELED, FileList, SampleTable, scan
@@ -46,6 +47,7 @@ __all__ = [
     "RandomHorizontalFlip",
     "RandomResizedCrop",
     "Resize",
+    "SampleDataset",
     "SampleError",
     "SampleTable",
     "ShardedOrder",

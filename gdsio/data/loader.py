@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from ..starvation import LoaderStats, Meter
 from .cache import Cache
+from .dataset import SampleDataset
 from .sampler import ShardedOrder
 from .sources import SampleTable, scan
 
@@ -117,7 +118,8 @@ class Loader:
 
     shuffle/seed/rank/world_size/drop_last: as torch's DistributedSampler
     (each rank a disjoint, equal share, padded by repeating samples, or cut
-    when ``drop_last``, which also drops a last short batch). on_error:
+    when ``drop_last``) under a DataLoader (``drop_last`` also drops each
+    rank's last short batch, as DataLoader's does). on_error:
     ``"raise"`` raises ``SampleError`` naming the file; ``"skip"`` logs it to
     the ``gdsio`` logger and yields that batch shorter (never refilled, so
     batches and resumption stay deterministic; a batch left empty is not
@@ -131,6 +133,11 @@ class Loader:
     Epochs: each complete pass advances ``epoch``; ``set_epoch(e)`` sets the
     next pass's epoch (call it each epoch as with DistributedSampler, or let
     it count). One pass runs at a time: a new ``iter()`` stops the previous one.
+
+    What DataLoader code reads is here: ``batch_size``, ``drop_last``,
+    ``len(loader)`` (batches per epoch on this rank) and ``dataset`` (a
+    ``SampleDataset``: ``len``, ``[i] -> (sample, label)``, ``classes``,
+    ``class_to_idx``, ``samples``, ``targets``, as torchvision's ImageFolder).
 
     >>> loader = gdsio.Loader("data/*.npy", 64, device="cpu", shuffle=True)
     >>> images, labels = next(iter(loader))
@@ -189,6 +196,7 @@ class Loader:
         self._gen = 0  # bumped by set_epoch/load_state_dict/iter: a stale pass stops updating the position
         self._pass: weakref.ref[_Pass] | None = None
         self._streams: tuple[Any, ...] | None = None
+        self._dataset: SampleDataset | None = None
 
     # ---- what it is ------------------------------------------------------------
 
@@ -208,10 +216,27 @@ class Loader:
 
     @property
     def batch_size(self) -> int:
+        """Samples per batch (the last one may be shorter unless ``drop_last``)."""
         return self.order.batch_size
 
+    @property
+    def drop_last(self) -> bool:
+        """Whether the uneven tail across ranks and the last short batch are dropped."""
+        return self.order.drop_last
+
+    @property
+    def dataset(self) -> SampleDataset:
+        """The samples as a map-style dataset with ImageFolder's attributes
+        (``len``, ``[i] -> (sample, label)``, ``classes``, ``class_to_idx``,
+        ``samples``, ``targets``); see ``gdsio.data.SampleDataset``."""
+        if self._dataset is None:
+            self._dataset = SampleDataset(self.table, self.device, self.image_mode)
+        return self._dataset
+
     def __len__(self) -> int:
-        """Batches per epoch on this rank."""
+        """Batches per epoch on this rank: ``ceil(per_rank / batch_size)``, or
+        ``per_rank // batch_size`` with ``drop_last`` (DataLoader's rule over
+        DistributedSampler's share, ``per_rank``)."""
         return len(self.order)
 
     def __repr__(self) -> str:
