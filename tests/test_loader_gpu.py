@@ -97,6 +97,7 @@ def test_dataset_items_on_the_device_equal_the_cpu(tmp_path):
     data = np.arange(6 * 12, dtype=np.int32).reshape(6, 3, 2, 2)
     data.tofile(tmp_path / "r.bin")
     raw = dict(kind="raw", record_shape=(3, 2, 2), record_dtype=torch.int32)
+    (tmp_path / "n").mkdir()
     for src, kw in ((npy_folder(tmp_path / "n", n=6), {}), (tmp_path / "r.bin", raw),
                     (pillow_folder(tmp_path / "p", exts=("png",)), {})):
         g, c = Loader(src, 2, device="cuda", **kw).dataset, Loader(src, 2, device="cpu", **kw).dataset
