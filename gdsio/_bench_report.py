@@ -137,6 +137,30 @@ def _result_tables(doc: dict[str, Any]) -> tuple[list[tuple[str, list[str], list
     return tables, notes
 
 
+def format_row(row: dict[str, Any], done: int, total: int) -> str:
+    """One measurement as a line, printed while the run goes on:
+
+    >>> format_row(doc["results"][0], 7, 12)                        # doctest: +SKIP
+    '[7/12] 64 MiB  gdsio-pinned (gpu)  3.21 GB/s, 62% of h2d-pinned, 1.90x naive, backend pinned'
+    """
+    head = f"[{done}/{total}] {format_bytes(row['size'])}  "
+    if "path" in row:
+        head += f"{row['path']} ({row['destination']})"
+    else:
+        head += f"ceiling {row['name']}"
+    if row["status"] != "ok":
+        return f"{head}  {row['status']}: {row['reason']}"
+    parts = [f"{_num(row['gbps'])} GB/s"]
+    c = row.get("ceiling")
+    if c and row.get("fraction_of_ceiling") is not None:
+        parts.append(f"{row['fraction_of_ceiling']:.0%} of {c['name']}")
+    if row.get("ratio") is not None:
+        parts.append(f"{row['ratio']:.2f}x {row['ratio_to']}")
+    if row.get("backend"):
+        parts.append(f"backend {row['backend']}")
+    return f"{head}  " + ", ".join(parts)
+
+
 def _right(h: str) -> bool:
     return h in _RIGHT or h.startswith("vs ") or h in CEILING_ORDER
 

@@ -30,16 +30,15 @@ import re
 import shlex
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from . import _sysinfo
 from ._bench_paths import GPU, HOST, PATHS, BenchConfig, CopyPath, Runner, gpu_unusable_reason, stats_info, sync_device
-from ._bench_report import format_bytes, print_report, render_markdown, render_text, write_plot
+from ._bench_report import format_bytes, format_row, print_report, render_markdown, render_text, write_plot
 from ._settings import current, parse_bytes
 
 __all__ = [
@@ -52,6 +51,7 @@ __all__ = [
     "CopyPath",
     "files_from_path",
     "format_bytes",
+    "format_row",
     "generate_files",
     "gpu_unusable_reason",
     "parse_sizes",
@@ -374,25 +374,14 @@ def git_commit() -> dict[str, Any]:
     return {"commit": sha, "dirty": bool(dirty), "how": "git"}
 
 
-def _progress(steps: list[Any]) -> Iterator[Any]:
-    # tqdm is optional and only drawn on a terminal, so logs and tests stay clean.
-    if sys.stderr.isatty():
-        try:
-            from tqdm import tqdm
-        except ImportError:
-            pass
-        else:
-            yield from tqdm(steps, desc="gdsio bench", unit="step", leave=False)
-            return
-    yield from steps
-
-
 def run_bench(files: list[BenchFile], cfg: BenchConfig | None = None, *,
               command: list[str] | None = None, machine_path: str | None = None,
-              on_progress: Any = None) -> dict[str, Any]:
+              on_progress: Any = None, on_row: Any = None) -> dict[str, Any]:
     """Measures every selected path and the ceilings on each file; a JSON-ready dict.
-    ``on_progress(doc)`` is called after each measurement with the document so
-    far (the CLI writes --json then, so a run cut short keeps its rows).
+    After each measurement ``on_row(row, done, total)`` gets the row just
+    measured (the CLI prints it: ``format_row``), then ``on_progress(doc)``
+    the document so far (the CLI writes --json then, so a run cut short keeps
+    its rows). Ceilings are measured first, so a path's row has its ceiling.
 
     >>> doc = run_bench([BenchFile("shard.bin", os.path.getsize("shard.bin"))])  # doctest: +SKIP
     >>> [(r["path"], r["gbps"]) for r in doc["results"]]                           # doctest: +SKIP
@@ -430,14 +419,20 @@ def run_bench(files: list[BenchFile], cfg: BenchConfig | None = None, *,
                 doc["skipped"].append({"path": p.name, "destination": p.destination, "what": p.what, "reason": why})
             else:
                 usable.append(p)
+        usable.sort(key=lambda p: p.name not in PEER.values())  # peers first: each row printed has its ratio
         steps = [(f, c) for f in files for c in CEILINGS] + [(f, p) for f in files for p in usable]
-        for f, item in _progress(steps):
+        for done, (f, item) in enumerate(steps, start=1):
             if isinstance(item, str):
-                doc["ceilings"].append(_measure_ceiling(item, f, cfg))
+                row = _measure_ceiling(item, f, cfg)
+                doc["ceilings"].append(row)
             else:
-                doc["results"].append(_measure_path(item, f, cfg))
-            if on_progress is not None:
+                row = _measure_path(item, f, cfg)
+                doc["results"].append(row)
+            if on_row is not None or on_progress is not None:
                 _annotate(doc)
+            if on_row is not None:
+                on_row(row, done, len(steps))
+            if on_progress is not None:
                 on_progress(doc)
     _annotate(doc)
     return doc

@@ -183,6 +183,12 @@ def _write_json(doc: Any, path: str) -> None:
     write_whole(path, json.dumps(doc, indent=2) + "\n")
 
 
+def _print_row(row: dict[str, Any], done: int, total: int) -> None:
+    from ._bench_report import format_row
+
+    print("  " + format_row(row, done, total), flush=True)  # flushed: a pipe or a log shows it now, not at the end
+
+
 def run_bench_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from . import bench
     from ._bench_report import check_plot_available
@@ -210,8 +216,11 @@ def run_bench_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
                 raise _Error(f"--tmpdir: no such directory: '{args.tmpdir}'")
             gen = bench.generate_files(sizes, args.tmpdir)
             files, where = gen.files, gen.tmpdir.name
-        doc = bench.run_bench(files, cfg, command=["gdsio", *argv], machine_path=where,
+        print(f"gdsio bench: {len(files)} file(s) in {where}, median of {args.repeat}; each row as it is measured:",
+              flush=True)
+        doc = bench.run_bench(files, cfg, command=["gdsio", *argv], machine_path=where, on_row=_print_row,
                               on_progress=(lambda d: _write_json(d, args.json)) if args.json else None)
+        print(flush=True)
     except (FileNotFoundError, ValueError) as e:
         raise _Error(str(e)) from None
     finally:

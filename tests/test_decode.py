@@ -691,6 +691,12 @@ def _seeds() -> list[bytes]:
         npy_bytes(rand((3, 4), np.float32), (2, 0)),
         pil_bytes(Image.fromarray(photo), quality=80, exif=exif.tobytes()),
         pil_bytes(Image.fromarray(photo), quality=80, progressive=True),
+        # Pillow's formats: the decoder is Pillow's, the errors gdsio's ValueError.
+        pil_bytes(Image.fromarray(photo), "PNG"),
+        pil_bytes(Image.fromarray(photo).quantize(8), "GIF"),
+        pil_bytes(Image.fromarray(photo), "BMP"),
+        pil_bytes(Image.fromarray(photo), "TIFF"),
+        pil_bytes(Image.fromarray(photo), "WEBP", lossless=True),
     ] + [(CORPUS / n).read_bytes() for n in sorted(os.listdir(CORPUS)) if not n.endswith((".py", ".tsv"))]
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from gdsio import starvation
-from gdsio.data import Loader
+from gdsio.data import BatchLambda, Loader
 from gdsio.starvation import LoaderStats, Meter
 
 
@@ -23,6 +23,7 @@ def folder(tmp_path):
     return tmp_path
 
 
+@BatchLambda  # once per batch (a plain callable would run per sample)
 def slow_transform(samples):
     time.sleep(0.03)
     return torch.stack(samples)

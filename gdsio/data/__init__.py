@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from .cache import Cache
+from .dataset import SampleDataset
 from .loader import Loader, SampleError
 from .sampler import ShardedOrder
 from .sources import UNLABELED, FileList, SampleTable, scan
@@ -17,6 +18,7 @@ from .transforms import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     BatchInfo,
+    BatchLambda,
     BatchTransform,
     CenterCrop,
     Compose,
@@ -34,6 +36,7 @@ __all__ = [
     "IMAGENET_STD",
     "UNLABELED",
     "BatchInfo",
+    "BatchLambda",
     "BatchTransform",
     "Cache",
     "CenterCrop",
@@ -44,6 +47,7 @@ __all__ = [
     "RandomHorizontalFlip",
     "RandomResizedCrop",
     "Resize",
+    "SampleDataset",
     "SampleError",
     "SampleTable",
     "ShardedOrder",

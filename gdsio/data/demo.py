@@ -3,8 +3,10 @@
 With no path it writes a small ImageFolder of JPEGs (4 classes, 200 images of
 500x375) to a temporary folder, then runs the usual training input pipeline
 (RandomResizedCrop 224, flip, normalise) through ``gdsio.Loader`` feeding a
-small CNN training step, with a progress bar, and prints images/s, the share
-of time the step waited for data, and the I/O and decode backends that ran.
+small CNN training step, and prints images/s, the share of time the step
+waited for data, and the I/O and decode backends that ran, per epoch and in
+all. Progress: a tqdm bar with the rate and the time left on a terminal,
+plain lines (a few per epoch) on a pipe or in a log.
 
 >>> from gdsio.data.demo import run_demo
 >>> result = run_demo()                 # or run_demo("imagenet/val", device="cuda")
@@ -19,6 +21,8 @@ import sys
 import tempfile
 import time
 from typing import IO, Any, Iterator
+
+from tqdm import tqdm
 
 __all__ = ["CLASSES", "PER_CLASS", "SIZE", "default_device", "run_demo", "write_jpeg_folder"]
 
@@ -64,50 +68,52 @@ def write_jpeg_folder(root: str, classes: int = CLASSES, per_class: int = PER_CL
 
 
 class _Progress:
-    """tqdm, else rich, else one line rewritten in place."""
+    """One epoch's progress. On a terminal: tqdm's bar, counting images, with
+    the rate and the time left. Anywhere else (a pipe, a log file): a plain
+    line at each quarter of the epoch, no carriage returns."""
 
-    def __init__(self, total: int, out: IO[str], desc: str) -> None:
-        self.out, self.total, self.n, self.desc = out, total, 0, desc
+    def __init__(self, images: int, batches: int, out: IO[str], desc: str) -> None:
+        self.out, self.images, self.batches, self.desc = out, images, batches, desc
+        self.n = self.b = 0
+        self.t0 = time.perf_counter()
         self.bar: Any = None
-        self.rich: Any = None
-        try:
-            from tqdm import tqdm
+        if _isatty(out):
+            self.bar = tqdm(total=images, desc=desc, unit="img", file=out, leave=True, smoothing=0.1,
+                            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} img [{elapsed}<{remaining}, {rate_fmt}{postfix}]")
 
-            self.bar = tqdm(total=total, desc=desc, unit="batch", file=out, leave=True)
-            return
-        except ImportError:
-            pass
-        try:
-            from rich.progress import Progress
-
-            self.rich = Progress(transient=False)
-            self.rich.start()
-            self.task = self.rich.add_task(desc, total=total)
-        except ImportError:
-            pass
-
-    def update(self, images_per_s: float) -> None:
-        self.n += 1
+    def update(self, images: int) -> None:
+        self.n += images
+        self.b += 1
         if self.bar is not None:
-            self.bar.set_postfix_str(f"{images_per_s:.0f} img/s", refresh=False)
-            self.bar.update(1)
-        elif self.rich is not None:
-            self.rich.update(self.task, advance=1)
-        else:
-            line = f"{self.desc}: {self.n}/{self.total} batches, {images_per_s:.0f} images/s"
-            if _isatty(self.out):
-                self.out.write("\r" + line)
-            elif self.n == self.total or self.n % max(1, self.total // 4) == 0:
-                self.out.write(line + "\n")  # a log file gets a few whole lines, not carriage returns
+            self.bar.set_postfix_str(f"batch {self.b}/{self.batches}", refresh=False)
+            self.bar.update(images)
+        elif self.b == self.batches or self.b % max(1, self.batches // 4) == 0:
+            rate = self.n / max(time.perf_counter() - self.t0, 1e-9)
+            left = max(self.images - self.n, 0) / rate if rate > 0 else 0.0
+            self.out.write(f"{self.desc}: {self.b}/{self.batches} batches, {self.n}/{self.images} images, "
+                           f"{rate:.0f} images/s, {left:.0f} s left\n")
             self.out.flush()
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-        elif self.rich is not None:
-            self.rich.stop()
-        elif _isatty(self.out):
-            self.out.write("\n")
+
+
+def _epoch_summary(epoch: int, before: Any, after: Any, train: bool) -> str:
+    """One line: what an epoch did, from two snapshots of the loader's stats."""
+    samples = after.samples - before.samples
+    seconds = after.seconds - before.seconds
+    wait = after.data_wait_s - before.data_wait_s
+    io = _counts(after.io_backends, before.io_backends, "reads")
+    dec = _counts(after.decode_backends, before.decode_backends, "images")
+    who = "the training step" if train else "the loop (no consumer work)"
+    return (f"epoch {epoch} done: {samples} images in {seconds:.2f} s, {samples / max(seconds, 1e-9):.1f} images/s; "
+            f"{who} waited for data {100 * wait / max(seconds, 1e-9):.1f}% of the time; I/O: {io}; decode: {dec}\n")
+
+
+def _counts(now: dict[str, int], then: dict[str, int], what: str) -> str:
+    diff = {k: v - then.get(k, 0) for k, v in sorted(now.items()) if v - then.get(k, 0)}
+    return ", ".join(f"{k} ({v} {what})" for k, v in diff.items()) or "none"
 
 
 def _isatty(out: IO[str]) -> bool:
@@ -179,18 +185,20 @@ def run_demo(path: str | None = None, *, device: str | None = None, epochs: int 
         out.write(f"gdsio.Loader: {len(loader.table)} images, batch {batch_size}, device {loader.device}, "
                   f"transform {'fused' if transform.fused else 'unfused'}"
                   f"{', feeding a small CNN training step' if train else ', no consumer work'}\n")
+        per_epoch = min(len(loader) * loader.batch_size, loader.order.per_rank)
         for epoch in range(epochs):
             loader.set_epoch(epoch)
-            bar = _Progress(len(loader), out, f"epoch {epoch}")
-            t0, n = time.perf_counter(), 0
+            before = loader.stats()
+            bar = _Progress(per_epoch, len(loader), out, f"epoch {epoch}")
             try:
                 for images, labels in loader:
                     if step is not None:
                         step(images, labels)
-                    n += images.shape[0]
-                    bar.update(n / max(time.perf_counter() - t0, 1e-9))
+                    bar.update(images.shape[0])
             finally:
                 bar.close()
+            out.write(_epoch_summary(epoch, before, loader.stats(), train))
+            out.flush()
         if loader.device.type == "cuda":
             torch.cuda.synchronize(loader.device)
         s = loader.stats()

@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from ..starvation import LoaderStats, Meter
 from .cache import Cache
+from .dataset import SampleDataset
 from .sampler import ShardedOrder
 from .sources import SampleTable, scan
 
@@ -91,16 +92,31 @@ class Loader:
     record per file alike; a file's label applies to all its records) or
     ``"auto"`` (from the file extensions).
 
-    transform: called with the samples of one batch (a list of tensors on the
-    device; image sizes may differ) and returns the batch tensor; see
-    ``gdsio.data.Compose``. While it runs, ``gdsio.data.current_batch()``
-    gives the batch's (seed, epoch, sample indices), from which random
-    transforms draw, so a repeated or resumed run is identical. Without a
-    transform, samples of different shapes raise ``ValueError``.
+    transform: which runs batched and which per sample:
+
+    * a gdsio.data transform (a ``BatchTransform``: ``Compose``,
+      ``RandomResizedCrop``, ..., ``BatchLambda(fn)`` or a subclass of one's
+      own) is called once per batch with its samples (a list of tensors on
+      the device; image sizes may differ) and returns the batch tensor; the
+      usual chains run as one fused kernel (see ``gdsio.data.Compose``);
+    * any other callable (a torchvision v2 transform or ``v2.Compose``, a
+      function of one tensor) runs per sample, as a DataLoader transform
+      does: on each decoded sample (uint8 ``(C,H,W)`` on the loader's device
+      for images), in the loader's thread and on its CUDA stream; the
+      outputs are stacked, so they must share one shape (end it with e.g.
+      ``v2.Resize((224, 224))`` or ``v2.CenterCrop(224)``).
+
+    While it runs, ``gdsio.data.current_batch()`` gives the batch's (seed,
+    epoch, sample indices) (per sample: that sample's), from which gdsio's
+    random transforms draw, so a repeated or resumed run is identical. A
+    transform drawing from torch's global generator (torchvision's do) gets
+    other draws on resume. Without a transform, samples of different shapes
+    raise ``ValueError``.
 
     shuffle/seed/rank/world_size/drop_last: as torch's DistributedSampler
     (each rank a disjoint, equal share, padded by repeating samples, or cut
-    when ``drop_last``, which also drops a last short batch). on_error:
+    when ``drop_last``) under a DataLoader (``drop_last`` also drops each
+    rank's last short batch, as DataLoader's does). on_error:
     ``"raise"`` raises ``SampleError`` naming the file; ``"skip"`` logs it to
     the ``gdsio`` logger and yields that batch shorter (never refilled, so
     batches and resumption stay deterministic; a batch left empty is not
@@ -114,6 +130,11 @@ class Loader:
     Epochs: each complete pass advances ``epoch``; ``set_epoch(e)`` sets the
     next pass's epoch (call it each epoch as with DistributedSampler, or let
     it count). One pass runs at a time: a new ``iter()`` stops the previous one.
+
+    What DataLoader code reads is here: ``batch_size``, ``drop_last``,
+    ``len(loader)`` (batches per epoch on this rank) and ``dataset`` (a
+    ``SampleDataset``: ``len``, ``[i] -> (sample, label)``, ``classes``,
+    ``class_to_idx``, ``samples``, ``targets``, as torchvision's ImageFolder).
 
     >>> loader = gdsio.Loader("data/*.npy", 64, device="cpu", shuffle=True)
     >>> images, labels = next(iter(loader))
@@ -172,6 +193,7 @@ class Loader:
         self._gen = 0  # bumped by set_epoch/load_state_dict/iter: a stale pass stops updating the position
         self._pass: weakref.ref[_Pass] | None = None
         self._streams: tuple[Any, ...] | None = None
+        self._dataset: SampleDataset | None = None
 
     # ---- what it is ------------------------------------------------------------
 
@@ -191,10 +213,27 @@ class Loader:
 
     @property
     def batch_size(self) -> int:
+        """Samples per batch (the last one may be shorter unless ``drop_last``)."""
         return self.order.batch_size
 
+    @property
+    def drop_last(self) -> bool:
+        """Whether the uneven tail across ranks and the last short batch are dropped."""
+        return self.order.drop_last
+
+    @property
+    def dataset(self) -> SampleDataset:
+        """The samples as a map-style dataset with ImageFolder's attributes
+        (``len``, ``[i] -> (sample, label)``, ``classes``, ``class_to_idx``,
+        ``samples``, ``targets``); see ``gdsio.data.SampleDataset``."""
+        if self._dataset is None:
+            self._dataset = SampleDataset(self.table, self.device, self.image_mode)
+        return self._dataset
+
     def __len__(self) -> int:
-        """Batches per epoch on this rank."""
+        """Batches per epoch on this rank: ``ceil(per_rank / batch_size)``, or
+        ``per_rank // batch_size`` with ``drop_last`` (DataLoader's rule over
+        DistributedSampler's share, ``per_rank``)."""
         return len(self.order)
 
     def __repr__(self) -> str:

@@ -23,7 +23,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from .sources import SampleTable
-from .transforms import BatchInfo, batch_context
+from .transforms import BatchInfo, BatchTransform, batch_context
 
 __all__ = ["Producer"]
 
@@ -273,7 +273,8 @@ class Producer:
                 if ev is not None:
                     dec.wait_event(ev)
             for r in fresh:
-                samples[r].data.record_stream(dec)  # read on the read stream, used here
+                if samples[r].data.is_cuda:  # Pillow's formats are read to the host, and decoded there
+                    samples[r].data.record_stream(dec)  # read on the read stream, used here
             with self._on(2):
                 start = self._event(2, timing=True)
                 decoded, errors, backends = _decode.decode_items([samples[r] for r in fresh], self.image_setup)
@@ -341,6 +342,8 @@ class Producer:
             names = [t.describe(i) for i in kept_idx.tolist()]
             if self.transform is None:
                 return _collate(chosen, names)
+        if not isinstance(self.transform, BatchTransform):
+            return self._per_sample(p, chosen, kept_idx)
         try:
             with batch_context(BatchInfo(self.order.seed, self.epoch, kept_idx)):
                 out = self.transform(chosen)
@@ -354,8 +357,32 @@ class Producer:
             raise ValueError(f"the transform must return a batch of {len(chosen)} samples (a tensor (N, ...)); got {got}")
         return out
 
+    def _per_sample(self, p: _Pending, chosen: list[Any], kept_idx: np.ndarray) -> Any:
+        """A transform that is not gdsio's (a torchvision v2 transform, a
+        function of one tensor) runs on each sample, as in a DataLoader; the
+        outputs are stacked. current_batch() names the one sample."""
+        import torch
 
-def _collate(samples: list[Any], names: list[str] | None) -> Any:
+        outs = []
+        for k, (sample, index) in enumerate(zip(chosen, kept_idx.tolist())):
+            try:
+                with batch_context(BatchInfo(self.order.seed, self.epoch, kept_idx[k : k + 1])):
+                    out = self.transform(sample)
+            except Exception as e:
+                e.add_note(f"in the transform of gdsio.Loader, run on sample {index} ('{self.table.describe(index)}'), "
+                           f"batch {p.batch_no} of epoch {self.epoch}")
+                raise
+            if not isinstance(out, torch.Tensor):
+                raise TypeError(
+                    f"the transform must return a tensor for each sample; it returned {type(out).__name__} for sample "
+                    f"{index} ('{self.table.describe(index)}'). A transform that is not a gdsio.data transform runs on "
+                    "each sample (a tensor); one of the whole batch goes in gdsio.data.BatchLambda"
+                )
+            outs.append(out)
+        return _collate(outs, [self.table.describe(i) for i in kept_idx.tolist()], per_sample=True)
+
+
+def _collate(samples: list[Any], names: list[str] | None, per_sample: bool = False) -> Any:
     import torch
 
     shapes = [tuple(s.shape) for s in samples]
@@ -363,6 +390,13 @@ def _collate(samples: list[Any], names: list[str] | None) -> Any:
         if shape != shapes[0]:
             a = f" ('{names[0]}')" if names else ""
             b = f" ('{names[k]}')" if names else ""
+            if per_sample:
+                raise ValueError(
+                    f"the transform, run on each sample, gave outputs of different shapes: {shapes[0]}{a} and "
+                    f"{shape}{b}; they are stacked into one batch, so end the transform with a fixed size, e.g. "
+                    "v2.Resize((224, 224)) or v2.Resize(256) then v2.CenterCrop(224) (or v2.RandomResizedCrop(224)), "
+                    "or use gdsio.data.Compose([gdsio.data.Resize(256), gdsio.data.CenterCrop(224)])"
+                )
             raise ValueError(
                 f"samples of one batch differ in shape: {shapes[0]}{a} and {shape}{b}; pass a transform that "
                 "fixes the size, e.g. gdsio.data.Compose([gdsio.data.Resize(256), gdsio.data.CenterCrop(224)])"

@@ -189,13 +189,19 @@ def _pair(size: int | Sequence[int], name: str) -> tuple[int, int]:
 
 
 class BatchTransform:
-    """Base class: ``t(images)`` applies the transform to a batch."""
+    """Base class: ``t(images)`` applies the transform to a batch. The
+    Loader hands a BatchTransform (Compose included) the whole batch; any
+    other callable runs per sample. For a batch-level transform of your own,
+    subclass this and define ``__call__(images)``, or wrap a function in
+    ``BatchLambda``."""
 
     def __call__(self, images: Any) -> Any:
         return self._apply(images, _salt(self, -1))
 
     def _apply(self, images: Any, salt: int) -> Any:
-        raise NotImplementedError
+        if type(self).__call__ is not BatchTransform.__call__:  # a subclass that defines __call__ only
+            return self(images)
+        raise NotImplementedError(f"{type(self).__name__} must define __call__(images)")
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
@@ -432,10 +438,32 @@ def _is_float(dtype: Any) -> bool:
     return dtype in (torch.float32, torch.float16, torch.bfloat16)  # what the fused op writes
 
 
+class BatchLambda(BatchTransform):
+    """``fn`` applied to the whole batch: the samples of one batch as a list of
+    tensors (sizes may differ), or an ``(N, ...)`` tensor after a fixed-size
+    step of a Compose. ``fn`` returns an ``(N, ...)`` tensor or a list of
+    same-shape tensors. (Given to the Loader without this wrapper, ``fn``
+    would run once per sample, as a DataLoader transform does.)
+
+    >>> jitter = BatchLambda(lambda imgs: [t + 1 for t in imgs])
+    >>> loader = gdsio.Loader("train", 64, transform=jitter, device="cpu")
+    """
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        if not callable(fn):
+            raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+        self.fn = fn
+
+    def _apply(self, images: Any, salt: int) -> Any:
+        return self.fn(images)
+
+
 class Compose(BatchTransform):
     """Transforms applied in order; the usual chains run fused (see the module
     docstring; ``fused`` says whether this one does). Plain callables may
-    appear in the list too; they make the chain unfused."""
+    appear in the list too; they make the chain unfused and get the batch as
+    it stands at that point (a list of tensors, or an ``(N,C,H,W)`` tensor
+    after a fixed-size step)."""
 
     def __init__(self, transforms: Sequence[Callable[[Any], Any]]) -> None:
         self.transforms = list(transforms)
