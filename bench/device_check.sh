@@ -157,13 +157,13 @@ write_report() {
 pick_bench_dir() {
   py - "$@" <<'EOF'
 import os, sys
-from gdsio import _sysinfo
+from gdsio.platform import filesystems
 best = None
 for d in sys.argv[1:]:
     if not os.path.isdir(d) or not os.access(d, os.W_OK):
         continue
-    fs = _sysinfo.filesystem_of(d)["fs_type"]
-    rank = (fs in ("ext4", "xfs")) * 2 + _sysinfo.o_direct_probe(d)["ok"]
+    fs = filesystems.filesystem_of(d)["fs_type"]
+    rank = (fs in ("ext4", "xfs")) * 2 + filesystems.o_direct_probe(d)["ok"]
     if best is None or rank > best[0]:
         best = (rank, d)
 print(best[1] if best else "/tmp")

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import _libs, _sysinfo
+from .platform import filesystems, gds, nvidia
 from ._bench_report import format_bytes
 from ._settings import current
 
@@ -63,14 +63,14 @@ class CopyPath:
 
 # ----------------------------------------------------------------------------- availability
 
-gpu_unusable_reason = _libs.gpu_unusable_reason
+gpu_unusable_reason = nvidia.gpu_unusable_reason
 
 
 def _cufile_unusable(cfg: BenchConfig) -> str | None:
     why = gpu_unusable_reason()
     if why:
         return why
-    st = _libs.cufile_state(_device_index(cfg))
+    st = gds.cufile_state(_device_index(cfg))
     return None if st["driver_open"] else st["reason"]
 
 
@@ -223,7 +223,7 @@ def _prep_kvikio(path: str, size: int, cfg: BenchConfig) -> Runner:
         info = {"backend": "kvikio-compat", "direct_io": False,
                 "reason": "KvikIO prefers its compat mode here (POSIX reads, a synchronous copy per task)"}
     else:
-        mode = _libs.cufile_state(_device_index(cfg)).get("mode") or "unknown mode"
+        mode = gds.cufile_state(_device_index(cfg)).get("mode") or "unknown mode"
         info = {"backend": "kvikio-cufile", "direct_io": True,
                 "reason": f"KvikIO prefers cuFile here (gdsio sees cuFile in: {mode}; KvikIO does not report "
                           "a per-file fallback to its POSIX path)"}
@@ -250,7 +250,7 @@ def _prep_torch_gds(path: str, size: int, cfg: BenchConfig) -> Runner:
     import torch
     import torch.cuda.gds
 
-    mode = _libs.cufile_state(_device_index(cfg)).get("mode") or "unknown mode"
+    mode = gds.cufile_state(_device_index(cfg)).get("mode") or "unknown mode"
     f = torch.cuda.gds.GdsFile(path, os.O_RDONLY)  # registers the handle: fails early where cuFile can't
 
     def run() -> dict[str, Any]:
@@ -281,7 +281,7 @@ def _dd_unusable(cfg: BenchConfig) -> str | None:
 def _prep_dd_direct(path: str, size: int, cfg: BenchConfig) -> Runner:
     import subprocess
 
-    probe = _sysinfo.o_direct_probe(path)
+    probe = filesystems.o_direct_probe(path)
     if not probe["ok"]:  # raised here, the path is reported skipped, not failed
         raise OSError(22, f"O_DIRECT does not work here: {probe.get('reason') or probe}", path)
 

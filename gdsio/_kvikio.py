@@ -32,9 +32,9 @@ def _kvikio_config(kvikio: Any, config: dict[str, Any]) -> Any:
 def _cufile_compat(device: int) -> bool:
     """True when cuFile itself runs in its compat mode here (kvikio may not say
     so; its own check knows nvidia-fs only, not P2PDMA): gdsio's verdict."""
-    from . import _libs
+    from .platform import gds
 
-    st = _libs.cufile_state(max(device, 0))
+    st = gds.cufile_state(max(device, 0))
     return bool(st.get("driver_open")) and not st.get("true_gds", False)
 
 

@@ -6,7 +6,8 @@ import dataclasses
 import os
 from typing import Any
 
-from . import _core, _libs
+from . import _core
+from .platform import gds, nvidia
 from ._kvikio import kvikio_unusable_reason
 from ._settings import current
 
@@ -42,32 +43,32 @@ def backends(path: str | os.PathLike[str] | None = None, device: int = 0) -> lis
         [('gds', False), ('cufile-compat', False), ('kvikio', False), ('pinned', False), ('posix', True)]
     """
     out: list[BackendInfo] = []
-    gpu_why = _libs.cuda_unusable_reason()
+    gpu_why = nvidia.cuda_unusable_reason()
     direct_note = ""
     if path is not None:
         f = _core.File(os.fspath(path)) if os.path.isfile(path) else None
         if f is not None:
             direct_note = f.direct_io_refusal()
             f.close()
-    cuf = _libs.cufile_loaded()
+    cuf = gds.cufile_loaded()
     if gpu_why:
-        gds = BackendInfo("gds", "gpu", False, gpu_why)
+        gds_info = BackendInfo("gds", "gpu", False, gpu_why)
         compat = BackendInfo("cufile-compat", "gpu", False, gpu_why)
     elif not cuf["loaded"]:
-        gds = BackendInfo("gds", "gpu", False, cuf["reason"])
+        gds_info = BackendInfo("gds", "gpu", False, cuf["reason"])
         compat = BackendInfo("cufile-compat", "gpu", False, cuf["reason"])
     else:
-        st = _libs.cufile_state(device)
+        st = gds.cufile_state(device)
         if not st["driver_open"]:
-            gds = BackendInfo("gds", "gpu", False, st["reason"])
+            gds_info = BackendInfo("gds", "gpu", False, st["reason"])
             compat = BackendInfo("cufile-compat", "gpu", False, st["reason"])
         elif st["true_gds"]:
-            gds = BackendInfo("gds", "gpu", not direct_note, direct_note or st["reason"])
+            gds_info = BackendInfo("gds", "gpu", not direct_note, direct_note or st["reason"])
             compat = BackendInfo("cufile-compat", "gpu", False, "cuFile does true GDS here")
         else:
-            gds = BackendInfo("gds", "gpu", False, st["reason"])
+            gds_info = BackendInfo("gds", "gpu", False, st["reason"])
             compat = BackendInfo("cufile-compat", "gpu", True, st["reason"])
-    out += [gds, compat]
+    out += [gds_info, compat]
     kv = kvikio_unusable_reason()
     out.append(BackendInfo("kvikio", "gpu/host", kv is None, kv or ""))
     out.append(BackendInfo("pinned", "gpu", gpu_why is None, gpu_why or ""))
@@ -109,7 +110,7 @@ def info(path: str | os.PathLike[str] | None = None, device: int = 0) -> dict[st
         "built_with_cuda": bool(_core.built_with_cuda),
         "cuda_architectures": _core.cuda_architectures,
         "cuda": _core.cuda_status(),
-        "cufile": _libs.cufile_loaded() if _libs.cuda_unusable_reason() else _libs.cufile_state(device),
+        "cufile": gds.cufile_loaded() if nvidia.cuda_unusable_reason() else gds.cufile_state(device),
         "settings": dataclasses.asdict(current()),
         "backends": [dataclasses.asdict(b) for b in infos],
         "auto": auto_choice(infos),

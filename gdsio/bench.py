@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _sysinfo
+from .platform import filesystems, machine, pagecache
 from ._bench_paths import GPU, HOST, PATHS, BenchConfig, CopyPath, Runner, gpu_unusable_reason, stats_info, sync_device
 from ._bench_report import format_bytes, format_row, print_report, render_markdown, render_text, write_plot
 from ._settings import current, parse_bytes
@@ -78,8 +78,8 @@ class BenchFile:
 def _cache_before(path: str, cold: bool, cache: dict[str, Any]) -> None:
     """Evicts (cold) and records the resident fraction (mincore) just before a timed call."""
     if cold:
-        cache["evicted"] = _sysinfo.evict(path) and cache.get("evicted", True)
-    frac = _sysinfo.resident_fraction(path)
+        cache["evicted"] = pagecache.evict(path) and cache.get("evicted", True)
+    frac = pagecache.resident_fraction(path)
     if frac is None:
         cache["resident_unknown"] = True
     else:
@@ -199,7 +199,7 @@ def _storage_ceiling(name: str, path: str, size: int, cfg: BenchConfig) -> dict[
 
     direct = name == "o-direct-disk"
     if direct:
-        fs = _sysinfo.filesystem_of(path)["fs_type"]
+        fs = filesystems.filesystem_of(path)["fs_type"]
         if fs in ("tmpfs", "ramfs"):  # O_DIRECT works on tmpfs (Linux 6.6+), but reads memory, not a disk
             return {"status": "skipped", "reason": f"the file is on {fs}: there is no disk to read past the cache"}
     buf = _host_buffer(size)
@@ -400,7 +400,7 @@ def run_bench(files: list[BenchFile], cfg: BenchConfig | None = None, *,
         "command": shlex.join(command) if command is not None else None,
         "config": {"mode": "cold" if cfg.cold else "warm", "repeat": cfg.repeat, "device": cfg.device,
                    "paths": [p.name for p in selected], "settings": None},
-        "machine": _sysinfo.describe_machine(machine_path or (files[0].path if files else None)),
+        "machine": machine.describe_machine(machine_path or (files[0].path if files else None)),
         "files": [dataclasses.asdict(f) for f in files],
         "paths": {p.name: {"destination": p.destination, "what": p.what} for p in selected},
         "ceilings": [],

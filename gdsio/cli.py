@@ -247,17 +247,16 @@ def _cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def _demo_device(text: str | None) -> str | None:
     """Checks --device before any work, with the hint in the command line's words."""
-    from . import _libs
-    from .io import _parse_device
+    from .device import parse_device, require_cuda
 
     if text is None:
         return None
     try:
-        kind, index = _parse_device(text)
+        d = parse_device(text, arg="--device")
     except ValueError:
         raise _Error(f"--device must be cpu, cuda or cuda:N; got {text!r}") from None
-    if kind == "cuda":
-        _libs.require_cuda(f"--device {text}", None if index == -2 else index, arg="--device")
+    if d.type == "cuda":
+        require_cuda(f"--device {text}", d.index, arg="--device")
     return text
 
 

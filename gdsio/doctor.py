@@ -22,7 +22,8 @@ import shutil
 import textwrap
 from typing import Any, Callable
 
-from . import _core, _libs, _sysinfo
+from . import _core
+from .platform import filesystems, gds, machine, nvidia
 
 __all__ = ["EXIT_NOT_GDS", "EXIT_OK", "GDS_DISTRIBUTED_FILESYSTEMS", "GDS_LOCAL_FILESYSTEMS", "doctor", "render_doctor"]
 
@@ -64,9 +65,9 @@ def _check_gdsio() -> dict[str, Any]:
 
 def _check_gpu(device: int) -> dict[str, Any]:
     st = _core.cuda_status()
-    seen = _sysinfo.gpus()
+    seen = machine.gpus()
     d = {"cuda_status": st, "gpus_in_procfs": seen}
-    why = _libs.cuda_unusable_reason()
+    why = nvidia.cuda_unusable_reason()
     models = ", ".join(g["model"] or g["bdf"] for g in seen) or "none listed in /proc/driver/nvidia/gpus"
     if why:
         # Without a driver, the driver check carries the step; here only what else stops CUDA.
@@ -80,7 +81,7 @@ def _check_gpu(device: int) -> dict[str, Any]:
 
 def _check_driver() -> dict[str, Any]:
     st = _core.cuda_status()
-    kernel = _sysinfo.driver_version()
+    kernel = machine.driver_version()
     d = {"kernel_module": kernel, "driver_cuda_version": _version(st["driver_version"]),
          "runtime_cuda_version": _version(st["runtime_version"])}
     runtime = f"gdsio's CUDA runtime (linked statically) is {_version(st['runtime_version'])}"
@@ -116,8 +117,8 @@ def _check_kernels(device: int, gpu_ok: bool) -> dict[str, Any]:
 
 
 def _check_libcufile() -> dict[str, Any]:
-    found = _sysinfo.find_nvidia_lib("cufile")
-    st = _libs.cufile_loaded()
+    found = nvidia.find_nvidia_lib("cufile")
+    st = gds.cufile_loaded()
     d = {"found": found, "loaded": st}
     if st["loaded"]:
         return _check("libcufile", "libcufile", "ok",
@@ -128,9 +129,9 @@ def _check_libcufile() -> dict[str, Any]:
 
 
 def _check_cufile_driver(device: int, gpu_ok: bool) -> dict[str, Any]:
-    if not gpu_ok or not _libs.cufile_loaded()["loaded"]:
+    if not gpu_ok or not gds.cufile_loaded()["loaded"]:
         return _check("cufile-driver", "cuFile driver", "skip", "not checked: needs a GPU and libcufile")
-    st = _libs.cufile_state(device)
+    st = gds.cufile_state(device)
     if not st["driver_open"]:
         return _check("cufile-driver", "cuFile driver", "fail", f"cuFileDriverOpen failed: {st['reason']}", st,
                       "fix what stops cuFileDriverOpen: " + st["reason"])
@@ -142,7 +143,7 @@ def _check_cufile_driver(device: int, gpu_ok: bool) -> dict[str, Any]:
 
 
 def _check_kernel_side() -> dict[str, Any]:
-    nvfs, p2p = _sysinfo.nvidia_fs_status(), _sysinfo.p2pdma_possible()
+    nvfs, p2p = gds.nvidia_fs_status(), gds.p2pdma_possible()
     d = {"nvidia_fs": nvfs, "p2pdma": p2p}
     if nvfs["loaded"]:
         return _check("dma-path", "nvidia-fs / P2PDMA", "ok",
@@ -164,7 +165,7 @@ def _truthy(v: Any) -> bool:
 
 
 def _check_cufile_json() -> dict[str, Any]:
-    cj = _sysinfo.cufile_json()
+    cj = gds.cufile_json()
     s, env = cj["settings"], cj["env"]
     parts = [f"{cj['path']} {'is read' if cj['exists'] else 'does not exist (library defaults apply)'}"]
     if cj["error"]:
@@ -175,7 +176,7 @@ def _check_cufile_json() -> dict[str, Any]:
     if "properties.use_pci_p2pdma" in s:
         parts.append(f"use_pci_p2pdma is {str(s['properties.use_pci_p2pdma']).lower()}")
     parts.append("env overrides: " + (", ".join(f"{k}={v}" for k, v in env.items()) if env else "none")
-                 + f" (looked at {', '.join(_sysinfo.CUFILE_ENV_VARS)})")
+                 + f" (looked at {', '.join(gds.CUFILE_ENV_VARS)})")
     step = None
     status = "info"
     if _truthy(env.get("CUFILE_FORCE_COMPAT_MODE", "")):
@@ -210,7 +211,7 @@ def _check_iommu() -> dict[str, Any]:
 
 
 def _check_filesystem(path: str) -> dict[str, Any]:
-    fs = _sysinfo.filesystem_of(path)
+    fs = filesystems.filesystem_of(path)
     kind, src = fs["fs_type"], fs["source"] or "?"
     text = f"{fs['path']} is on {kind} (mount {fs['mount_point']}, device {src})"
     if kind is None:
@@ -229,7 +230,7 @@ def _check_filesystem(path: str) -> dict[str, Any]:
 
 
 def _check_o_direct(path: str) -> dict[str, Any]:
-    p = _sysinfo.o_direct_probe(path)
+    p = filesystems.o_direct_probe(path)
     if p["ok"]:
         return _check("o-direct", "O_DIRECT", "ok", f"O_DIRECT opens and aligned reads work on {p['fs_type']}", p)
     return _check("o-direct", "O_DIRECT", "warn",
@@ -238,7 +239,7 @@ def _check_o_direct(path: str) -> dict[str, Any]:
 
 
 def _check_pcie() -> dict[str, Any]:
-    seen = _sysinfo.gpus()
+    seen = machine.gpus()
     if not seen:
         return _check("pcie", "PCIe link", "skip", "no NVIDIA GPU listed by the driver")
     lines, status = [], "ok"
@@ -263,7 +264,7 @@ def _check_pcie() -> dict[str, Any]:
 def _check_kvikio() -> dict[str, Any]:
     from ._kvikio import kvikio_unusable_reason
 
-    version = _sysinfo.python_packages().get("kvikio")
+    version = machine.python_packages().get("kvikio")
     why = kvikio_unusable_reason()
     if why:
         return _check("kvikio", "kvikio", "info", why + " (optional: gdsio works without it)", {"version": version})
@@ -271,7 +272,7 @@ def _check_kvikio() -> dict[str, Any]:
 
 
 def _check_nvjpeg() -> dict[str, Any]:
-    found = _sysinfo.find_nvidia_lib("nvjpeg")
+    found = nvidia.find_nvidia_lib("nvjpeg")
     if found["found"]:
         return _check("nvjpeg", "nvJPEG", "ok", f"found {found['path']} ({found['how']})", found)
     return _check("nvjpeg", "nvJPEG", "info", found["reason"] + " (for GPU JPEG decode; optional)", found)

@@ -13,7 +13,9 @@ import os
 import threading
 from typing import Any, Iterable, Sequence
 
-from . import _core, _libs
+from . import _core
+from .device import parse_device, require_cuda
+from .platform import gds
 from ._buffers import Destination, host_empty, resolve
 from ._settings import BACKENDS, Settings, current
 
@@ -75,12 +77,12 @@ def _plan(backend: str, dest: Destination, core_file: Any) -> tuple[str, str]:
     if backend in ("pinned", "kvikio"):
         return backend, ""
     if backend in ("auto", "gds"):
-        why = _libs.gds_impossible_reason()
+        why = gds.gds_impossible_reason()
         if why:  # decided without opening the cuFile driver
             if backend == "gds":
                 raise BackendUnavailable("true GPUDirect Storage is not available: " + why)
             return "pinned", "gds skipped: " + why
-    st = _libs.cufile_state(dest.device)
+    st = gds.cufile_state(dest.device)
     if backend == "cufile":
         if not st["driver_open"]:
             raise BackendUnavailable("cuFile is not usable here: " + st["reason"])
@@ -485,19 +487,6 @@ def read_into(
         return f.read_into(out, size, offset, backend=backend, stream=stream)
 
 
-def _parse_device(device: Any) -> tuple[str, int]:
-    if isinstance(device, int) and not isinstance(device, bool):
-        return "cuda", device
-    text = str(device)
-    if text == "cpu":
-        return "cpu", -1
-    if text == "cuda":
-        return "cuda", -2  # the current device
-    if text.startswith("cuda:") and text[5:].isdigit():
-        return "cuda", int(text[5:])
-    raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or an int; got {device!r}")
-
-
 def read(
     path: str | os.PathLike[str],
     *,
@@ -553,7 +542,7 @@ def read(
     """
     import torch
 
-    kind, index = _parse_device(device)
+    target = parse_device(device)
     s = current()
     with File(path) as f:
         file_size = f.size()
@@ -562,11 +551,11 @@ def read(
                 _check_range(f.path, file_size, offset, 0)
             size = file_size - offset
         _check_range(f.path, file_size, offset, size)
-        if kind == "cpu":
+        if target.type == "cpu":
             # O_DIRECT reads straight into page-aligned memory; torch aligns to 64 bytes.
             out = host_empty(size, 4096 if s.direct_io and size else 0)
         else:
-            dev = _libs.require_cuda(f"cannot read '{f.path}' into {device}", None if index == -2 else index)
+            dev = require_cuda(f"cannot read '{f.path}' into {device}", target.index)
             out = torch.empty(size, dtype=torch.uint8, device=dev)
         st = f.read_into(out, size, offset, backend=backend)
     return (out, st) if return_stats else out
@@ -584,7 +573,7 @@ class RegisteredBuffer:
         self.dest = resolve(out)
         if self.dest.kind != "cuda":
             raise ValueError("only GPU memory can be registered with cuFile")
-        st = _libs.cufile_state(self.dest.device)
+        st = gds.cufile_state(self.dest.device)
         if not st["driver_open"]:
             raise BackendUnavailable("cuFile is not usable here: " + st["reason"])
         ok, reason = _core.cufile_register_buffer(self.dest.ptr, self.dest.nbytes, self.dest.device)

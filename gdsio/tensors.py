@@ -13,9 +13,10 @@ import os
 import struct
 from typing import Any, Iterable
 
-from . import _libs, _literal
+from . import _literal
 from ._buffers import host_empty
-from .io import ReadStats, _parse_device, read_into
+from .device import resolve_device
+from .io import ReadStats, read_into
 
 __all__ = ["MAX_SAFETENSORS_HEADER", "load_npy", "load_safetensors", "read_npy_header", "read_safetensors_header"]
 
@@ -56,10 +57,9 @@ def _read_host(path: str, offset: int, size: int) -> bytes:
 def _alloc(nbytes: int, device: Any, path: str) -> Any:
     import torch
 
-    kind, index = _parse_device(device)
-    if kind == "cpu":
+    dev = resolve_device(device, what=f"cannot load '{path}' into {device}")
+    if dev.type == "cpu":
         return host_empty(nbytes)
-    dev = _libs.require_cuda(f"cannot load '{path}' into {device}", None if index == -2 else index)
     return torch.empty(nbytes, dtype=torch.uint8, device=dev)
 
 

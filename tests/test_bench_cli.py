@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from gdsio import bench
+from gdsio.platform import filesystems, pagecache
 from gdsio.cli import main
 
 GPU_PATHS = [name for name, p in bench.PATHS.items() if p.destination == bench.GPU]
@@ -83,7 +84,7 @@ def test_bench_on_a_given_file_cold(tmp_path, capsys, make_file):
 
 def test_bench_says_when_eviction_failed(tmp_path, make_file, monkeypatch):
     path, _ = make_file(1 << 20)
-    monkeypatch.setattr(bench._sysinfo, "evict", lambda p: False)
+    monkeypatch.setattr(pagecache, "evict", lambda p: False)
     cfg = bench.BenchConfig(repeat=1, cold=True, paths=("numpy-fromfile",))
     doc = bench.run_bench(bench.files_from_path(path), cfg)
     (row,) = doc["results"]
@@ -97,7 +98,7 @@ def test_bench_reports_progress_and_skips_the_o_direct_ceiling_on_tmpfs(make_fil
     then); the O_DIRECT ceiling, which bypasses the page cache, needs no
     eviction note; on tmpfs (where O_DIRECT reads memory) it is skipped."""
     path, _ = make_file(1 << 20)
-    monkeypatch.setattr(bench._sysinfo, "evict", lambda p: False)
+    monkeypatch.setattr(pagecache, "evict", lambda p: False)
     cfg = bench.BenchConfig(repeat=1, paths=("numpy-fromfile", "gdsio-posix"))
     seen = []
     doc = bench.run_bench(bench.files_from_path(path), cfg,
@@ -106,7 +107,7 @@ def test_bench_reports_progress_and_skips_the_o_direct_ceiling_on_tmpfs(make_fil
     direct = next(c for c in doc["ceilings"] if c["name"] == "o-direct-disk")
     if direct["status"] == "ok":
         assert direct["reason"] == ""
-    monkeypatch.setattr(bench._sysinfo, "filesystem_of", lambda p: {"fs_type": "tmpfs"})
+    monkeypatch.setattr(filesystems, "filesystem_of", lambda p: {"fs_type": "tmpfs"})
     row = bench._storage_ceiling("o-direct-disk", path, 1 << 20, cfg)
     assert row["status"] == "skipped" and "tmpfs" in row["reason"]
 

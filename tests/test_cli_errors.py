@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gdsio import _libs, cli, doctor
+from gdsio import cli, doctor
+from gdsio.platform import nvidia
 from gdsio._report import BackendInfo
 from gdsio.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
 
@@ -44,7 +45,7 @@ def fake_jpeg_folder(tmp_path):
 
 @pytest.fixture
 def no_cuda(monkeypatch):
-    monkeypatch.setattr(_libs, "cuda_unusable_reason", lambda: NO_DRIVER)
+    monkeypatch.setattr(nvidia, "cuda_unusable_reason", lambda: NO_DRIVER)
 
 
 def test_demo_user_errors_are_one_line(tmp_path, capsys, fake_jpeg_folder, no_cuda):
@@ -105,7 +106,7 @@ def test_the_real_command_prints_one_line_and_no_traceback(tmp_path, fake_jpeg_f
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     runs = [["demo", str(tmp_path / "nope")], ["demo", str(fake_jpeg_folder), "--no-train"],
             ["doctor", str(tmp_path / "nope")], ["info", str(tmp_path / "nope")]]
-    if _libs.gpu_unusable_reason():
+    if nvidia.gpu_unusable_reason():
         runs.append(["demo", "--device", "cuda"])
     for argv in runs:
         p = subprocess.run([sys.executable, "-P", "-m", "gdsio", *argv], capture_output=True, text=True, env=env,

@@ -11,7 +11,8 @@ import torch
 from safetensors.torch import save_file
 
 import gdsio
-from gdsio import _core, _libs
+from gdsio import _core
+from gdsio.platform import nvidia
 
 CAUSE = "no NVIDIA driver is installed (libcuda.so.1 not found)"
 HINT = 'pass device="cpu" to use the CPU'
@@ -34,7 +35,7 @@ def files(tmp_path):
 @pytest.fixture
 def no_cuda(monkeypatch):
     """CUDA unusable for gdsio as on a machine without a driver (the real state here)."""
-    monkeypatch.setattr(_libs, "cuda_unusable_reason", lambda: CAUSE)
+    monkeypatch.setattr(nvidia, "cuda_unusable_reason", lambda: CAUSE)
 
 
 def _entry_points(d):
@@ -77,7 +78,7 @@ def test_cache_on_the_gpu_says_the_same_with_its_own_argument(no_cuda):
 
 def test_cpu_only_torch_is_the_cause_when_gdsio_could_run(files, monkeypatch):
     """gdsio's CUDA fine, torch a CPU build: torch's raw AssertionError never surfaces."""
-    monkeypatch.setattr(_libs, "cuda_unusable_reason", lambda: None)
+    monkeypatch.setattr(nvidia, "cuda_unusable_reason", lambda: None)
     monkeypatch.setattr(torch.version, "cuda", None)
     with pytest.raises(gdsio.BackendUnavailable, match=rf"features.npy' into cuda: torch .* is a CPU-only build; {HINT}"):
         gdsio.load_npy(files / "features.npy")
@@ -86,7 +87,7 @@ def test_cpu_only_torch_is_the_cause_when_gdsio_could_run(files, monkeypatch):
 def test_the_real_state_here_reads_cleanly(files):
     """On this machine as it is: where CUDA is unusable, the entry points raise
     the one message with the real cause (no AssertionError from torch)."""
-    why = _libs.cuda_unusable_reason() or _libs.torch_cuda_unusable_reason()
+    why = nvidia.cuda_unusable_reason() or nvidia.torch_cuda_unusable_reason()
     if why is None:
         return  # a GPU machine: the simulated tests above cover the message
     for call, what in _entry_points(files).values():
@@ -102,7 +103,7 @@ def test_no_driver_is_one_cause(monkeypatch):
     monkeypatch.setattr(_core, "cuda_status", lambda: {
         "device_count": 0, "runtime_version": 13000, "driver_version": 0,
         "error": "cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version"})
-    assert _libs.cuda_unusable_reason() == CAUSE
+    assert nvidia.cuda_unusable_reason() == CAUSE
 
 
 def test_core_and_test_gate_say_one_cause_without_a_driver():

@@ -146,10 +146,11 @@ def test_argument_errors(tmp_path):
 
 
 def test_cuda_device_without_cuda_names_the_reason(tmp_path, monkeypatch):
-    from gdsio import BackendUnavailable, _libs
+    from gdsio import BackendUnavailable
+    from gdsio.platform import nvidia
 
     make_npy_folder(tmp_path)
-    monkeypatch.setattr(_libs, "cuda_unusable_reason", lambda: "no NVIDIA driver is installed")
+    monkeypatch.setattr(nvidia, "cuda_unusable_reason", lambda: "no NVIDIA driver is installed")
     with pytest.raises(BackendUnavailable, match='cannot load batches into cuda: no NVIDIA driver is installed; pass device="cpu"'):
         Loader(tmp_path, 4)  # the default device is cuda
 

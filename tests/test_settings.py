@@ -99,26 +99,26 @@ def test_settings_reach_the_read(make_file):
 def test_gds_precheck_without_opening_cufile(tmp_path, monkeypatch):
     """auto decides 'no true GDS' from nvidia-fs and cufile.json alone, so a
     machine without GDS never pays for (or logs from) a cuFile driver open."""
-    from gdsio import _libs, _sysinfo
+    from gdsio.platform import gds
 
     cfg = tmp_path / "cufile.json"
     monkeypatch.setenv("CUFILE_ENV_PATH_JSON", str(cfg))
     try:
         cfg.write_text('{ "properties": { "use_pci_p2pdma": false } }')
-        _libs.gds_impossible_reason.cache_clear()
-        if not _sysinfo.nvidia_fs_status()["loaded"]:
-            assert "nvidia-fs driver is not loaded" in _libs.gds_impossible_reason()
+        gds.gds_impossible_reason.cache_clear()
+        if not gds.nvidia_fs_status()["loaded"]:
+            assert "nvidia-fs driver is not loaded" in gds.gds_impossible_reason()
         cfg.write_text('{ // P2PDMA on\n "properties": { "use_pci_p2pdma": true } }')
-        _libs.gds_impossible_reason.cache_clear()
-        assert _libs.gds_impossible_reason() is None  # only cuFile itself can tell now
+        gds.gds_impossible_reason.cache_clear()
+        assert gds.gds_impossible_reason() is None  # only cuFile itself can tell now
     finally:
-        _libs.gds_impossible_reason.cache_clear()
+        gds.gds_impossible_reason.cache_clear()
 
 
 def test_auto_does_not_call_compat_mode_gds(monkeypatch):
     """With true GDS on the machine but O_DIRECT refused for this file, cuFile
     would serve it in compat mode: auto takes the pinned pipeline and says why."""
-    from gdsio import _libs
+    from gdsio.platform import gds
     from gdsio import io as gio
     from gdsio._buffers import Destination
 
@@ -132,8 +132,8 @@ def test_auto_does_not_call_compat_mode_gds(monkeypatch):
         def direct_io_refusal(self):
             return self.refusal
 
-    monkeypatch.setattr(_libs, "gds_impossible_reason", lambda: None)
-    monkeypatch.setattr(_libs, "cufile_state", lambda dev: {"driver_open": True, "true_gds": True, "reason": ""})
+    monkeypatch.setattr(gds, "gds_impossible_reason", lambda: None)
+    monkeypatch.setattr(gds, "cufile_state", lambda dev: {"driver_open": True, "true_gds": True, "reason": ""})
     dest = Destination(1 << 20, 16, "cuda", 0, 0, None)
     assert gio._plan("auto", dest, FakeFile("")) == ("cufile", "")
     backend, why = gio._plan("auto", dest, FakeFile("tmpfs does not support O_DIRECT (EINVAL)"))

@@ -32,10 +32,11 @@ _ALIGN = 256  # keeps every dtype's views aligned and matches cudaMalloc's align
 
 
 def _require_cuda(where: str) -> None:
-    from .. import _libs
+    from ..device import require_cuda
 
+    # 'pinned' needs CUDA too (page-locked memory is registered with the driver).
     index = int(where[5:]) if where.startswith("cuda:") else None
-    _libs.require_cuda(f"Cache(where={where!r}) needs CUDA", index, arg="where")
+    require_cuda(f"Cache(where={where!r}) needs CUDA", index, arg="where")
 
 
 class Cache:

@@ -35,9 +35,9 @@ def default_device() -> str:
     """cuda where gdsio and torch can both use a GPU, else cpu."""
     import torch
 
-    from .. import _libs
+    from ..platform import nvidia
 
-    return "cuda" if torch.cuda.is_available() and _libs.cuda_unusable_reason() is None else "cpu"
+    return "cuda" if torch.cuda.is_available() and nvidia.cuda_unusable_reason() is None else "cpu"
 
 
 def write_jpeg_folder(root: str, classes: int = CLASSES, per_class: int = PER_CLASS,

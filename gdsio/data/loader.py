@@ -30,6 +30,7 @@ import time
 import weakref
 from typing import Any, Callable
 
+from ..device import resolve_device
 from ..starvation import LoaderStats, Meter
 from .cache import Cache
 from .dataset import SampleDataset
@@ -54,22 +55,6 @@ class SampleError(RuntimeError):
         super().__init__(message)
         self.index = index
         self.path = path
-
-
-def _resolve_device(device: Any) -> Any:
-    import torch
-
-    from .. import _libs
-
-    try:
-        d = torch.device(device)
-    except (RuntimeError, TypeError):
-        d = None
-    if d is None or d.type not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {device!r}")
-    if d.type == "cpu":
-        return d
-    return _libs.require_cuda(f"cannot load batches into {d}", d.index)
 
 
 def _positive_int(name: str, v: Any) -> int:
@@ -173,7 +158,7 @@ class Loader:
             raise TypeError(f"cache must be a gdsio.Cache, got {type(cache).__name__}")
         if image_mode not in ("RGB", "GRAY", "UNCHANGED"):
             raise ValueError(f"image_mode must be 'RGB', 'GRAY' or 'UNCHANGED'; got {image_mode!r}")
-        self.device = _resolve_device(device)
+        self.device = resolve_device(device, what=f"cannot load batches into {device}")
         self.table: SampleTable = scan(source, kind=kind, record_shape=record_shape, record_dtype=record_dtype)
         self.order = ShardedOrder(len(self.table), batch_size=_positive_int("batch_size", batch_size),
                                   shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, drop_last=drop_last)

@@ -18,7 +18,8 @@ import os
 import sys
 from typing import Any, Iterable, Sequence
 
-from .. import _core, _libs
+from .. import _core
+from ..device import parse_device, require_cuda
 from .._settings import current as current_settings
 from ..io import ReadStats
 from . import jpeg as _jpeg
@@ -127,21 +128,10 @@ def _options(mode: Any, on_error: str, exif: bool, raw: Any, layout: str, max_pi
 
 def _target(device: Any) -> Any:
     """A torch.device of type cpu or cuda (with an index), or None."""
-    import torch
-
     if device is None:
         return None
-    if isinstance(device, int) and not isinstance(device, bool):
-        device = torch.device("cuda", device)
-    try:
-        d = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N', an int or a torch.device, got {device!r}") from None
-    if d.type not in ("cpu", "cuda"):
-        raise ValueError(f"device must be cpu or cuda, got {d}")
-    if d.type == "cuda":
-        d = _libs.require_cuda(f"cannot decode on {d}", d.index)
-    return d
+    d = parse_device(device)
+    return d if d.type == "cpu" else require_cuda(f"cannot decode on {d}", d.index)
 
 
 def _as_bytes_tensor(x: Any, name: str) -> Any:

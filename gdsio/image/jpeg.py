@@ -27,7 +27,7 @@ import io
 from typing import Any, Callable, Sequence
 
 from .. import _core
-from .._libs import load_nvidia_lib
+from ..platform.nvidia import load_nvidia_lib
 from .headers import JpegHeader
 
 __all__ = [
