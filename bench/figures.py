@@ -48,7 +48,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/ for photos and bench_loader
 
 import gdsio
-from gdsio.data import demo
+from gdsio.tools import demo
 
 OUT = [224, 224]
 
@@ -461,7 +461,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     device = a.device or demo.default_device()
 
     def save(doc: dict[str, Any]) -> None:
-        from gdsio._bench_report import write_whole
+        from gdsio.tools.bench.report import write_whole
 
         if a.json:
             write_whole(a.json, json.dumps(doc, indent=2, default=str))  # whole files only, also when killed

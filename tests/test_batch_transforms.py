@@ -241,7 +241,7 @@ def test_corrupt_jpeg_raise_and_skip(tmp_path, caplog):
 def test_demo_runs_on_the_cpu(tmp_path):
     import io
 
-    from gdsio.data import demo
+    from gdsio.tools import demo
 
     assert demo.write_jpeg_folder(str(tmp_path), classes=2, per_class=6, size=(80, 60)) == 12
     out = io.StringIO()

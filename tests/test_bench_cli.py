@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from gdsio import bench
+from gdsio.tools import bench
 from gdsio.platform import filesystems, pagecache
-from gdsio.cli import main
+from gdsio.tools.cli import main
 
 GPU_PATHS = [name for name, p in bench.PATHS.items() if p.destination == bench.GPU]
 HOST_PATHS = [name for name, p in bench.PATHS.items() if p.destination == bench.HOST]
@@ -108,7 +108,7 @@ def test_bench_reports_progress_and_skips_the_o_direct_ceiling_on_tmpfs(make_fil
     if direct["status"] == "ok":
         assert direct["reason"] == ""
     monkeypatch.setattr(filesystems, "filesystem_of", lambda p: {"fs_type": "tmpfs"})
-    row = bench._storage_ceiling("o-direct-disk", path, 1 << 20, cfg)
+    row = bench.run._storage_ceiling("o-direct-disk", path, 1 << 20, cfg)
     assert row["status"] == "skipped" and "tmpfs" in row["reason"]
 
 
@@ -222,7 +222,7 @@ def test_info_json(tmp_path, capsys, make_file):
 
 
 def test_demo_runs_anywhere(tmp_path, capsys):
-    from gdsio.data import demo
+    from gdsio.tools import demo
 
     demo.write_jpeg_folder(str(tmp_path), classes=2, per_class=5, size=(64, 48))
     code, out, err = _run(capsys, "demo", str(tmp_path), "--batch-size", "4", "--no-train")

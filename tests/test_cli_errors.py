@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from gdsio import cli, doctor
+from gdsio.tools import cli, doctor
 from gdsio.platform import nvidia
 from gdsio._report import BackendInfo
-from gdsio.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
+from gdsio.tools.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 NO_DRIVER = "no NVIDIA driver is installed (libcuda.so.1 not found)"
@@ -81,7 +81,7 @@ def test_a_bad_environment_setting_is_a_user_error(capsys, monkeypatch):
 
 def test_a_bug_keeps_its_traceback(monkeypatch, tmp_path):
     """Only user errors become one line: an unexpected exception propagates."""
-    from gdsio.data import demo
+    from gdsio.tools import demo
 
     def broken(*a, **k):
         raise ZeroDivisionError("a real bug")
@@ -92,7 +92,7 @@ def test_a_bug_keeps_its_traceback(monkeypatch, tmp_path):
 
 
 def test_interrupt_exits_130(monkeypatch, tmp_path):
-    from gdsio.data import demo
+    from gdsio.tools import demo
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
@@ -113,6 +113,14 @@ def test_the_real_command_prints_one_line_and_no_traceback(tmp_path, fake_jpeg_f
                            timeout=300)
         assert p.returncode == EXIT_USAGE, (argv, p.stderr)
         assert len(p.stderr.splitlines()) == 1 and p.stderr.startswith(f"gdsio {argv[0]}: error: "), (argv, p.stderr)
+
+
+def test_a_reader_that_leaves_early_gets_no_error():
+    """`gdsio info | head -1`: the pipe closes under the command; it exits 141, silently."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    p = subprocess.run(f"{sys.executable} -P -m gdsio info | head -1", shell=True, capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert p.stdout.startswith("gdsio: ") and p.stderr == "", p.stderr
 
 
 # ---- doctor ---------------------------------------------------------------------------

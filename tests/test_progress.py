@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from gdsio import bench
-from gdsio.data import demo
+from gdsio.tools import bench
+from gdsio.tools import demo
 
 GDSIO = [sys.executable, "-P", "-m", "gdsio"]
 

@@ -33,7 +33,7 @@ def _write_files(root: Path) -> None:
     from PIL import Image
     from safetensors.torch import save_file
 
-    from gdsio.data.demo import write_jpeg_folder
+    from gdsio.tools.demo import write_jpeg_folder
 
     rng = np.random.default_rng(0)
     rng.integers(0, 256, 4 << 20, dtype=np.uint8).tofile(root / "shard-0001.bin")

@@ -1,6 +1,6 @@
 """``gdsio doctor``: why GPUDirect Storage is or is not used for a path, in plain words.
 
->>> from gdsio.doctor import doctor, render_doctor
+>>> from gdsio.tools.doctor import doctor, render_doctor
 >>> report = doctor("/data")            # doctest: +SKIP
 >>> print(render_doctor(report))        # doctest: +SKIP
 >>> report["auto"]["gpu"], report["to_get_gds"]   # doctest: +SKIP
@@ -22,8 +22,8 @@ import shutil
 import textwrap
 from typing import Any, Callable
 
-from . import _core
-from .platform import filesystems, gds, machine, nvidia
+from .. import _core
+from ..platform import filesystems, gds, machine, nvidia
 
 __all__ = ["EXIT_NOT_GDS", "EXIT_OK", "GDS_DISTRIBUTED_FILESYSTEMS", "GDS_LOCAL_FILESYSTEMS", "doctor", "render_doctor"]
 
@@ -51,7 +51,7 @@ def _version(v: int) -> str:
 
 
 def _check_gdsio() -> dict[str, Any]:
-    from . import __version__
+    from .. import __version__
 
     d = {"version": __version__, "extension": getattr(_core, "__file__", None),
          "built_with_cuda": bool(_core.built_with_cuda), "cuda_architectures": _core.cuda_architectures}
@@ -262,7 +262,7 @@ def _check_pcie() -> dict[str, Any]:
 
 
 def _check_kvikio() -> dict[str, Any]:
-    from ._kvikio import kvikio_unusable_reason
+    from .._kvikio import kvikio_unusable_reason
 
     version = machine.python_packages().get("kvikio")
     why = kvikio_unusable_reason()
@@ -316,13 +316,13 @@ def doctor(path: str | os.PathLike[str] = ".", device: int = 0) -> dict[str, Any
         ValueError: `device` is not a non-negative int.
 
     Example:
-        >>> from gdsio.doctor import doctor
+        >>> from gdsio.tools.doctor import doctor
         >>> report = doctor("/data")                     # doctest: +SKIP
         >>> report["exit_code"], report["auto"]["gpu"]   # doctest: +SKIP
         (1, 'pinned')
     """
-    from . import __version__
-    from ._report import auto_choice, backends
+    from .. import __version__
+    from .._report import auto_choice, backends
 
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):

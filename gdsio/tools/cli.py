@@ -53,8 +53,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """What gdsio raises for a user's mistake or an input it cannot use (a
     missing, unreadable or corrupt file, a device that cannot run here, a bad
     value): one line, exit 2. Anything else is a bug and keeps its traceback."""
-    from .data.loader import SampleError
-    from .io import BackendUnavailable
+    from ..data.loader import SampleError
+    from ..io import BackendUnavailable
 
     return (_Error, OSError, ValueError, BackendUnavailable, SampleError)
 
@@ -90,7 +90,7 @@ def _device_index(text: str) -> int:
 
 
 def _add_settings(p: argparse.ArgumentParser) -> None:
-    from ._settings import parse_bytes
+    from .._settings import parse_bytes
 
     g = p.add_argument_group("settings (default: GDSIO_* environment variables, then gdsio's defaults)")
     g.add_argument("--threads", type=int, help="reader threads per read")
@@ -104,7 +104,7 @@ def _add_settings(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from .. import __version__
     from .bench import PATHS
 
     exits: dict[str, Any] = {"epilog": EXIT_CODES, "formatter_class": argparse.RawDescriptionHelpFormatter}
@@ -178,20 +178,20 @@ def _bench_config(args: argparse.Namespace) -> Any:
 
 def _write_json(doc: Any, path: str) -> None:
     """Whole files only (a run killed mid-way keeps the last one); see write_whole."""
-    from ._bench_report import write_whole
+    from .bench.report import write_whole
 
     write_whole(path, json.dumps(doc, indent=2) + "\n")
 
 
 def _print_row(row: dict[str, Any], done: int, total: int) -> None:
-    from ._bench_report import format_row
+    from .bench.report import format_row
 
     print("  " + format_row(row, done, total), flush=True)  # flushed: a pipe or a log shows it now, not at the end
 
 
 def run_bench_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from . import bench
-    from ._bench_report import check_plot_available
+    from .bench.report import check_plot_available
 
     if args.quick:
         args.sizes = QUICK_SIZES if args.sizes is None else args.sizes
@@ -247,7 +247,7 @@ def _cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def _demo_device(text: str | None) -> str | None:
     """Checks --device before any work, with the hint in the command line's words."""
-    from .device import parse_device, require_cuda
+    from ..device import parse_device, require_cuda
 
     if text is None:
         return None
@@ -261,7 +261,7 @@ def _demo_device(text: str | None) -> str | None:
 
 
 def _cmd_demo(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from .data.demo import run_demo
+    from .demo import run_demo
 
     if args.path is not None and not os.path.exists(args.path):
         raise _Error(f"no such file or directory: '{args.path}'")
@@ -325,7 +325,7 @@ def _cmd_info(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``gdsio`` command; returns the exit code.
 
-    >>> from gdsio.cli import main
+    >>> from gdsio.tools.cli import main
     >>> main(["doctor", "/data", "--json"])     # doctest: +SKIP
     0
     """
@@ -340,15 +340,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return int(args.func(args, argv))
+    except BrokenPipeError:  # `gdsio info | head`: the reader left; say nothing more (before OSError)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except _user_errors() as e:
-        sys.stdout.flush()  # what the command printed so far comes before its error
+        try:
+            sys.stdout.flush()  # what the command printed so far comes before its error
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         print(f"gdsio {args.command}: error: {_one_line(e)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except BrokenPipeError:  # `gdsio info | head`: the reader left; say nothing more
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
 
 
 if __name__ == "__main__":

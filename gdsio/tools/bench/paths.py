@@ -3,7 +3,7 @@ why it cannot run here. A path is a ``CopyPath``: ``prepare(file, size, cfg)``
 does the untimed setup and returns the runner, a no-argument function that
 performs one timed call and returns ``{"backend", "reason", "direct_io"}``.
 
->>> from gdsio._bench_paths import PATHS, BenchConfig
+>>> from gdsio.tools.bench.paths import PATHS, BenchConfig
 >>> run = PATHS["numpy-fromfile"].prepare("shard.bin", 1 << 20, BenchConfig())   # doctest: +SKIP
 >>> run()["backend"]                                                             # doctest: +SKIP
 'numpy'
@@ -17,9 +17,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .platform import filesystems, gds, nvidia
-from ._bench_report import format_bytes
-from ._settings import current
+from ...platform import filesystems, gds, nvidia
+from .report import format_bytes
+from ..._settings import current
+
+__all__ = ["GPU", "HOST", "IMAGE_BENCH_NOTE", "PATHS", "BenchConfig", "CopyPath", "gpu_unusable_reason",
+           "stats_info", "sync_device"]
 
 GPU, HOST = "gpu", "host"
 
@@ -75,7 +78,7 @@ def _cufile_unusable(cfg: BenchConfig) -> str | None:
 
 
 def _kvikio_unusable(cfg: BenchConfig) -> str | None:
-    from ._kvikio import kvikio_unusable_reason
+    from ..._kvikio import kvikio_unusable_reason
 
     why = gpu_unusable_reason() or kvikio_unusable_reason()
     if why:
@@ -230,7 +233,7 @@ def _prep_kvikio(path: str, size: int, cfg: BenchConfig) -> Runner:
     info["reason"] += f"; {s.threads} threads, {format_bytes(s.chunk_bytes)} tasks, as gdsio's"
 
     # Set once, outside the timed calls: changing num_threads rebuilds kvikio's thread pool.
-    from ._kvikio import _kvikio_config
+    from ..._kvikio import _kvikio_config
 
     _kvikio_config(kvikio, {"num_threads": s.threads, "task_size": s.chunk_bytes})  # defaults.set applies when called
 

@@ -8,7 +8,7 @@ waited for data, and the I/O and decode backends that ran, per epoch and in
 all. Progress: a tqdm bar with the rate and the time left on a terminal,
 plain lines (a few per epoch) on a pipe or in a log.
 
->>> from gdsio.data.demo import run_demo
+>>> from gdsio.tools.demo import run_demo
 >>> result = run_demo()                 # or run_demo("imagenet/val", device="cuda")
 >>> result["images_per_s"], result["data_wait_share"]
 """
@@ -168,7 +168,7 @@ def run_demo(path: str | None = None, *, device: str | None = None, epochs: int 
     decode_backends, device, fused, images, batches, seconds, clock."""
     import torch
 
-    from . import IMAGENET_MEAN, IMAGENET_STD, Compose, Loader, Normalize, RandomHorizontalFlip, RandomResizedCrop, ToDtype
+    from ..data import IMAGENET_MEAN, IMAGENET_STD, Compose, Loader, Normalize, RandomHorizontalFlip, RandomResizedCrop, ToDtype
 
     if epochs < 1 or batch_size < 1:
         raise ValueError(f"epochs and batch_size must be >= 1; got {epochs}, {batch_size}")

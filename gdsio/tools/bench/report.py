@@ -3,7 +3,7 @@ plain text, rich (when installed), markdown, and a PNG plot (matplotlib, the
 ``plot`` extra). Everything here reads the dict only, so a saved JSON file can
 be rendered again:
 
->>> import json; from gdsio import bench
+>>> import json; from gdsio.tools import bench
 >>> print(bench.render_markdown(json.load(open("bench.json"))))   # doctest: +SKIP
 """
 
@@ -13,7 +13,11 @@ import os
 import sys
 from typing import Any, TextIO
 
-CEILING_ORDER = ("h2d-pinned", "d2d-copy", "page-cache", "o-direct-disk")
+__all__ = ["CEILINGS", "PLOT_MISSING", "check_plot_available", "format_bytes", "format_row", "print_report",
+           "render_markdown", "render_text", "write_plot", "write_whole"]
+
+# The ceilings that run_bench measures, in the order the tables show them.
+CEILINGS = ("h2d-pinned", "d2d-copy", "page-cache", "o-direct-disk")
 _COLUMNS = ("size", "path", "GB/s", "ceiling (GB/s)", "of ceiling", "vs peer", "backend", "notes")
 _RIGHT = {"GB/s", "of ceiling", "vs peer"}
 _TABLES = (("gpu", "Into GPU memory", "naive"), ("host", "Into host memory", "numpy-fromfile"))
@@ -76,7 +80,7 @@ def _ceiling_table(doc: dict[str, Any]) -> tuple[list[str], list[list[str]], lis
     rows = []
     for size in sizes:
         row = [format_bytes(size)]
-        for name in CEILING_ORDER:
+        for name in CEILINGS:
             c = by.get((name, size))
             if c and c["status"] == "ok":
                 row.append(_num(c["gbps"]))
@@ -84,14 +88,14 @@ def _ceiling_table(doc: dict[str, Any]) -> tuple[list[str], list[list[str]], lis
                 row.append("failed" if c and c["status"] == "failed" else "-")
         rows.append(row)
     why: dict[str, list[str]] = {}
-    for name in CEILING_ORDER:
+    for name in CEILINGS:
         for c in doc["ceilings"]:
             if c["name"] == name and c["status"] != "ok" and c["reason"]:
                 why.setdefault(f"{c['status']}: {c['reason']}", [])
                 if name not in why[f"{c['status']}: {c['reason']}"]:
                     why[f"{c['status']}: {c['reason']}"].append(name)
     notes = [f"{', '.join(names)} {reason}" for reason, names in why.items()]
-    for name in CEILING_ORDER:
+    for name in CEILINGS:
         done = [c for c in doc["ceilings"] if c["name"] == name and c["status"] == "ok"]
         if done:
             best = {c["best"] for c in done if c.get("best")}
@@ -104,7 +108,7 @@ def _ceiling_table(doc: dict[str, Any]) -> tuple[list[str], list[list[str]], lis
     if over:
         notes.append("a fraction above 100% means that path beat the ceiling's readers here: "
                      "the storage ceilings are measured, not hard limits")
-    return ["size", *CEILING_ORDER], rows, notes
+    return ["size", *CEILINGS], rows, notes
 
 
 def _result_tables(doc: dict[str, Any]) -> tuple[list[tuple[str, list[str], list[list[str]]]], list[str]]:
@@ -162,7 +166,7 @@ def format_row(row: dict[str, Any], done: int, total: int) -> str:
 
 
 def _right(h: str) -> bool:
-    return h in _RIGHT or h.startswith("vs ") or h in CEILING_ORDER
+    return h in _RIGHT or h.startswith("vs ") or h in CEILINGS
 
 
 def _plain_table(head: list[str] | tuple[str, ...], rows: list[list[str]]) -> list[str]:
@@ -305,7 +309,7 @@ def write_plot(doc: dict[str, Any], path: str) -> None:
     if ok:
         top = max(c["size"] for c in ok)
         styles = iter(["--", ":", "-.", (0, (5, 1))])
-        for c in sorted((c for c in ok if c["size"] == top), key=lambda c: CEILING_ORDER.index(c["name"])):
+        for c in sorted((c for c in ok if c["size"] == top), key=lambda c: CEILINGS.index(c["name"])):
             ax.axhline(c["gbps"], color="gray", linestyle=next(styles, "--"), linewidth=1,
                        label=f"ceiling at {format_bytes(top)}: {c['name']} {_num(c['gbps'])} GB/s")
     sizes = sorted({r["size"] for r in doc["results"]} | {c["size"] for c in doc["ceilings"]})

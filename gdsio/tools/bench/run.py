@@ -5,7 +5,7 @@ they are judged against (pinned host-to-device copy, O_DIRECT disk read,
 page-cache read, device-to-device copy). A path that cannot run here is listed
 as skipped with the reason; nothing is estimated or filled in.
 
->>> from gdsio import bench
+>>> from gdsio.tools import bench
 >>> gen = bench.generate_files(bench.parse_sizes("64M"))                 # doctest: +SKIP
 >>> doc = bench.run_bench(gen.files, bench.BenchConfig(repeat=3))         # doctest: +SKIP
 >>> print(bench.render_text(doc)); gen.tmpdir.cleanup()                   # doctest: +SKIP
@@ -36,10 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from .platform import filesystems, machine, pagecache
-from ._bench_paths import GPU, HOST, PATHS, BenchConfig, CopyPath, Runner, gpu_unusable_reason, stats_info, sync_device
-from ._bench_report import format_bytes, format_row, print_report, render_markdown, render_text, write_plot
-from ._settings import current, parse_bytes
+from ...platform import filesystems, machine, pagecache
+from .paths import GPU, HOST, PATHS, BenchConfig, CopyPath, Runner, gpu_unusable_reason, stats_info, sync_device
+from .report import CEILINGS, format_bytes, format_row, print_report, render_markdown, render_text, write_plot
+from ..._settings import current, parse_bytes
 
 __all__ = [
     "CEILINGS",
@@ -63,7 +63,6 @@ __all__ = [
 ]
 
 PEER = {GPU: "naive", HOST: "numpy-fromfile"}  # what each row's ratio is taken against
-CEILINGS = ("h2d-pinned", "d2d-copy", "page-cache", "o-direct-disk")
 
 
 @dataclasses.dataclass(frozen=True)
