@@ -14,7 +14,7 @@ import struct
 from typing import Any, Iterable
 
 from . import _literal
-from ._buffers import host_empty
+from .io.buffers import host_empty
 from .device import resolve_device
 from .io import ReadStats, read_into
 

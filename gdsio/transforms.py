@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from . import _core
-from ._settings import current as _current_settings
+from .config import current as _current_settings
 
 __all__ = [
     "center_crop",

@@ -15,7 +15,7 @@ import pytest
 
 from gdsio.tools import cli, doctor
 from gdsio.platform import nvidia
-from gdsio._report import BackendInfo
+from gdsio.io.backends import BackendInfo
 from gdsio.tools.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -148,7 +148,7 @@ def _all_ok(monkeypatch, gds: bool, failing: str | None = None):
     infos = [BackendInfo("gds", "gpu", gds, "" if gds else "compat mode"), BackendInfo("cufile-compat", "gpu", False, ""),
              BackendInfo("kvikio", "gpu/host", False, "not installed"), BackendInfo("pinned", "gpu", True, ""),
              BackendInfo("posix", "host", True, "")]
-    monkeypatch.setattr("gdsio._report.backends", lambda path=None, device=0: infos)
+    monkeypatch.setattr("gdsio.tools.doctor.backends", lambda path=None, device=0: infos)
 
 
 def test_doctor_exits_0_only_when_true_gds_is_usable_and_nothing_failed(tmp_path, capsys, monkeypatch):

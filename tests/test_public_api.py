@@ -32,6 +32,8 @@ HELPER_MODULES = ("typing", "typing_extensions", "__future__", "collections.abc"
 def _is_leak(module: types.ModuleType, name: str, value: object) -> bool:
     if isinstance(value, types.ModuleType):
         return value.__name__ != f"{module.__name__}.{name}"  # a subpackage of its own is API
+    if getattr(value, "__module__", None) == module.__name__:
+        return False  # defined here (a typing.Protocol's metaclass lives in typing, the class does not)
     return getattr(value, "__module__", None) in HELPER_MODULES or type(value).__module__ in HELPER_MODULES
 
 

@@ -13,7 +13,7 @@ import torch
 
 from gdsio import starvation
 from gdsio.data import BatchLambda, Loader
-from gdsio.starvation import LoaderStats, Meter
+from gdsio.data.meter import LoaderStats, Meter
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from .cache import Cache
 from .dataset import SampleDataset
-from .loader import Loader, SampleError
+from ..errors import SampleError
+from .loader import Loader
 from .sampler import ShardedOrder
 from .sources import UNLABELED, FileList, SampleTable, scan
 from .transforms import (

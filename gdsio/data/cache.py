@@ -47,7 +47,7 @@ class Cache:
     serve several loaders over the same files."""
 
     def __init__(self, bytes: int | str, where: str | None = None) -> None:
-        from .._settings import parse_bytes
+        from ..config import parse_bytes
 
         budget = parse_bytes(bytes) if isinstance(bytes, str) else bytes
         if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
@@ -178,7 +178,7 @@ class Cache:
         if self.where == "pinned":
             return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
         if (self.where or "cpu") == "cpu":
-            from .._buffers import host_empty
+            from ..io.buffers import host_empty
 
             return host_empty(nbytes)  # huge pages where the setting allows: the slab fills once per epoch
         return torch.empty(nbytes, dtype=torch.uint8, device=self.where)

@@ -30,31 +30,22 @@ import time
 import weakref
 from typing import Any, Callable
 
+from ..config import current, parse_bytes
 from ..device import resolve_device
-from ..starvation import LoaderStats, Meter
 from .cache import Cache
 from .dataset import SampleDataset
+from .flow import POLL_S, ByteBudget, batch_nbytes, in_loader_thread
+from .meter import LoaderStats, Meter
+from .producer import PassPlan, Producer
 from .sampler import ShardedOrder
 from .sources import SampleTable, scan
 
-__all__ = ["ON_ERROR", "STATE_VERSION", "ByteBudget", "Loader", "SampleError", "batch_nbytes"]
+__all__ = ["ON_ERROR", "STATE_VERSION", "Loader"]
 
 log = logging.getLogger("gdsio")
 
 ON_ERROR = ("raise", "skip")
 STATE_VERSION = 1
-_POLL_S = 0.1  # how often blocked threads look at the stop flag
-_local = threading.local()  # .in_loader: set in the loader's own threads
-
-
-class SampleError(RuntimeError):
-    """A sample could not be read or decoded; ``path`` and ``index`` name it,
-    ``__cause__`` is the original error."""
-
-    def __init__(self, message: str, *, index: int, path: str) -> None:
-        super().__init__(message)
-        self.index = index
-        self.path = path
 
 
 def _positive_int(name: str, v: Any) -> int:
@@ -148,8 +139,6 @@ class Loader:
         record_dtype: Any = None,
         image_mode: str = "RGB",
     ) -> None:
-        from .._settings import current
-
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be 'raise' or 'skip'; got {on_error!r}")
         if transform is not None and not callable(transform):
@@ -290,6 +279,14 @@ class Loader:
         if gen == self._gen:
             self._epoch, self._done = epoch + 1, 0
 
+    def _plan(self, epoch: int, start: int) -> PassPlan:
+        """The frozen description of one pass that the producer runs from."""
+        return PassPlan(
+            table=self.table, order=self.order, epoch=epoch, start=start, transform=self.transform,
+            device=self.device, streams=self._cuda_streams() if self.device.type == "cuda" else None,
+            threads=self.threads, on_error=self.on_error, mode=self.image_mode, cache=self.cache, meter=self._meter,
+        )
+
     def _cuda_streams(self) -> tuple[Any, Any, Any]:
         """(read stream, work stream, decode stream), made once: the reads of
         batch k+1, the decode of batch k and the transform of batch k-1 each
@@ -304,46 +301,10 @@ class Loader:
 def _byte_budget(value: int | str | None) -> int | None:
     if value is None:
         return None
-    from .._settings import parse_bytes
-
     n = parse_bytes(value) if isinstance(value, str) else value
     if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
         raise ValueError(f"prefetch_bytes must be a positive byte count (e.g. 2000000000 or '2G'); got {value!r}")
     return n
-
-
-def batch_nbytes(*tensors: Any) -> int:
-    import torch
-
-    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
-
-
-class ByteBudget:
-    """The bytes of the ready batches in the queue: ``acquire`` blocks the
-    producer while adding a batch would pass the cap (unless nothing is
-    queued, so a batch larger than the cap still moves); ``release`` as the
-    consumer takes one. ``peak`` is the most ever held. No cap: counts only."""
-
-    def __init__(self, cap: int | None) -> None:
-        self.cap = cap
-        self.held = 0
-        self.peak = 0
-        self._cv = threading.Condition()
-
-    def acquire(self, n: int, stop: threading.Event) -> bool:
-        with self._cv:
-            while self.cap is not None and self.held > 0 and self.held + n > self.cap:
-                if stop.is_set():
-                    return False
-                self._cv.wait(timeout=_POLL_S)
-            self.held += n
-            self.peak = max(self.peak, self.held)
-            return True
-
-    def release(self, n: int) -> None:
-        with self._cv:
-            self.held = max(0, self.held - n)
-            self._cv.notify_all()
 
 
 class _Pass:
@@ -352,8 +313,6 @@ class _Pass:
     (KeyboardInterrupt included) and when it is garbage collected."""
 
     def __init__(self, loader: Loader, epoch: int, start: int, gen: int) -> None:
-        from .pipeline import Producer
-
         self._loader = loader
         self._epoch = epoch
         self._gen = gen
@@ -365,7 +324,7 @@ class _Pass:
         loader._meter.begin_pass(epoch, start)
         # The producer holds the loader's settings, the queue and the flag, never
         # this object: dropping the iterator is what stops it.
-        producer = Producer(loader, epoch, start, self._queue, self._stop, self._budget)
+        producer = Producer(loader._plan(epoch, start), self._queue, self._stop, self._budget)
         self._thread = threading.Thread(target=producer.run, name="gdsio-loader", daemon=True)
         self._thread.start()
 
@@ -413,7 +372,7 @@ class _Pass:
     def _get(self) -> tuple[Any, ...]:
         while True:
             try:
-                return self._queue.get(timeout=_POLL_S)
+                return self._queue.get(timeout=POLL_S)
             except queue.Empty:
                 if not self._thread.is_alive():
                     try:
@@ -427,7 +386,7 @@ class _Pass:
             return
         self._closed = True
         self._stop.set()
-        if getattr(_local, "in_loader", False):
+        if in_loader_thread():
             return  # called from the loader's own threads (a GC there): they exit by the flag
         self._thread.join(timeout=60)
         if self._thread.is_alive():

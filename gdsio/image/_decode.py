@@ -20,7 +20,7 @@ from typing import Any, Iterable, Sequence
 
 from .. import _core
 from ..device import parse_device, require_cuda
-from .._settings import current as current_settings
+from ..config import current as current_settings
 from ..io import ReadStats
 from . import jpeg as _jpeg
 from . import pillow as _pil

@@ -208,7 +208,7 @@ def nvjpeg_run(
     cannot start at all (BackendUnavailable) fails the whole chunk at once,
     without retries; a CUDA error around the decode (a sticky error an earlier
     kernel left) is no image's fault and goes to the caller."""
-    from ..io import BackendUnavailable
+    from ..errors import BackendUnavailable
 
     for first in range(0, len(jobs), BATCH):
         chunk = list(jobs[first : first + BATCH])

@@ -55,7 +55,7 @@ def load_pillow() -> Any:
     try:
         from PIL import Image
     except ImportError:
-        from ..io import BackendUnavailable
+        from ..errors import BackendUnavailable
 
         raise BackendUnavailable(
             "Pillow is needed to decode PNG, GIF, BMP, TIFF, WebP (and JPEG on the CPU) and is not installed "
@@ -135,7 +135,7 @@ def decode(data: bytes, kind: str, mode: str, max_pixels: int) -> tuple[Any, int
         from PIL import features
 
         if not features.check_module("webp"):
-            from ..io import BackendUnavailable
+            from ..errors import BackendUnavailable
 
             raise BackendUnavailable("this Pillow was built without WebP support: pip install --force-reinstall pillow")
     with _pillow_errors(Image, fmt, "read this {fmt} image's header"):

@@ -53,8 +53,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """What gdsio raises for a user's mistake or an input it cannot use (a
     missing, unreadable or corrupt file, a device that cannot run here, a bad
     value): one line, exit 2. Anything else is a bug and keeps its traceback."""
-    from ..data.loader import SampleError
-    from ..io import BackendUnavailable
+    from ..errors import SampleError
+    from ..errors import BackendUnavailable
 
     return (_Error, OSError, ValueError, BackendUnavailable, SampleError)
 
@@ -90,7 +90,7 @@ def _device_index(text: str) -> int:
 
 
 def _add_settings(p: argparse.ArgumentParser) -> None:
-    from .._settings import parse_bytes
+    from ..config import parse_bytes
 
     g = p.add_argument_group("settings (default: GDSIO_* environment variables, then gdsio's defaults)")
     g.add_argument("--threads", type=int, help="reader threads per read")

@@ -23,6 +23,7 @@ import textwrap
 from typing import Any, Callable
 
 from .. import _core
+from ..io.backends import auto_choice, backends
 from ..platform import filesystems, gds, machine, nvidia
 
 __all__ = ["EXIT_NOT_GDS", "EXIT_OK", "GDS_DISTRIBUTED_FILESYSTEMS", "GDS_LOCAL_FILESYSTEMS", "doctor", "render_doctor"]
@@ -262,7 +263,7 @@ def _check_pcie() -> dict[str, Any]:
 
 
 def _check_kvikio() -> dict[str, Any]:
-    from .._kvikio import kvikio_unusable_reason
+    from ..io.kvikio import kvikio_unusable_reason
 
     version = machine.python_packages().get("kvikio")
     why = kvikio_unusable_reason()
@@ -322,7 +323,6 @@ def doctor(path: str | os.PathLike[str] = ".", device: int = 0) -> dict[str, Any
         (1, 'pinned')
     """
     from .. import __version__
-    from .._report import auto_choice, backends
 
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):

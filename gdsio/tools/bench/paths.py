@@ -19,7 +19,7 @@ import numpy as np
 
 from ...platform import filesystems, gds, nvidia
 from .report import format_bytes
-from ..._settings import current
+from ...config import current
 
 __all__ = ["GPU", "HOST", "IMAGE_BENCH_NOTE", "PATHS", "BenchConfig", "CopyPath", "gpu_unusable_reason",
            "stats_info", "sync_device"]
@@ -78,7 +78,7 @@ def _cufile_unusable(cfg: BenchConfig) -> str | None:
 
 
 def _kvikio_unusable(cfg: BenchConfig) -> str | None:
-    from ..._kvikio import kvikio_unusable_reason
+    from ...io.kvikio import kvikio_unusable_reason
 
     why = gpu_unusable_reason() or kvikio_unusable_reason()
     if why:
@@ -233,9 +233,9 @@ def _prep_kvikio(path: str, size: int, cfg: BenchConfig) -> Runner:
     info["reason"] += f"; {s.threads} threads, {format_bytes(s.chunk_bytes)} tasks, as gdsio's"
 
     # Set once, outside the timed calls: changing num_threads rebuilds kvikio's thread pool.
-    from ..._kvikio import _kvikio_config
+    from ...io.kvikio import kvikio_config
 
-    _kvikio_config(kvikio, {"num_threads": s.threads, "task_size": s.chunk_bytes})  # defaults.set applies when called
+    kvikio_config(kvikio, {"num_threads": s.threads, "task_size": s.chunk_bytes})  # defaults.set applies when called
 
     def run() -> dict[str, Any]:
         out = torch.empty(size, dtype=torch.uint8, device=cfg.device)

@@ -39,7 +39,7 @@ import numpy as np
 from ...platform import filesystems, machine, pagecache
 from .paths import GPU, HOST, PATHS, BenchConfig, CopyPath, Runner, gpu_unusable_reason, stats_info, sync_device
 from .report import CEILINGS, format_bytes, format_row, print_report, render_markdown, render_text, write_plot
-from ..._settings import current, parse_bytes
+from ...config import current, parse_bytes
 
 __all__ = [
     "CEILINGS",

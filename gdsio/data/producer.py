@@ -22,19 +22,15 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from ..errors import SampleError
+from .flow import POLL_S, ByteBudget, batch_nbytes, mark_loader_thread
+from .meter import Meter
 from .sources import SampleTable
 from .transforms import BatchInfo, BatchTransform, batch_context
 
-__all__ = ["Producer"]
+__all__ = ["PassPlan", "Producer"]
 
 log = logging.getLogger("gdsio")
-_POLL_S = 0.1
-
-
-def _mark_loader_thread() -> None:
-    from .loader import _local
-
-    _local.in_loader = True
 
 
 @dataclasses.dataclass
@@ -47,31 +43,40 @@ class _Pending:
     buf: Any = None  # raw kind: the batch buffer the reads fill
 
 
+@dataclasses.dataclass(frozen=True)
+class PassPlan:
+    """One pass, as the Loader hands it to its producer: what to read, in
+    which order, what to do with it, and where the counts go. Frozen: a pass
+    runs from what it was given, whatever the Loader does meanwhile."""
+
+    table: SampleTable
+    order: Any  # ShardedOrder
+    epoch: int
+    start: int  # the first batch of the pass (resume)
+    transform: Any
+    device: Any  # torch.device
+    streams: tuple[Any, Any, Any] | None  # CUDA: (read, work, decode) streams; None on the CPU
+    threads: int
+    on_error: str
+    mode: str  # image mode
+    cache: Any  # gdsio.Cache or None
+    meter: Meter
+
+
 class Producer:
     """Runs in the thread ``gdsio-loader``; puts ``("batch", batch_no, images,
     labels, ready_event)``, ``("empty", batch_no)``, ``("error", exc)`` or
     ``("end",)`` on the queue."""
 
-    def __init__(self, loader: Any, epoch: int, start: int, q: queue.Queue[Any], stop: threading.Event,
-                 budget: Any = None) -> None:
-        self.table: SampleTable = loader.table
-        self.order = loader.order
-        self.epoch, self.start = epoch, start
-        self.transform = loader.transform
-        self.device = loader.device
-        self.cuda = self.device.type == "cuda"
-        self.streams = loader._cuda_streams() if self.cuda else None
-        self.threads = loader.threads
-        self.on_error = loader.on_error
-        self.mode = loader.image_mode
-        self.cache = loader.cache
-        self.meter = loader._meter
+    def __init__(self, plan: PassPlan, q: queue.Queue[Any], stop: threading.Event, budget: ByteBudget | None = None) -> None:
+        self.plan = plan
+        self.cuda = plan.device.type == "cuda"
         self.q, self.stop, self.budget = q, stop, budget
         self.image_setup = None
-        if self.cuda and self.table.kind == "image":
+        if self.cuda and plan.table.kind == "image":
             from . import _decode
 
-            self.image_setup = _decode.image_setup(self.device, self.mode)
+            self.image_setup = _decode.image_setup(plan.device, plan.mode)
 
     # ---- contexts ---------------------------------------------------------------
 
@@ -83,7 +88,7 @@ class Producer:
             return
         import torch
 
-        stream = self.streams[which]  # type: ignore[index]
+        stream = self.plan.streams[which]  # type: ignore[index]
         with torch.cuda.device(stream.device), torch.cuda.stream(stream):
             yield
 
@@ -93,18 +98,18 @@ class Producer:
         import torch
 
         ev = torch.cuda.Event(enable_timing=timing)
-        ev.record(self.streams[stream_index])  # type: ignore[index]
+        ev.record(self.plan.streams[stream_index])  # type: ignore[index]
         return ev
 
     # ---- the loop ---------------------------------------------------------------
 
     def run(self) -> None:
-        _mark_loader_thread()
+        mark_loader_thread()
         pool = concurrent.futures.ThreadPoolExecutor(
-            self.threads, thread_name_prefix="gdsio-reader", initializer=_mark_loader_thread
+            self.plan.threads, thread_name_prefix="gdsio-reader", initializer=mark_loader_thread
         )
         try:
-            batches = enumerate(self.order.batches(self.epoch, self.start), start=self.start)
+            batches = enumerate(self.plan.order.batches(self.plan.epoch, self.plan.start), start=self.plan.start)
             ahead: collections.deque[_Pending] = collections.deque()
             while True:
                 # Keep this batch and the next one submitted: reads overlap the transform.
@@ -124,8 +129,6 @@ class Producer:
 
     def _put(self, item: tuple[Any, ...]) -> bool:
         if item[0] == "batch" and self.budget is not None:
-            from .loader import batch_nbytes
-
             if not self.budget.acquire(batch_nbytes(item[2], item[3]), self.stop):
                 return False
         return self._enqueue(item)
@@ -133,7 +136,7 @@ class Producer:
     def _enqueue(self, item: tuple[Any, ...]) -> bool:
         while not self.stop.is_set():
             try:
-                self.q.put(item, timeout=_POLL_S)
+                self.q.put(item, timeout=POLL_S)
                 return True
             except queue.Full:
                 continue
@@ -143,28 +146,28 @@ class Producer:
 
     def _keys(self, idx: np.ndarray) -> list[tuple[Any, ...]]:
         """Cache keys: (kind, path, byte offset, image mode), shareable between loaders."""
-        t = self.table
+        t = self.plan.table
         files = t.file_of(idx).tolist()
         offs = t.offset_of(idx).tolist() if t.starts is not None else [0] * len(files)
-        mode = self.mode if t.kind == "image" else None
+        mode = self.plan.mode if t.kind == "image" else None
         return [(t.kind, t.files.paths[f], off, mode) for f, off in zip(files, offs)]
 
     def _submit(self, pool: concurrent.futures.Executor, batch_no: int, idx: np.ndarray) -> _Pending:
         p = _Pending(batch_no, idx, time.perf_counter(), {}, [])
         misses = list(range(len(idx)))
-        if self.cache is not None:
+        if self.plan.cache is not None:
             misses = []
             for pos, key in enumerate(self._keys(idx)):
-                hit = self.cache.lookup(key)
+                hit = self.plan.cache.lookup(key)
                 if hit is not None:
                     p.hits[pos] = hit
                 else:
                     misses.append(pos)
-        if self.table.kind == "raw":
+        if self.plan.table.kind == "raw":
             import torch
 
             with self._on(0):  # allocated on the read stream, which fills it
-                p.buf = torch.empty((len(idx), self.table.record_bytes), dtype=torch.uint8, device=self.device)
+                p.buf = torch.empty((len(idx), self.plan.table.record_bytes), dtype=torch.uint8, device=self.plan.device)
             for rows in self._group_by_file(idx, misses):
                 p.futures.append((rows, pool.submit(self._read_records, idx, rows, p.buf)))
         else:
@@ -173,7 +176,7 @@ class Producer:
         return p
 
     def _group_by_file(self, idx: np.ndarray, rows: list[int]) -> list[list[int]]:
-        files = self.table.file_of(idx[rows]) if rows else []
+        files = self.plan.table.file_of(idx[rows]) if rows else []
         groups: dict[int, list[int]] = {}
         for r, f in zip(rows, np.asarray(files).tolist()):
             groups.setdefault(f, []).append(r)
@@ -183,7 +186,7 @@ class Producer:
         """Reader thread: the records of `rows` (one file) into their rows of the batch buffer."""
         from ..io import File
 
-        t = self.table
+        t = self.plan.table
         rb = t.record_bytes
         offs = t.offset_of(idx[rows]).tolist()
         # Coalesce runs adjacent both in the file and in the batch (unshuffled data): fewer, larger requests.
@@ -195,11 +198,11 @@ class Producer:
                 reqs.append([0, rb, off, r * rb])
         path = t.files.paths[int(t.file_of(idx[rows[:1]])[0])]
         with self._on(0):
-            stream = self.streams[0].cuda_stream if self.cuda else None  # type: ignore[index]
+            stream = self.plan.streams[0].cuda_stream if self.cuda else None  # type: ignore[index]
             with File(path) as f:
                 st = f.read_batch([(buf, n, off, out) for _, n, off, out in reqs], stream=stream)
             ev = self._event(0)
-        self.meter.read(st.backend, st.nbytes)
+        self.plan.meter.read(st.backend, st.nbytes)
         return None, ev
 
     def _read_file(self, index: int) -> tuple[Any, Any]:
@@ -208,36 +211,34 @@ class Producer:
         from ..io import read
         from ..tensors import load_npy
 
-        path = self.table.files.paths[index]
+        path = self.plan.table.files.paths[index]
         with self._on(0):
-            if self.table.kind == "npy":
-                t, st = load_npy(path, device=self.device, return_stats=True)
+            if self.plan.table.kind == "npy":
+                t, st = load_npy(path, device=self.plan.device, return_stats=True)
             elif self.cuda:  # an image for the GPU: its header on the host, its bytes to the device
                 from . import _decode
 
                 t = _decode.read_image(path, self.image_setup)
                 st = t.io
             else:
-                t, st = read(path, device=self.device, return_stats=True)
+                t, st = read(path, device=self.plan.device, return_stats=True)
             ev = self._event(0)
         if st is not None:
-            self.meter.read(st.backend, st.nbytes)
-        if self.table.kind == "image" and not self.cuda:
+            self.plan.meter.read(st.backend, st.nbytes)
+        if self.plan.table.kind == "image" and not self.cuda:
             from . import _decode
 
-            t, backend = _decode.decode_one(t, self.device, self.mode)
-            self.meter.decoded(backend)
+            t, backend = _decode.decode_one(t, self.plan.device, self.plan.mode)
+            self.plan.meter.decoded(backend)
         return t, ev
 
     # ---- one batch --------------------------------------------------------------
 
     def _failed(self, index: int, err: BaseException, failures: dict[int, BaseException], pos: int) -> None:
-        from .loader import SampleError
-
-        desc = self.table.describe(index)
-        if self.on_error == "raise":
+        desc = self.plan.table.describe(index)
+        if self.plan.on_error == "raise":
             raise SampleError(f"sample {index} ('{desc}'): {type(err).__name__}: {err}", index=index,
-                              path=self.table.files.paths[int(self.table.file_of(np.asarray([index]))[0])]) from err
+                              path=self.plan.table.files.paths[int(self.plan.table.file_of(np.asarray([index]))[0])]) from err
         log.warning("gdsio.Loader: skipping sample %d ('%s'): %s: %s", index, desc, type(err).__name__, err)
         failures[pos] = err
 
@@ -261,14 +262,14 @@ class Producer:
                 samples[rows[0]] = t
         fresh = [r for rows, _ in p.futures for r in rows if r not in failures]
         start = None
-        if self.table.kind == "image" and self.cuda and fresh:
+        if self.plan.table.kind == "image" and self.cuda and fresh:
             from . import _decode
 
             # Decoded on a stream of its own, after this batch's reads only: the
             # JPEG engines' host wait (nvjpeg_shim.cpp) then waits for neither the
             # next batch's reads (read stream) nor the last one's transform (work
             # stream), and the reads never queue behind a decode.
-            dec = self.streams[2]  # type: ignore[index]
+            dec = self.plan.streams[2]  # type: ignore[index]
             for ev in events:
                 if ev is not None:
                     dec.wait_event(ev)
@@ -280,7 +281,7 @@ class Producer:
                 decoded, errors, backends = _decode.decode_items([samples[r] for r in fresh], self.image_setup)
                 events.append(self._event(2))
             for name, count in backends.items():
-                self.meter.decoded(name, count)
+                self.plan.meter.decoded(name, count)
             for k, r in enumerate(fresh):
                 samples[r] = decoded[k]
                 if k in errors:
@@ -289,7 +290,7 @@ class Producer:
         with self._on(1):
             if start is None:
                 start = self._event(1, timing=True)
-            work = self.streams[1] if self.cuda else None  # type: ignore[index]
+            work = self.plan.streams[1] if self.cuda else None  # type: ignore[index]
             for ev in events:
                 if ev is not None:
                     work.wait_event(ev)
@@ -299,27 +300,27 @@ class Producer:
                 if p.buf is not None:
                     p.buf.record_stream(work)
             self._fill_from_cache(p, samples)
-            if self.cache is not None and fresh:
-                self.cache.put_many(self._keys(p.indices[fresh]), [samples[r] if p.buf is None else p.buf[r] for r in fresh])
+            if self.plan.cache is not None and fresh:
+                self.plan.cache.put_many(self._keys(p.indices[fresh]), [samples[r] if p.buf is None else p.buf[r] for r in fresh])
             keep = [r for r in range(n) if r not in failures]
             if not keep:
-                self.meter.produced(time.perf_counter() - p.t0, len(p.hits), len(failures), None)
+                self.plan.meter.produced(time.perf_counter() - p.t0, len(p.hits), len(failures), None)
                 return ("empty", p.batch_no)
             images = self._assemble(p, samples, keep)
-            labels = torch.from_numpy(self.table.labels_of(p.indices[keep])).to(self.device, non_blocking=True)
+            labels = torch.from_numpy(self.plan.table.labels_of(p.indices[keep])).to(self.plan.device, non_blocking=True)
             end = self._event(1, timing=True)
-        self.meter.produced(time.perf_counter() - p.t0, len(p.hits), len(failures),
+        self.plan.meter.produced(time.perf_counter() - p.t0, len(p.hits), len(failures),
                             (start, end) if self.cuda else None)
         return ("batch", p.batch_no, images, labels, end)
 
     def _fill_from_cache(self, p: _Pending, samples: list[Any]) -> None:
         for r, (hit, ready) in p.hits.items():
             if ready is not None:  # still being copied into the cache on some stream
-                self.streams[1].wait_event(ready)  # type: ignore[index]
+                self.plan.streams[1].wait_event(ready)  # type: ignore[index]
             if hit.is_cuda:  # a cache cleared meanwhile (shared by loaders) must not free it under these reads
-                hit.record_stream(self.streams[1])  # type: ignore[index]
-            if hit.device != self.device:  # a pinned cache: the copy is queued on the work stream
-                hit = hit.to(self.device, non_blocking=True)
+                hit.record_stream(self.plan.streams[1])  # type: ignore[index]
+            if hit.device != self.plan.device:  # a pinned cache: the copy is queued on the work stream
+                hit = hit.to(self.plan.device, non_blocking=True)
             if p.buf is not None:
                 p.buf[r].copy_(hit, non_blocking=True)
             else:
@@ -328,27 +329,27 @@ class Producer:
     def _assemble(self, p: _Pending, samples: list[Any], keep: list[int]) -> Any:
         import torch
 
-        t = self.table
+        t = self.plan.table
         kept_idx = p.indices[keep]
         names: list[str] | None = None
         if p.buf is not None:
             rows = p.buf if len(keep) == len(p.indices) else p.buf[torch.as_tensor(keep, device=p.buf.device)]
             batch = rows.view(t.record_dtype).view(len(keep), *t.record_shape)
-            if self.transform is None:
+            if self.plan.transform is None:
                 return batch  # read straight into the batch: no copy
             chosen = list(batch.unbind(0))
         else:
             chosen = [samples[r] for r in keep]
             names = [t.describe(i) for i in kept_idx.tolist()]
-            if self.transform is None:
+            if self.plan.transform is None:
                 return _collate(chosen, names)
-        if not isinstance(self.transform, BatchTransform):
+        if not isinstance(self.plan.transform, BatchTransform):
             return self._per_sample(p, chosen, kept_idx)
         try:
-            with batch_context(BatchInfo(self.order.seed, self.epoch, kept_idx)):
-                out = self.transform(chosen)
+            with batch_context(BatchInfo(self.plan.order.seed, self.plan.epoch, kept_idx)):
+                out = self.plan.transform(chosen)
         except Exception as e:
-            e.add_note(f"in the transform of gdsio.Loader, batch {p.batch_no} of epoch {self.epoch}")
+            e.add_note(f"in the transform of gdsio.Loader, batch {p.batch_no} of epoch {self.plan.epoch}")
             raise
         if isinstance(out, (list, tuple)):
             return _collate(list(out), names)
@@ -366,20 +367,20 @@ class Producer:
         outs = []
         for k, (sample, index) in enumerate(zip(chosen, kept_idx.tolist())):
             try:
-                with batch_context(BatchInfo(self.order.seed, self.epoch, kept_idx[k : k + 1])):
-                    out = self.transform(sample)
+                with batch_context(BatchInfo(self.plan.order.seed, self.plan.epoch, kept_idx[k : k + 1])):
+                    out = self.plan.transform(sample)
             except Exception as e:
-                e.add_note(f"in the transform of gdsio.Loader, run on sample {index} ('{self.table.describe(index)}'), "
-                           f"batch {p.batch_no} of epoch {self.epoch}")
+                e.add_note(f"in the transform of gdsio.Loader, run on sample {index} ('{self.plan.table.describe(index)}'), "
+                           f"batch {p.batch_no} of epoch {self.plan.epoch}")
                 raise
             if not isinstance(out, torch.Tensor):
                 raise TypeError(
                     f"the transform must return a tensor for each sample; it returned {type(out).__name__} for sample "
-                    f"{index} ('{self.table.describe(index)}'). A transform that is not a gdsio.data transform runs on "
+                    f"{index} ('{self.plan.table.describe(index)}'). A transform that is not a gdsio.data transform runs on "
                     "each sample (a tensor); one of the whole batch goes in gdsio.data.BatchLambda"
                 )
             outs.append(out)
-        return _collate(outs, [self.table.describe(i) for i in kept_idx.tolist()], per_sample=True)
+        return _collate(outs, [self.plan.table.describe(i) for i in kept_idx.tolist()], per_sample=True)
 
 
 def _collate(samples: list[Any], names: list[str] | None, per_sample: bool = False) -> Any:

@@ -14,6 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from .. import _core
+from ..config import current
+
+__all__ = ["HUGE_PAGES_MIN", "Destination", "host_empty", "resolve", "stream_handle"]
+
 
 @dataclasses.dataclass
 class Destination:
@@ -40,8 +45,6 @@ def host_empty(nbytes: int, align: int = 0) -> Any:
     import mmap
 
     import torch
-
-    from ._settings import current
 
     if nbytes >= HUGE_PAGES_MIN and current().huge_pages and hasattr(mmap, "MADV_HUGEPAGE"):
         # Private and anonymous (mmap's default, MAP_SHARED, would be shmem: no THP, slower faults); page-aligned.
@@ -113,8 +116,6 @@ def _c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...] | None, items
 
 
 def _from_cai(obj: Any, stream: int | None, name: str) -> Destination:
-    from . import _core
-
     cai = obj.__cuda_array_interface__
     ptr, readonly = cai["data"]
     if readonly:

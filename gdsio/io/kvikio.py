@@ -1,4 +1,5 @@
-"""The kvikio backend: the same API through the kvikio package (optional extra)."""
+"""The kvikio backend: the same reads through the kvikio package (an optional
+extra, imported only when this backend runs)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,12 @@ import os
 import time
 from typing import Any
 
-from . import _core
-from ._buffers import Destination
-from ._settings import Settings
+from .. import _core
+from ..config import Settings
+from ..platform import gds
+from .buffers import Destination
+
+__all__ = ["kvikio_config", "kvikio_read", "kvikio_unusable_reason", "uint8_view"]
 
 
 def kvikio_unusable_reason() -> str | None:
@@ -19,7 +23,7 @@ def kvikio_unusable_reason() -> str | None:
     return None
 
 
-def _kvikio_config(kvikio: Any, config: dict[str, Any]) -> Any:
+def kvikio_config(kvikio: Any, config: dict[str, Any]) -> Any:
     import contextlib
 
     try:
@@ -32,8 +36,6 @@ def _kvikio_config(kvikio: Any, config: dict[str, Any]) -> Any:
 def _cufile_compat(device: int) -> bool:
     """True when cuFile itself runs in its compat mode here (kvikio may not say
     so; its own check knows nvidia-fs only, not P2PDMA): gdsio's verdict."""
-    from .platform import gds
-
     st = gds.cufile_state(max(device, 0))
     return bool(st.get("driver_open")) and not st.get("true_gds", False)
 
@@ -55,7 +57,7 @@ def kvikio_read(path: str, dest: Destination, view: Any, size: int, offset: int,
         _core.cuda_stream_synchronize(dest.stream, dest.device)
     config = {"num_threads": s.threads, "task_size": s.chunk_bytes}
     # Changing num_threads rebuilds kvikio's thread pool: only when it differs.
-    with _kvikio_config(kvikio, config), kvikio.CuFile(os.fspath(path), "r") as f:
+    with kvikio_config(kvikio, config), kvikio.CuFile(os.fspath(path), "r") as f:
         t0 = time.perf_counter()  # as gdsio's own figures: the read, not the open
         got = f.pread(view, size, offset).get()
         seconds = time.perf_counter() - t0
@@ -77,3 +79,17 @@ def kvikio_read(path: str, dest: Destination, view: Any, size: int, offset: int,
         "direct_io": not compat and not cufile_compat,
         "reason": reason,
     }
+
+
+def uint8_view(dest: Destination, out_offset: int, size: int) -> Any:
+    """A 1-D uint8 view of the destination bytes, for kvikio."""
+    obj = dest.owner[1] if isinstance(dest.owner, tuple) else dest.owner
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        v = obj.view(-1).view(torch.uint8)[out_offset : out_offset + size]
+        return v if v.is_cuda else v.detach().numpy()  # kvikio takes host memory through the buffer protocol
+    if hasattr(obj, "view") and hasattr(obj, "ravel"):  # numpy / cupy
+        return obj.ravel().view("uint8")[out_offset : out_offset + size]
+    raise TypeError(f"the kvikio backend cannot take a {type(obj).__name__} destination")

@@ -4,6 +4,9 @@
 Precedence: ``gdsio.settings(...)`` blocks, innermost first, then environment
 variables, then defaults. Values are read at each call, so a changed
 environment variable takes effect at once.
+
+(The module is ``config``, not ``settings``: ``gdsio.settings`` is the
+function that opens a settings block.)
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import os
 import re
 import types
 from typing import Any, Iterator, Mapping
+
+__all__ = ["BACKENDS", "Settings", "current", "env_name", "from_env", "parse_bytes", "settings"]
 
 BACKENDS = ("auto", "gds", "cufile", "kvikio", "pinned", "posix")
 
