@@ -1,5 +1,7 @@
 // An open file: a buffered descriptor always, an O_DIRECT one on request.
-// Both are closed by the destructor, on every path.
+// Both are closed by the destructor, on every path. Opening never blocks:
+// a FIFO, a socket, a character device or a procfs/sysfs pseudo-file (whose
+// size is not its content) is refused with OSError(EINVAL) naming what it is.
 #pragma once
 
 #include <cstddef>
@@ -45,6 +47,7 @@ class FileHandle {
   std::mutex direct_mu_;
   int direct_fd_ = -1;
   bool direct_tried_ = false;
+  bool is_block_ = false;
   std::string direct_refusal_;
 };
 

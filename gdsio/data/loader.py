@@ -398,7 +398,8 @@ class _Pass:
                 break
 
     def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
+        # A finalizer never joins: set the flag, and the pass's threads exit by it.
+        self._closed = True
+        stop = getattr(self, "_stop", None)  # None: __init__ failed before making it
+        if stop is not None:
+            stop.set()

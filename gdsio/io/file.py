@@ -57,7 +57,7 @@ class File:
         ...     st = fut.result()
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, backend: str | None = None) -> None:
+    def __init__(self, path: str | bytes | os.PathLike[str] | os.PathLike[bytes], *, backend: str | None = None) -> None:
         self._reader = open_reader(path)
         self.path = self._reader.path
         self._backend = backend
@@ -71,8 +71,15 @@ class File:
         self.close()
 
     def __del__(self) -> None:
+        # A finalizer never waits: the cyclic GC may run it inside another
+        # thread's start, where joining the pread workers would deadlock. The
+        # workers finish on their own; the core frees the file after the last read.
         try:
-            self.close()
+            with self._lock:
+                ex, self._executor = self._executor, None
+            if ex is not None:
+                ex.shutdown(wait=False, cancel_futures=True)
+            self._reader.close()
         except Exception:
             pass
 

@@ -36,8 +36,10 @@ class LocalReader:
 
     kind = "local"
 
-    def __init__(self, path: str) -> None:
-        self.path = path
+    def __init__(self, path: str | bytes) -> None:
+        # str with surrogate escapes (os.listdir's names that are not UTF-8) and
+        # bytes alike reach the core as the file system's bytes; messages show os.fsdecode's str.
+        self.path = os.fsdecode(path)
         self.core: Any = _core.File(path)
 
     @property
@@ -60,6 +62,15 @@ class LocalReader:
         self.core.register_cufile(device)
 
 
-def open_reader(path: str | os.PathLike[str]) -> LocalReader:
-    """The reader for `path`."""
+def open_reader(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> LocalReader:
+    """The reader for `path` (str, bytes or os.PathLike, as Python's open takes).
+
+    Raises:
+        TypeError: `path` is none of those.
+        ValueError: `path` holds a NUL byte (as Python's open).
+        OSError: missing, unreadable, a directory, or not a regular file (a FIFO,
+            a device, a procfs/sysfs pseudo-file), with the path.
+    """
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(f"path must be str, bytes or os.PathLike, not {type(path).__name__}")
     return LocalReader(os.fspath(path))
