@@ -7,6 +7,7 @@ it never touches host memory.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -16,7 +17,7 @@ from typing import Any, Iterable
 from . import _literal
 from .io.buffers import host_empty
 from .device import resolve_device
-from .io import ReadStats, read_into
+from .io import File, ReadStats, read_into
 
 __all__ = ["MAX_SAFETENSORS_HEADER", "load_npy", "load_safetensors", "read_npy_header", "read_safetensors_header"]
 
@@ -58,31 +59,54 @@ def _alloc(nbytes: int, device: Any, path: str) -> Any:
     import torch
 
     dev = resolve_device(device, what=f"cannot load '{path}' into {device}")
-    if dev.type == "cpu":
-        return host_empty(nbytes)
-    return torch.empty(nbytes, dtype=torch.uint8, device=dev)
+    try:
+        if dev.type == "cpu":
+            return host_empty(nbytes)
+        return torch.empty(nbytes, dtype=torch.uint8, device=dev)
+    except (RuntimeError, MemoryError, OSError) as e:  # torch's OOM, mmap's ENOMEM
+        raise OSError(errno.ENOMEM, f"cannot allocate {nbytes} bytes ({nbytes / 1e9:.1f} GB) on {dev} for the data "
+                      f"of '{path}': {e}", path) from e
 
 
-def read_safetensors_header(path: str | os.PathLike[str]) -> tuple[int, dict[str, Any], dict[str, str]]:
-    """(data region start, {name: {dtype, shape, data_offsets}}, metadata), validated."""
-    path = os.fspath(path)
-    file_size = os.path.getsize(path) if os.path.isfile(path) else None
-    if file_size is None:
-        _open_check(path)
+def _safetensors_header(f: Any) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """The header of the open File `f`, validated as the safetensors library
+    validates it (what it refuses is refused here, with a ValueError naming
+    the file and the problem)."""
+    import numpy as np
+
+    path = f.path
+    file_size = f.size()
+
+    def host(offset: int, size: int) -> bytes:
+        buf = np.empty(size, np.uint8)
+        if size:
+            f.read_into(buf, size, offset, backend="posix")
+        return buf.tobytes()
+
     if file_size < 8:
         raise ValueError(f"'{path}' is not a safetensors file: {file_size} bytes, too short for the 8-byte header length")
-    (n,) = struct.unpack("<Q", _read_host(path, 0, 8))
+    (n,) = struct.unpack("<Q", host(0, 8))
     if n > MAX_SAFETENSORS_HEADER:
         raise ValueError(f"'{path}': header length {n} exceeds the {MAX_SAFETENSORS_HEADER}-byte cap (corrupt file?)")
     if 8 + n > file_size:
         raise ValueError(f"'{path}': header length {n} runs past the end of the file ({file_size} bytes); truncated?")
+    raw = host(8, n)
     try:
-        header = json.loads(_read_host(path, 8, n).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        header = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise ValueError(f"'{path}': the safetensors header nests too deeply to be a safetensors header") from None
+    except (UnicodeDecodeError, ValueError) as e:  # json.JSONDecodeError is a ValueError
         raise ValueError(f"'{path}': the safetensors header is not valid JSON: {e}") from None
     if not isinstance(header, dict):
         raise ValueError(f"'{path}': the safetensors header must be a JSON object")
-    metadata = header.pop("__metadata__", None) or {}
+    for name in header:  # JSON escapes can make lone surrogates, which no UTF-8 file name or key holds
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"'{path}': tensor name {name!r} holds a lone surrogate (not valid Unicode)") from None
+    metadata = header.pop("__metadata__", None)
+    if metadata is None:
+        metadata = {}
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise ValueError(f"'{path}': __metadata__ must map strings to strings")
     data_start = 8 + n
@@ -93,28 +117,53 @@ def read_safetensors_header(path: str | os.PathLike[str]) -> tuple[int, dict[str
         where = f"'{path}', tensor {name!r}"
         if not isinstance(e, dict) or not {"dtype", "shape", "data_offsets"} <= set(e):
             raise ValueError(f"{where}: an entry needs dtype, shape and data_offsets")
-        if e["dtype"] not in dtypes:
-            raise ValueError(f"{where}: dtype {e['dtype']!r} is not supported by this torch")
-        shape, offs = e["shape"], e["data_offsets"]
-        if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
-            raise ValueError(f"{where}: shape must be a list of non-negative ints, got {shape!r}")
-        if not (isinstance(offs, list) and len(offs) == 2 and all(isinstance(o, int) for o in offs)):
+        dtype, shape, offs = e["dtype"], e["shape"], e["data_offsets"]
+        if not isinstance(dtype, str) or dtype not in dtypes:
+            raise ValueError(f"{where}: dtype {dtype!r} is not a safetensors dtype this torch has")
+        # JSON true is not a dimension (type() is int, not isinstance: bool is an int in Python).
+        if not (isinstance(shape, list) and all(type(d) is int and 0 <= d < 2**63 for d in shape)):
+            raise ValueError(f"{where}: shape must be a list of non-negative ints below 2**63, got {shape!r}")
+        if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int and o >= 0 for o in offs)):
             raise ValueError(f"{where}: data_offsets must be [begin, end], got {offs!r}")
         begin, end = offs
-        if not 0 <= begin <= end <= data_size:
-            raise ValueError(f"{where}: data_offsets {offs} lie outside the data region ({data_size} bytes)")
-        itemsize = dtypes[e["dtype"]].itemsize
-        if math.prod(shape) * itemsize != end - begin:
+        if begin > end:
+            raise ValueError(f"{where}: data_offsets {offs} end before they begin")
+        if end > data_size:
+            raise ValueError(f"{where}: data_offsets {offs} lie outside the data region ({data_size} bytes); truncated?")
+        numel = math.prod(shape)
+        if numel >= 2**63:
+            raise ValueError(f"{where}: shape {shape} holds {numel} elements, more than 2**63 - 1")
+        itemsize = dtypes[dtype].itemsize
+        if numel * itemsize != end - begin:
             raise ValueError(
-                f"{where}: shape {shape} of {e['dtype']} needs {math.prod(shape) * itemsize} bytes, "
-                f"data_offsets give {end - begin}"
+                f"{where}: shape {shape} of {dtype} needs {numel * itemsize} bytes, data_offsets give {end - begin}"
             )
         spans.append((begin, end, name))
     spans.sort()
-    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
-        if b1 < e0:
-            raise ValueError(f"'{path}': tensors {n0!r} and {n1!r} overlap ({[b0, e0]} and {[b1, e1]})")
+    at = 0  # as the safetensors library: the tensors tile the data region, no gap, no overlap, nothing after
+    for begin, end, name in spans:
+        if begin != at:
+            what = "overlaps the tensor before it" if begin < at else f"leaves a gap of {begin - at} bytes before it"
+            raise ValueError(f"'{path}': tensor {name!r} at data_offsets {[begin, end]} {what} (safetensors refuses it)")
+        at = end
+    if at != data_size:
+        if at > data_size:
+            raise ValueError(f"'{path}': the tensors need {at} bytes of data, the file holds {data_size}; truncated?")
+        raise ValueError(f"'{path}': {data_size - at} bytes follow the last tensor (safetensors refuses trailing data)")
     return data_start, header, metadata
+
+
+def read_safetensors_header(path: str | os.PathLike[str]) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """(data region start, {name: {dtype, shape, data_offsets}}, metadata) of a
+    .safetensors file, validated as the safetensors library validates it.
+
+    Raises:
+        FileNotFoundError: `path` does not exist (PermissionError, IsADirectoryError,
+            OSError for what is not a regular file).
+        ValueError: not a safetensors file, or one that the safetensors library refuses.
+    """
+    with File(path) as f:
+        return _safetensors_header(f)
 
 
 def load_safetensors(
@@ -160,36 +209,32 @@ def load_safetensors(
     """
     import torch
 
-    path = os.fspath(path)
-    data_start, header, _ = read_safetensors_header(path)
-    names = list(header) if keys is None else list(keys)
-    missing = [k for k in names if k not in header]
-    if missing:
-        raise KeyError(f"'{path}' has no tensor(s) {missing}; it has {sorted(header)[:10]}...")
+    with File(path) as f:  # one open: the header and the data come from the same file
+        path = f.path
+        data_start, header, _ = _safetensors_header(f)
+        names = list(header) if keys is None else list(keys)
+        missing = [k for k in names if k not in header]
+        if missing:
+            raise KeyError(f"'{path}' has no tensor(s) {missing}; it has {sorted(header)[:10]}...")
+        if keys is None:
+            lo = min((header[k]["data_offsets"][0] for k in names), default=0)
+            hi = max((header[k]["data_offsets"][1] for k in names), default=0)
+            buf = _alloc(hi - lo, device, path)
+            stats = f.read_into(buf, hi - lo, data_start + lo) if hi > lo else None
+            placed = {k: header[k]["data_offsets"][0] - lo for k in names}
+        else:
+            # Only the wanted tensors, packed (8-byte aligned) into one allocation, in one batch.
+            placed, total = {}, 0
+            for k in names:
+                placed[k] = total
+                b, e = header[k]["data_offsets"]
+                total += -(-(e - b) // 8) * 8
+            buf = _alloc(total, device, path)
+            reqs = [(buf, header[k]["data_offsets"][1] - header[k]["data_offsets"][0],
+                     data_start + header[k]["data_offsets"][0], placed[k]) for k in names]
+            reqs = [r for r in reqs if r[1] > 0]
+            stats = f.read_batch(reqs) if reqs else None
     dtypes = _torch_dtypes()
-    if keys is None:
-        lo = min((header[k]["data_offsets"][0] for k in names), default=0)
-        hi = max((header[k]["data_offsets"][1] for k in names), default=0)
-        buf = _alloc(hi - lo, device, path)
-        stats = read_into(path, buf, offset=data_start + lo) if hi > lo else None
-        placed = {k: header[k]["data_offsets"][0] - lo for k in names}
-    else:
-        # Only the wanted tensors, packed (8-byte aligned) into one allocation, in one batch.
-        placed, total = {}, 0
-        for k in names:
-            placed[k] = total
-            b, e = header[k]["data_offsets"]
-            total += -(-(e - b) // 8) * 8
-        buf = _alloc(total, device, path)
-        stats = None
-        reqs = [(buf, header[k]["data_offsets"][1] - header[k]["data_offsets"][0],
-                 data_start + header[k]["data_offsets"][0], placed[k]) for k in names]
-        reqs = [r for r in reqs if r[1] > 0]
-        if reqs:
-            from .io import File
-
-            with File(path) as f:
-                stats = f.read_batch(reqs)
     out: dict[str, Any] = {}
     for k in names:
         e = header[k]
