@@ -302,6 +302,20 @@ def test_batches_and_lists_equal_image_by_image(op, factor) -> None:
     assert torch.equal(fn(nhwc, factor), out)
 
 
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.float32, torch.float16, torch.bfloat16])
+def test_per_pixel_colour_ops_commute_with_crops_of_any_width(dtype) -> None:
+    """The CPU twin runs rows through vectorised loops with scalar tails: a
+    pixel's value must not depend on where in a row it falls (crops of width
+    1 to 29 against the whole 517-wide image)."""
+    a = u8(3, 6, 517, seed=9)
+    x = a if dtype == torch.uint8 else (a.float() / 255).to(dtype)
+    for op, f in (("adjust_brightness", 1.37), ("adjust_saturation", 1.61), ("adjust_hue", -0.23)):
+        whole = getattr(T, op)(x, f)
+        for left, width in ((0, 1), (1, 3), (5, 7), (17, 29), (511, 6), (250, 13)):
+            part = getattr(T, op)(x[..., left : left + width], f)
+            assert torch.equal(part, whole[..., left : left + width]), (op, left, width)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_reduced_float_colour_ops_are_close_to_float32(dtype) -> None:
     x = u8(3, 20, 30).float() / 255
