@@ -73,6 +73,7 @@ def nvjpeg_release() -> bool: ...
 
 # ---- transforms (csrc/bindings/transforms.cpp)
 tf_max_images_per_launch: int
+tf_max_pad_fill: int
 
 def tf_resize_workspace_bytes(
     images: Any, *, channels: int, out_h: int, out_w: int, filter: str, antialias: bool
@@ -118,4 +119,56 @@ def tf_normalize(
 ) -> None: ...
 def tf_hflip(
     src: int, out: int, *, rows: int, width: int, elem_size: int, device: int = -1, stream: int = 0, threads: int = 1
+) -> None: ...
+def tf_vflip(
+    src: int,
+    out: int,
+    *,
+    planes: int,
+    height: int,
+    width: int,
+    elem_size: int,
+    device: int = -1,
+    stream: int = 0,
+    threads: int = 1,
+) -> None: ...
+def tf_pad(
+    src: int,
+    out: int,
+    *,
+    planes: int,
+    channels: int,
+    height: int,
+    width: int,
+    elem_size: int,
+    left: int,
+    top: int,
+    right: int,
+    bottom: int,
+    mode: str,
+    fill: list[int],
+    device: int = -1,
+    stream: int = 0,
+    threads: int = 1,
+) -> None: ...
+
+# ---- colour ops (csrc/bindings/color.cpp)
+tf_color_ops: dict[str, int]
+
+def tf_color_workspace_bytes(
+    images: Any, outs: Any, ops: Any, factors: Any, *, dtype: str, channels: int
+) -> int: ...
+def tf_color(
+    images: Any,
+    outs: Any,
+    ops: Any,
+    factors: Any,
+    *,
+    dtype: str,
+    channels: int,
+    device: int = -1,
+    stream: int = 0,
+    workspace: int = 0,
+    workspace_bytes: int = 0,
+    threads: int = 1,
 ) -> None: ...

@@ -1,21 +1,31 @@
-"""Image transforms on uint8 ``(C, H, W)`` tensors and ``(N, C, H, W)`` batches,
-named and shaped as ``torchvision.transforms.v2.functional``.
+"""Image transforms named and shaped as ``torchvision.transforms.v2.functional``:
+uint8 or float ``(C, H, W)`` tensors, ``(..., C, H, W)`` batches, ``(H, W)``
+gray images, lists of images of different sizes, and PIL images.
 
 CUDA tensors run gdsio's CUDA kernels on the current stream; CPU tensors run
 the C++ twin of those kernels (``gdsio.settings(threads=...)`` threads). Both
-share one implementation of the arithmetic, so they give the same bytes.
+share one implementation of the arithmetic, so they give the same bytes. PIL
+images are handed to Pillow, as torchvision's functional ops do, and a PIL
+image comes back.
 
-``resize`` follows a reference library exactly, not approximately:
+``resize`` of uint8 tensors follows a reference library exactly, not approximately:
 
 * ``antialias=True`` (the default) is Pillow's ``Image.resize`` (filters
   widened by the downscale factor, pixel centres at +0.5, windows clipped at
   the edges and renormalised, 22-bit fixed point rounded to uint8 between the
   horizontal and the vertical pass); ``"nearest"`` is Pillow's NEAREST.
-* ``antialias=False`` is OpenCV's ``cv2.resize`` with ``INTER_LINEAR`` or
-  ``INTER_NEAREST`` (no antialiasing; "bicubic" and "box" are not offered).
+* ``antialias=False`` (or None, which torchvision reads as False) is OpenCV's
+  ``cv2.resize`` with ``INTER_LINEAR`` or ``INTER_NEAREST``; bicubic without
+  antialias is torch's ``interpolate``, as torchvision computes it.
 
-Channels are resampled independently (as torchvision does). Pillow resizes
-RGBA images with premultiplied alpha; gdsio does not.
+Float tensors are resized by ``torch.nn.functional.interpolate`` exactly as
+torchvision v2 calls it (its results, not Pillow's). Channels are resampled
+independently (as torchvision does). Pillow resizes RGBA images with
+premultiplied alpha; gdsio does not.
+
+The colour ops (adjust_brightness, adjust_contrast, adjust_saturation,
+adjust_hue, color_jitter) are within 1 of torchvision on uint8 and close to
+it on floats; pad and the flips move bytes and equal torchvision's.
 
 >>> import gdsio.transforms as T
 >>> small = T.resize(img, [224, 224])                     # == PIL's BILINEAR
@@ -23,70 +33,107 @@ RGBA images with premultiplied alpha; gdsio does not.
 >>> boxes = T.random_resized_crop_params([h_a, h_b], [w_a, w_b], generator=0)
 >>> x = T.resized_crop_flip_normalize([img_a, img_b], boxes, [True, False], 224,
 ...                                   mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])
+>>> jittered = T.adjust_hue(T.adjust_saturation(small, 1.3), 0.05)
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
+from PIL import Image
 
-from . import _core
-from .config import current as _current_settings
+from . import _core, _pil_ops
+from ._color import adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, color_jitter
+from ._pad import pad
+from ._transform_base import check_spatial, elem_size_of
+from ._transform_base import device_args as _device_args
+from ._transform_base import is_int as _is_int
+from ._transform_base import is_pil as _is_pil
 
 __all__ = [
+    "adjust_brightness",
+    "adjust_contrast",
+    "adjust_hue",
+    "adjust_saturation",
     "center_crop",
+    "color_jitter",
     "crop",
     "hflip",
     "normalize",
+    "pad",
     "random_resized_crop_params",
     "resize",
     "resized_crop",
     "resized_crop_flip_normalize",
     "to_dtype",
+    "vflip",
 ]
+
 
 
 def __dir__() -> list[str]:
     # dir() and tab completion show the API (and the dunders), not what was imported to build it (np, torch, Any).
     return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n.endswith("__"))})
 
-ImageInput = torch.Tensor | Sequence[torch.Tensor]
+
+ImageInput = torch.Tensor | Sequence[torch.Tensor] | Image.Image
 
 FILTERS = ("nearest", "bilinear", "bicubic", "box")
+# torchvision's InterpolationMode values, and its (Pillow's) integer codes.
+MODES = ("nearest", "nearest-exact", "bilinear", "bicubic", "box", "hamming", "lanczos")
+_MODE_OF_INT = {0: "nearest", 1: "lanczos", 2: "bilinear", 3: "bicubic", 4: "box", 5: "hamming"}
 _FLOAT_DTYPES = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
 _ALL_DTYPES = {torch.uint8: "uint8", **_FLOAT_DTYPES}
 
 
 # ---- argument parsing ----------------------------------------------------------------------
-def _is_int(v: Any) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
-def _parse_interpolation(interpolation: Any, antialias: Any) -> tuple[str, bool]:
-    """(filter name, antialias): a name or torchvision's InterpolationMode (by its value)."""
-    if not isinstance(antialias, bool):
-        raise TypeError(f"antialias must be a bool, got {type(antialias).__name__}")
+def _interpolation_mode(interpolation: Any) -> str:
+    """torchvision's mode name of a name, an InterpolationMode (by its value) or an int code."""
+    if _is_int(interpolation):  # also PIL's Image.Resampling members (an IntEnum)
+        if int(interpolation) not in _MODE_OF_INT:
+            raise ValueError(f"interpolation code {int(interpolation)} is none of Pillow's (0 to 5)")
+        return _MODE_OF_INT[int(interpolation)]
     name = interpolation
     if not isinstance(name, str):
         # torchvision.transforms.InterpolationMode is an Enum whose values are
         # these names; comparing by value needs no torchvision import.
-        value = getattr(interpolation, "value", None)
-        if not isinstance(value, str):
+        name = getattr(interpolation, "value", None)
+        if not isinstance(name, str):
             raise TypeError(
-                f"interpolation must be one of {', '.join(FILTERS)} or a torchvision InterpolationMode, "
-                f"got {interpolation!r}"
+                f"interpolation must be a name ({', '.join(MODES)}), a torchvision InterpolationMode or a "
+                f"Pillow integer code, got {interpolation!r}"
             )
-        name = value
     name = name.lower()
+    if name not in MODES:
+        raise ValueError(f"interpolation {name!r} is not one of {', '.join(MODES)}")
+    return name
+
+
+def _antialias(antialias: Any) -> bool:
+    if antialias is None:  # torchvision v2: None means False
+        return False
+    if not isinstance(antialias, bool):
+        raise TypeError(f"antialias must be a bool or None, got {type(antialias).__name__}")
+    return antialias
+
+
+def _parse_interpolation(interpolation: Any, antialias: Any) -> tuple[str, bool]:
+    """(filter name, antialias) of gdsio's uint8 resize."""
+    name = _interpolation_mode(interpolation)
+    antialias = _antialias(antialias)
     if name == "nearest-exact":  # torchvision's name for Pillow's nearest
         return "nearest", True
     if name not in FILTERS:
-        raise ValueError(f"interpolation {name!r} is not supported; use one of {', '.join(FILTERS)}")
+        raise ValueError(
+            f"interpolation {name!r} is not supported for uint8 tensors; use one of {', '.join(FILTERS)} "
+            "(or give a PIL image, which Pillow resizes)"
+        )
     if not antialias and name not in ("nearest", "bilinear"):
         raise ValueError(
             f"interpolation {name!r} with antialias=False: antialias=False follows OpenCV (INTER_NEAREST, "
@@ -95,24 +142,38 @@ def _parse_interpolation(interpolation: Any, antialias: Any) -> tuple[str, bool]
     return name, antialias
 
 
-def _output_size(h: int, w: int, size: Any, max_size: int | None) -> tuple[int, int]:
-    """torchvision's rule: [h, w], or an int (or [int]) for the shorter side."""
+def _output_size(h: int, w: int, size: Any, max_size: Any) -> tuple[int, int]:
+    """torchvision's rule: [h, w]; an int (or [int]) for the shorter side, the
+    longer one capped at max_size; or None with max_size for the longer side."""
+    if max_size is not None and not _is_int(max_size):
+        raise TypeError(f"max_size must be an int or None, got {max_size!r}")
+    if size is None:
+        if max_size is None:
+            raise ValueError("size=None needs max_size (the length of the longer side)")
+        if max_size <= 0:
+            raise ValueError(f"max_size must be positive, got {max_size}")
+        short, long = (w, h) if w <= h else (h, w)
+        new_short, new_long = int(max_size * short / long), int(max_size)
+        if new_short <= 0:
+            raise ValueError(f"max_size={max_size} makes the shorter side of a {h}x{w} image 0 pixels")
+        new_w, new_h = (new_short, new_long) if w <= h else (new_long, new_short)
+        return new_h, new_w
     if _is_int(size):
         size = [size]
     elif isinstance(size, (list, tuple)) and all(_is_int(s) for s in size) and len(size) in (1, 2):
         size = list(size)
     else:
-        raise TypeError(f"size must be an int or a sequence of 1 or 2 ints, got {size!r}")
+        raise TypeError(f"size must be an int, a sequence of 1 or 2 ints, or None (with max_size), got {size!r}")
     if any(s <= 0 for s in size):
         raise ValueError(f"size must be positive, got {size}")
     if len(size) == 2:
         if max_size is not None:
-            raise ValueError("max_size is only allowed when size is a single int (the shorter side)")
+            raise ValueError("max_size is only allowed when size is None or a single int (the shorter side)")
         return int(size[0]), int(size[1])
     short, long = (w, h) if w <= h else (h, w)
     new_short, new_long = int(size[0]), int(size[0] * long / short)
     if max_size is not None:
-        if not _is_int(max_size) or max_size <= new_short:
+        if max_size <= new_short:
             raise ValueError(f"max_size = {max_size} must be an int strictly greater than the requested size {size[0]}")
         if new_long > max_size:
             new_short, new_long = int(max_size * new_short / new_long), int(max_size)
@@ -164,7 +225,9 @@ class _Batch:
         elif isinstance(img, (torch.Tensor, list, tuple)):
             self.single = isinstance(img, torch.Tensor)
             if self.single and img.ndim != 3:
-                raise ValueError(f"{name} must be (C, H, W) or (N, C, H, W), got shape {tuple(img.shape)}")
+                raise ValueError(
+                    f"{name} must be (C, H, W), (H, W) or (..., C, H, W), got shape {tuple(img.shape)}"
+                )
             items = [img] if self.single else img
             if not items:
                 raise ValueError(f"{name} is an empty list")
@@ -226,13 +289,6 @@ class _Batch:
         return t
 
 
-def _device_args(device: torch.device) -> dict[str, int]:
-    if device.type == "cuda":
-        idx = device.index if device.index is not None else torch.cuda.current_device()
-        return {"device": idx, "stream": torch.cuda.current_stream(idx).cuda_stream}
-    return {"device": -1, "threads": _current_settings().threads}
-
-
 def _run_resize(
     batch: _Batch,
     refs: np.ndarray,
@@ -268,29 +324,141 @@ def _run_resize(
 
 
 # ---- resize ----------------------------------------------------------------------------------
+def _pil_antialias_warning(antialias: Any) -> None:
+    if antialias is False:  # torchvision's warning, for the same reason
+        warnings.warn(
+            "Anti-alias option is always applied for PIL Image input. Argument antialias is ignored.",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _by_torch(img: Any, mode: str, antialias: bool) -> bool:
+    """Whether the resize is torch's interpolate (torchvision's tensor path)
+    rather than gdsio's uint8 kernels: any dtype but uint8, and uint8 bicubic
+    without antialias (which OpenCV's rule does not define)."""
+    first = img[0] if isinstance(img, (list, tuple)) and img else img
+    if not isinstance(first, torch.Tensor):
+        return False
+    return first.dtype != torch.uint8 or (mode == "bicubic" and not antialias)
+
+
+def _interpolate(image: torch.Tensor, out_h: int, out_w: int, mode: str, antialias: bool) -> torch.Tensor:
+    """torchvision v2's resize_image from its interpolate call on: the same
+    dtype rules, casts and rounding, so the result is torchvision's."""
+    if mode not in ("nearest", "nearest-exact", "bilinear", "bicubic"):
+        raise ValueError(
+            f"interpolation {mode!r} is not supported for {image.dtype} tensors: torch's interpolate (which "
+            "torchvision uses for them) has nearest, nearest-exact, bilinear and bicubic"
+        )
+    if image.ndim < 3:
+        raise ValueError(f"img must be (..., C, H, W) or (H, W), got shape {tuple(image.shape)}")
+    align_corners = False if mode in ("bilinear", "bicubic") else None
+    antialias = antialias and mode in ("bilinear", "bicubic")
+    shape = image.shape
+    c, h, w = shape[-3:]
+    if (out_h, out_w) == (h, w) or image.numel() == 0:
+        return image if (out_h, out_w) == (h, w) else image.new_empty(shape[:-2] + (out_h, out_w))
+    dtype = image.dtype
+    accepted = [torch.float32, torch.float64]
+    if mode in ("nearest", "nearest-exact") or (image.device.type == "cpu" and mode == "bicubic"):
+        accepted.append(torch.uint8)  # torch's native uint8 kernels (bilinear takes the gdsio path)
+    x = image.reshape(-1, c, h, w)
+    cast = dtype not in accepted
+    if cast:
+        x = x.to(torch.float32)
+    x = torch.nn.functional.interpolate(x, size=[out_h, out_w], mode=mode, align_corners=align_corners,
+                                        antialias=antialias)
+    if cast:
+        if mode == "bicubic" and dtype == torch.uint8:
+            x = x.clamp_(0, 255)
+        if not dtype.is_floating_point:
+            x = x.round_()
+        x = x.to(dtype)
+    return x.reshape(shape[:-3] + (c, out_h, out_w))
+
+
+def _resize_by_torch(img: Any, size: Any, max_size: Any, mode: str, antialias: bool) -> torch.Tensor:
+    items = list(img) if isinstance(img, (list, tuple)) else [img]
+    for i, t in enumerate(items):
+        if not isinstance(t, torch.Tensor) or t.dtype != items[0].dtype:
+            raise TypeError(f"img[{i}] is not a tensor of img[0]'s dtype {items[0].dtype}")
+    outs = [_interpolate(t, *_output_size(int(t.shape[-2]), int(t.shape[-1]), size, max_size), mode, antialias)
+            for t in items]
+    if not isinstance(img, (list, tuple)):
+        return outs[0]
+    if len({tuple(o.shape) for o in outs}) > 1:
+        raise ValueError(f"size={size!r} gives the images of this list different output shapes; give size as [h, w]")
+    return torch.stack(outs)
+
+
+def _as_chw_batch(img: Any) -> tuple[Any, Any]:
+    """(H, W) and (..., C, H, W) with more than one leading dimension as
+    (C, H, W) / (N, C, H, W), and how to give the result its caller's shape."""
+    if isinstance(img, torch.Tensor) and img.ndim == 2:
+        return img[None], lambda out: out[0]
+    if isinstance(img, torch.Tensor) and img.ndim > 4:
+        lead = tuple(img.shape[:-3])
+        return img.reshape(-1, *img.shape[-3:]), lambda out: out.reshape(*lead, *out.shape[-3:])
+    return img, None
+
+
 def resize(
     img: ImageInput,
-    size: int | Sequence[int],
+    size: int | Sequence[int] | None,
     interpolation: Any = "bilinear",
     max_size: int | None = None,
-    antialias: bool = True,
-) -> torch.Tensor:
-    """Resizes uint8 images: a (C, H, W) tensor, an (N, C, H, W) batch, or a list
-    of (C, H, W) tensors of different sizes (-> one (N, C, H', W') tensor, one
-    kernel launch for the whole list on the GPU).
+    antialias: bool | None = True,
+) -> Any:
+    """torchvision v2's resize. uint8 tensors run gdsio's kernels: a (C, H, W)
+    image, an (N, C, H, W) batch, or a list of (C, H, W) tensors of different
+    sizes (-> one (N, C, H', W') tensor, one kernel launch for the whole list).
 
-    ``size``: [h, w], or an int for the shorter side (torchvision's rule; with
-    a list of different aspect ratios give [h, w]). ``interpolation``:
-    "nearest", "bilinear", "bicubic", "box" or torchvision's InterpolationMode.
-    ``antialias=True`` equals ``PIL.Image.resize`` (reducing_gap=None),
-    ``antialias=False`` equals ``cv2.resize`` (INTER_LINEAR / INTER_NEAREST).
+    Args:
+        img: a uint8 or float tensor (C, H, W), (..., C, H, W) or (H, W), a list
+            of (C, H, W) tensors, or a PIL image (resized by Pillow; a PIL image
+            comes back).
+        size: [h, w]; an int (or [int]) for the shorter side (torchvision's rule;
+            with a list of different aspect ratios give [h, w]); or None with
+            ``max_size``, the length of the longer side.
+        interpolation: "nearest", "nearest-exact", "bilinear", "bicubic", "box"
+            (uint8 and PIL), "hamming" and "lanczos" (PIL), torchvision's
+            InterpolationMode, or Pillow's integer codes (0 nearest, 2 bilinear,
+            3 bicubic, 4 box, 5 hamming, 1 lanczos), as v2 accepts them.
+        max_size: with an int size, the longer side's cap; with size=None, its length.
+        antialias: uint8: True (the default) equals ``PIL.Image.resize``
+            (reducing_gap=None); False or None equals ``cv2.resize``
+            (INTER_LINEAR / INTER_NEAREST), and for bicubic torch's interpolate
+            as torchvision computes it. Float and other dtypes: passed to
+            ``torch.nn.functional.interpolate`` exactly as torchvision v2 passes
+            it (None is False), so the result is torchvision's. PIL: ignored
+            (with torchvision's warning when False).
+
+    Returns:
+        The resized image(s): a tensor (a stacked batch for a list), or a PIL image.
+
+    Raises:
+        TypeError: bad argument types. ValueError: bad sizes, modes, or a list
+        whose images would get different output shapes.
 
     >>> resize(img, [224, 224]).shape
     torch.Size([3, 224, 224])
     >>> resize([a, b, c], [224, 224], interpolation="bicubic").shape
     torch.Size([3, 3, 224, 224])
+    >>> resize(img.float() / 255, 256, antialias=None).dtype      # torchvision's float resize
+    torch.float32
     """
-    filt, antialias = _parse_interpolation(interpolation, antialias)
+    mode = _interpolation_mode(interpolation)
+    aa = _antialias(antialias)
+    if _is_pil(img):
+        _pil_antialias_warning(antialias)
+        return _pil_ops.resize(img, *_output_size(img.height, img.width, size, max_size), mode)
+    img, restore = _as_chw_batch(img)
+    if restore is not None:
+        return restore(resize(img, size, mode, max_size, antialias))
+    if _by_torch(img, mode, aa):
+        return _resize_by_torch(img, size, max_size, mode, aa)
+    filt, aa = _parse_interpolation(mode, aa)
     batch = _Batch(img)
     shapes = batch.shapes()
     if isinstance(size, (list, tuple)) and len(size) == 2:  # [h, w]: the same for every image
@@ -302,7 +470,7 @@ def resize(
             "give size as [h, w] to stack them"
         )
     out_h, out_w = sizes.pop()
-    out = _run_resize(batch, batch.refs(), out_h, out_w, filt, antialias)
+    out = _run_resize(batch, batch.refs(), out_h, out_w, filt, aa)
     return out[0] if batch.single else out
 
 
@@ -314,25 +482,55 @@ def resized_crop(
     width: int,
     size: int | Sequence[int],
     interpolation: Any = "bilinear",
-    antialias: bool = True,
-) -> torch.Tensor:
-    """crop then resize (torchvision's resized_crop), without copying the crop.
+    antialias: bool | None = True,
+) -> Any:
+    """torchvision v2's resized_crop: crop then resize. For uint8 tensors with
+    the box inside every image the crop is not copied (the kernel reads it in
+    place); a box reaching outside is zero-padded first, as :func:`crop` does.
+
+    Args:
+        img, interpolation, antialias: as for :func:`resize`.
+        top, left, height, width: the box (the same for every image of a list).
+        size: as for :func:`resize`, of the box.
+
+    Returns:
+        The resized crop(s), as :func:`resize` returns them.
 
     >>> resized_crop(img, 10, 20, 200, 300, [224, 224]).shape
     torch.Size([3, 224, 224])
     """
-    filt, antialias = _parse_interpolation(interpolation, antialias)
+    mode = _interpolation_mode(interpolation)
+    aa = _antialias(antialias)
+    for name, v in (("top", top), ("left", left), ("height", height), ("width", width)):
+        if not _is_int(v):
+            raise TypeError(f"resized_crop: {name} must be an int, got {type(v).__name__}")
+    if _is_pil(img):
+        _pil_antialias_warning(antialias)
+        box = _pil_ops.crop(img, top, left, height, width)
+        return _pil_ops.resize(box, *_output_size(height, width, size, None), mode)
+    img, restore = _as_chw_batch(img)
+    if restore is not None:
+        return restore(resized_crop(img, top, left, height, width, size, mode, antialias))
+    items = img if isinstance(img, (list, tuple)) else [img]
+    inside = all(
+        isinstance(t, torch.Tensor) and t.ndim >= 2 and top >= 0 and left >= 0 and height > 0 and width > 0
+        and top + height <= t.shape[-2] and left + width <= t.shape[-1]
+        for t in items
+    )
+    if not inside or _by_torch(img, mode, aa):
+        cropped = [crop(t, top, left, height, width) for t in items] if isinstance(img, (list, tuple)) else crop(
+            img, top, left, height, width)
+        return resize(cropped, size, mode, None, antialias)
+    filt, aa = _parse_interpolation(mode, aa)
     batch = _Batch(img)
     n = len(batch)
-    for i in range(n):
-        _check_box_values(*batch.shape(i), top, left, height, width, "img" if batch.single else f"img[{i}]")
     boxes = np.tile(np.array([[top, left, height, width]], dtype=np.int64), (n, 1))
     out_h, out_w = _output_size(int(height), int(width), size, None)
-    out = _run_resize(batch, batch.refs(boxes), out_h, out_w, filt, antialias)
+    out = _run_resize(batch, batch.refs(boxes), out_h, out_w, filt, aa)
     return out[0] if batch.single else out
 
 
-# ---- crops and flips ------------------------------------------------------------------------
+# ---- crops, flips and padding -----------------------------------------------------------------
 def _check_box_values(h: int, w: int, top: Any, left: Any, height: Any, width: Any, what: str) -> None:
     for name, v in (("top", top), ("left", left), ("height", height), ("width", width)):
         if not _is_int(v):
@@ -345,33 +543,55 @@ def _check_box_values(h: int, w: int, top: Any, left: Any, height: Any, width: A
         )
 
 
-def crop(img: torch.Tensor, top: int, left: int, height: int, width: int) -> torch.Tensor:
-    """The (..., height, width) window at (top, left): a view, no copy. Unlike
-    torchvision, a box reaching outside the image is an error, not padding.
+def crop(img: Any, top: int, left: int, height: int, width: int) -> Any:
+    """torchvision v2's crop: the (..., height, width) window at (top, left).
+    Inside the image it is a view (no copy); where the box reaches outside,
+    the outside is zeros (as torchvision pads it).
+
+    Args:
+        img: a (..., H, W) tensor of any dtype, or a PIL image (Pillow's crop).
+        top, left: the box's corner (may be negative).
+        height, width: the box's size, positive.
+
+    Returns:
+        The crop: a view, a new tensor where padded, or a PIL image.
 
     >>> crop(img, 0, 0, 100, 100).shape
     torch.Size([3, 100, 100])
+    >>> crop(img, -10, -10, 20, 20)[..., :10, :].eq(0).all()      # outside: zeros
+    tensor(True)
     """
-    if not isinstance(img, torch.Tensor):
-        raise TypeError(f"img must be a torch.Tensor, got {type(img).__name__}")
-    if img.ndim < 2:
-        raise ValueError(f"img must have at least 2 dimensions (..., H, W), got shape {tuple(img.shape)}")
+    for name, v in (("top", top), ("left", left), ("height", height), ("width", width)):
+        if not _is_int(v):
+            raise TypeError(f"crop: {name} must be an int, got {type(v).__name__}")
+    if height <= 0 or width <= 0:
+        raise ValueError(f"crop: height and width must be positive, got {height}x{width}")
+    if _is_pil(img):
+        return _pil_ops.crop(img, top, left, height, width)
+    check_spatial(img, "crop")
     h, w = img.shape[-2:]
-    _check_box_values(h, w, top, left, height, width, "crop")
-    return img[..., top : top + height, left : left + width]
+    bottom, right = top + height, left + width
+    if top >= 0 and left >= 0 and bottom <= h and right <= w:
+        return img[..., top:bottom, left:right]
+    if bottom <= 0 or right <= 0 or top >= h or left >= w:  # nothing of the image in the box
+        return img.new_zeros(img.shape[:-2] + (height, width))
+    return pad(img, [-left, -top, right - w, bottom - h], fill=0)
 
 
-def center_crop(img: torch.Tensor, output_size: int | Sequence[int]) -> torch.Tensor:
-    """torchvision's center_crop: the centred window, zero-padded where the
+def center_crop(img: Any, output_size: int | Sequence[int]) -> Any:
+    """torchvision v2's center_crop: the centred window, zero-padded where the
     output is larger than the image.
+
+    Args:
+        img: a (..., H, W) tensor of any dtype, or a PIL image.
+        output_size: an int, [size] or [height, width].
+
+    Returns:
+        The crop: a view where no padding is needed, or a PIL image.
 
     >>> center_crop(img, 224).shape
     torch.Size([3, 224, 224])
     """
-    if not isinstance(img, torch.Tensor):
-        raise TypeError(f"img must be a torch.Tensor, got {type(img).__name__}")
-    if img.ndim < 2:
-        raise ValueError(f"img must have at least 2 dimensions (..., H, W), got shape {tuple(img.shape)}")
     if _is_int(output_size):
         ch, cw = int(output_size), int(output_size)
     elif isinstance(output_size, (list, tuple)) and len(output_size) in (1, 2) and all(_is_int(s) for s in output_size):
@@ -380,33 +600,38 @@ def center_crop(img: torch.Tensor, output_size: int | Sequence[int]) -> torch.Te
         raise TypeError(f"output_size must be an int or a sequence of 1 or 2 ints, got {output_size!r}")
     if ch <= 0 or cw <= 0:
         raise ValueError(f"output_size must be positive, got {output_size!r}")
-    h, w = img.shape[-2:]
+    if _is_pil(img):
+        h, w = img.height, img.width
+    else:
+        check_spatial(img, "center_crop")
+        h, w = img.shape[-2:]
     if ch > h or cw > w:
         pl = (cw - w) // 2 if cw > w else 0
         pt = (ch - h) // 2 if ch > h else 0
         pr = (cw - w + 1) // 2 if cw > w else 0
         pb = (ch - h + 1) // 2 if ch > h else 0
-        img = torch.nn.functional.pad(img, [pl, pr, pt, pb], value=0)
-        h, w = img.shape[-2:]
+        img = pad(img, [pl, pt, pr, pb], fill=0)
+        h, w = (img.height, img.width) if _is_pil(img) else img.shape[-2:]
         if ch == h and cw == w:
             return img
-    top = round((h - ch) / 2.0)
-    left = round((w - cw) / 2.0)
+    top = int(round((h - ch) / 2.0))
+    left = int(round((w - cw) / 2.0))
+    if _is_pil(img):
+        return _pil_ops.crop(img, top, left, ch, cw)
     return img[..., top : top + ch, left : left + cw]
 
 
-def hflip(img: torch.Tensor) -> torch.Tensor:
-    """Mirrors (..., H, W) left-right into a new tensor (uint8 or 1, 2, 4-byte dtypes).
+def hflip(img: Any) -> Any:
+    """torchvision v2's hflip: mirrors (..., H, W) left-right into a new tensor
+    (any dtype of 1, 2, 4 or 8 bytes), or a PIL image.
 
     >>> hflip(img)[..., 0].equal(img[..., -1])
     True
     """
-    if not isinstance(img, torch.Tensor):
-        raise TypeError(f"img must be a torch.Tensor, got {type(img).__name__}")
-    if img.ndim < 2:
-        raise ValueError(f"img must have at least 2 dimensions (..., H, W), got shape {tuple(img.shape)}")
-    if img.element_size() not in (1, 2, 4) or img.is_complex():
-        raise TypeError(f"hflip supports 1, 2 and 4-byte dtypes, got {img.dtype}")
+    if _is_pil(img):
+        return _pil_ops.hflip(img)
+    check_spatial(img, "hflip")
+    elem = elem_size_of(img, "hflip")
     src = img.contiguous()
     out = torch.empty_like(src, memory_format=torch.contiguous_format)
     if src.numel():
@@ -415,7 +640,34 @@ def hflip(img: torch.Tensor) -> torch.Tensor:
             out.data_ptr(),
             rows=src.numel() // src.shape[-1],
             width=src.shape[-1],
-            elem_size=src.element_size(),
+            elem_size=elem,
+            **_device_args(src.device),
+        )
+    return out
+
+
+def vflip(img: Any) -> Any:
+    """torchvision v2's vflip: mirrors (..., H, W) top-bottom into a new tensor
+    (any dtype of 1, 2, 4 or 8 bytes), or a PIL image.
+
+    >>> vflip(img)[..., 0, :].equal(img[..., -1, :])
+    True
+    """
+    if _is_pil(img):
+        return _pil_ops.vflip(img)
+    check_spatial(img, "vflip")
+    elem = elem_size_of(img, "vflip")
+    src = img.contiguous()
+    out = torch.empty_like(src, memory_format=torch.contiguous_format)
+    if src.numel():
+        h, w = src.shape[-2:]
+        _core.tf_vflip(
+            src.data_ptr(),
+            out.data_ptr(),
+            planes=src.numel() // (h * w),
+            height=h,
+            width=w,
+            elem_size=elem,
             **_device_args(src.device),
         )
     return out

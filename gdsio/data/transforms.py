@@ -11,6 +11,11 @@ them as one fused kernel (crop + resize + flip + normalise + cast):
 * then, in any order, an optional ``RandomHorizontalFlip`` and an optional
   ``ToDtype(<float dtype>)``, which ``Normalize`` may follow.
 
+Other transforms (``ColorJitter``, ``RandomVerticalFlip``, ``Pad``, any
+callable) make a chain unfused: each then runs in turn on the whole batch (a
+stacked batch in one launch per transform; ``ColorJitter`` takes a list of
+different sizes in one launch too).
+
 ``Resize(256), CenterCrop(224)`` is not fused: resizing a crop is not the same
 as cropping a resize at the crop's border, and the fused op would differ from
 torchvision there. The fused op resizes to uint8 (Pillow-exact) and then
@@ -20,8 +25,8 @@ rounding (the unfused ``Normalize`` computes in float16).
 
 Random parameters are drawn per sample from (seed, epoch, sample index), which
 the loader publishes for each batch (``current_batch()``), so a resumed or
-repeated run draws the same crops and flips. Used on their own, outside a
-loader, random transforms draw a seed from torch's global generator
+repeated run draws the same crops, flips and colour jitter. Used on their
+own, outside a loader, random transforms draw a seed from torch's global generator
 (``torch.manual_seed`` makes them repeatable), as torchvision's do.
 
 >>> train = Compose([RandomResizedCrop(224), RandomHorizontalFlip(),
@@ -159,7 +164,13 @@ def _sizes(images: Any) -> list[tuple[int, int]]:
 def _count(images: Any) -> int:
     if isinstance(images, (list, tuple)):
         return len(images)
-    return 1 if images.dim() == 3 else int(images.shape[0])
+    return 1 if images.dim() <= 3 else int(images.shape[0])
+
+
+def _is_pil(images: Any) -> bool:
+    from PIL import Image  # here, as torch: importing gdsio stays light
+
+    return isinstance(images, Image.Image)
 
 
 def _each(images: Any, fn: Callable[[Any], Any]) -> Any:
@@ -330,8 +341,10 @@ class RandomResizedCrop(BatchTransform):
         return out if isinstance(images, (list, tuple)) or images.dim() == 4 else out[0]
 
 
-class RandomHorizontalFlip(BatchTransform):
-    """Flip each sample left-right with probability ``p``."""
+class _RandomFlip(BatchTransform):
+    """Flip each sample with probability ``p`` (the flip is the subclass's)."""
+
+    _flip = "hflip"
 
     def __init__(self, p: float = 0.5) -> None:
         if not 0.0 <= p <= 1.0:
@@ -344,14 +357,128 @@ class RandomHorizontalFlip(BatchTransform):
     def _apply(self, images: Any, salt: int) -> Any:
         import torch
 
-        F = _F()
-        flip = self.flags(_count(images), salt)
+        flip = getattr(_F(), self._flip)
+        if _is_pil(images):
+            return flip(images) if self.flags(1, salt)[0] else images
+        flags = self.flags(_count(images), salt)
         if isinstance(images, (list, tuple)):
-            return [F.hflip(t) if f else t for t, f in zip(images, flip.tolist())]
-        if images.dim() == 3:
-            return F.hflip(images) if flip[0] else images
-        mask = torch.as_tensor(flip, device=images.device).view(-1, 1, 1, 1)
-        return torch.where(mask, F.hflip(images), images)
+            return [flip(t) if f else t for t, f in zip(images, flags.tolist())]
+        if images.dim() <= 3:
+            return flip(images) if flags[0] else images
+        mask = torch.as_tensor(flags, device=images.device).view(-1, *([1] * (images.dim() - 1)))
+        return torch.where(mask, flip(images), images)
+
+
+class RandomHorizontalFlip(_RandomFlip):
+    """Flip each sample left-right with probability ``p`` (torchvision's
+    RandomHorizontalFlip, drawn per sample)."""
+
+    _flip = "hflip"
+
+
+class RandomVerticalFlip(_RandomFlip):
+    """Flip each sample top-bottom with probability ``p`` (torchvision's
+    RandomVerticalFlip, drawn per sample).
+
+    >>> RandomVerticalFlip(0.5)(batch).shape == batch.shape
+    True
+    """
+
+    _flip = "vflip"
+
+
+PADDING_MODES = ("constant", "edge", "reflect", "symmetric")
+
+
+class Pad(BatchTransform):
+    """torchvision's Pad: ``padding`` an int, (left/right, top/bottom) or
+    (left, top, right, bottom) (negative crops), ``fill`` a number or one per
+    channel (for "constant"), ``padding_mode`` "constant", "edge", "reflect" or
+    "symmetric". Each image of a list is padded; a batch in one launch.
+
+    >>> Pad(4, padding_mode="reflect")(batch).shape[-1] == batch.shape[-1] + 8
+    True
+    """
+
+    def __init__(self, padding: int | Sequence[int], fill: Any = 0, padding_mode: str = "constant") -> None:
+        ok = isinstance(padding, int) and not isinstance(padding, bool)
+        if isinstance(padding, (list, tuple)):
+            if len(padding) not in (1, 2, 4):
+                raise ValueError(f"padding must be an int or a 1, 2, or 4 element sequence, got {len(padding)} elements")
+            ok = all(isinstance(p, int) and not isinstance(p, bool) for p in padding)
+        if not ok:
+            raise TypeError(f"padding must be an int or a sequence of ints, got {padding!r}")
+        if padding_mode not in PADDING_MODES:
+            raise ValueError(f"padding_mode must be one of {', '.join(PADDING_MODES)}, got {padding_mode!r}")
+        if fill is not None and not isinstance(fill, (int, float, list, tuple)) or isinstance(fill, bool):
+            raise TypeError(f"fill must be a number or a sequence of numbers, got {fill!r}")
+        if isinstance(fill, (list, tuple)) and len(fill) > 1 and padding_mode != "constant":
+            raise ValueError(f"padding_mode {padding_mode!r} takes no per-channel fill (fill is for 'constant')")
+        self.padding = list(padding) if isinstance(padding, (list, tuple)) else padding
+        self.fill = fill
+        self.padding_mode = padding_mode
+
+    def _apply(self, images: Any, salt: int) -> Any:
+        return _F().pad(images, self.padding, self.fill, self.padding_mode)
+
+
+def _jitter_range(value: Any, name: str, center: float = 1.0, bound: tuple[float, float] = (0.0, math.inf),
+                  clip_first_on_zero: bool = True) -> tuple[float, float] | None:
+    """torchvision's ColorJitter._check_input: None, a number v -> [center - v,
+    center + v] (clipped at 0), or a (min, max) pair inside `bound`; None when
+    the range is the identity."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"If {name} is a single number, it must be non negative.")
+        lo, hi = center - float(value), center + float(value)
+        if clip_first_on_zero:
+            lo = max(lo, 0.0)
+    elif isinstance(value, (list, tuple)) and len(value) == 2:
+        lo, hi = float(value[0]), float(value[1])
+    else:
+        raise TypeError(f"{name}={value} should be a single number or a sequence with length 2.")
+    if not bound[0] <= lo <= hi <= bound[1]:
+        raise ValueError(f"{name} values should be between {bound} and increasing, but got {[lo, hi]}.")
+    return None if lo == hi == center else (lo, hi)
+
+
+class ColorJitter(BatchTransform):
+    """torchvision's ColorJitter, drawn per sample: a brightness, contrast and
+    saturation factor uniform in ``[max(0, 1 - v), 1 + v]`` (or the given
+    ``(min, max)``), a hue factor uniform in ``[-v, v]`` (``v <= 0.5``), and a
+    random order of the four ops, all from (seed, epoch, sample index). The
+    whole batch runs in one pass (``gdsio.transforms.color_jitter``); uint8,
+    float32, float16 and bfloat16 images with 1 or 3 channels.
+
+    >>> train = Compose([RandomResizedCrop(224), ColorJitter(0.4, 0.4, 0.4, 0.1), RandomHorizontalFlip(),
+    ...                  ToDtype(torch.float32, scale=True), Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+    """
+
+    def __init__(self, brightness: Any = None, contrast: Any = None, saturation: Any = None, hue: Any = None) -> None:
+        self.brightness = _jitter_range(brightness, "brightness")
+        self.contrast = _jitter_range(contrast, "contrast")
+        self.saturation = _jitter_range(saturation, "saturation")
+        self.hue = _jitter_range(hue, "hue", center=0.0, bound=(-0.5, 0.5), clip_first_on_zero=False)
+
+    def params(self, n: int, salt: int) -> tuple[list[np.ndarray | None], np.ndarray]:
+        """Per sample: the four factors (None for an op not jittered) and the
+        order, an (n, 4) array of permutations of (brightness, contrast,
+        saturation, hue) as torchvision's ``fn_idx``."""
+        u = uniforms(_info_for(n), salt, 8)
+        ranges = (self.brightness, self.contrast, self.saturation, self.hue)
+        factors = [None if r is None else r[0] + (r[1] - r[0]) * u[:, k] for k, r in enumerate(ranges)]
+        return factors, np.argsort(u[:, 4:8], axis=1)
+
+    def _apply(self, images: Any, salt: int) -> Any:
+        if all(r is None for r in (self.brightness, self.contrast, self.saturation, self.hue)):
+            return images
+        if not _is_pil(images) and not isinstance(images, (list, tuple)) and images.dim() > 4:
+            raise ValueError(f"ColorJitter takes (C, H, W), (N, C, H, W) or a list, got shape {tuple(images.shape)}")
+        n = 1 if _is_pil(images) else _count(images)
+        factors, order = self.params(n, salt)
+        return _F().color_jitter(images, *factors, order=order)
 
 
 class ToDtype(BatchTransform):
