@@ -29,7 +29,7 @@ from gdsio.data import (
     ToDtype,
     batch_context,
 )
-from gdsio.data.transforms import _salt, uniforms
+from gdsio.transforms.classes import _salt, uniforms
 
 
 def images(sizes, seed=0):

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import gdsio.data as gd
 from gdsio.data import Cache, FileList, Loader, SampleError, ShardedOrder
-from gdsio.data.transforms import BatchInfo, current_batch, uniforms
+from gdsio.transforms.classes import BatchInfo, current_batch, uniforms
 
 from conftest import os_threads
 

@@ -27,7 +27,7 @@ from gdsio.data import (
     RandomVerticalFlip,
     batch_context,
 )
-from gdsio.data.transforms import uniforms
+from gdsio.transforms.classes import uniforms
 
 
 def u8(c: int, h: int, w: int, seed: int = 0) -> torch.Tensor:
@@ -419,7 +419,7 @@ def test_random_vertical_flip_per_sample_and_reproducible() -> None:
 
 
 def _salt_of(t) -> int:
-    from gdsio.data.transforms import _salt
+    from gdsio.transforms.classes import _salt
 
     return _salt(t, -1)
 

@@ -15,7 +15,7 @@ from ..errors import SampleError
 from .loader import Loader
 from .sampler import ShardedOrder
 from .sources import UNLABELED, FileList, SampleTable, scan
-from .transforms import (
+from ..transforms.classes import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     BatchInfo,

@@ -26,7 +26,7 @@ from ..errors import SampleError
 from .flow import POLL_S, ByteBudget, batch_nbytes, mark_loader_thread
 from .meter import Meter
 from .sources import SampleTable
-from .transforms import BatchInfo, BatchTransform, batch_context
+from ..transforms.classes import BatchInfo, BatchTransform, batch_context
 
 __all__ = ["PassPlan", "Producer"]
 

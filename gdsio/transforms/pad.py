@@ -12,8 +12,9 @@ from typing import Any
 
 import torch
 
-from . import _core, _pil_ops
-from ._transform_base import check_spatial, device_args, elem_size_of, is_int, is_pil
+from .. import _core
+from . import pil
+from .base import check_spatial, device_args, elem_size_of, is_int, is_pil
 
 __all__ = ["PADDING_MODES", "pad"]
 
@@ -98,7 +99,7 @@ def pad(img: Any, padding: int | Sequence[int], fill: Any = None, padding_mode: 
         c = len(img.getbands())
         if len(fills) not in (1, c):
             raise ValueError(f"fill has {len(fills)} values for a PIL image of {c} bands")
-        return _pil_ops.pad(img, ltrb, fills, padding_mode)
+        return pil.pad(img, ltrb, fills, padding_mode)
     if isinstance(img, (list, tuple)):
         return [pad(t, padding, fill, padding_mode) for t in img]
     check_spatial(img, "pad")

@@ -48,13 +48,14 @@ import numpy as np
 import torch
 from PIL import Image
 
-from . import _core, _pil_ops
-from ._color import adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, color_jitter
-from ._pad import pad
-from ._transform_base import check_spatial, elem_size_of
-from ._transform_base import device_args as _device_args
-from ._transform_base import is_int as _is_int
-from ._transform_base import is_pil as _is_pil
+from .. import _core
+from . import pil
+from .base import check_spatial, elem_size_of
+from .base import device_args as _device_args
+from .base import is_int as _is_int
+from .base import is_pil as _is_pil
+from .color import adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, color_jitter
+from .pad import pad
 
 __all__ = [
     "adjust_brightness",
@@ -452,7 +453,7 @@ def resize(
     aa = _antialias(antialias)
     if _is_pil(img):
         _pil_antialias_warning(antialias)
-        return _pil_ops.resize(img, *_output_size(img.height, img.width, size, max_size), mode)
+        return pil.resize(img, *_output_size(img.height, img.width, size, max_size), mode)
     img, restore = _as_chw_batch(img)
     if restore is not None:
         return restore(resize(img, size, mode, max_size, antialias))
@@ -506,8 +507,8 @@ def resized_crop(
             raise TypeError(f"resized_crop: {name} must be an int, got {type(v).__name__}")
     if _is_pil(img):
         _pil_antialias_warning(antialias)
-        box = _pil_ops.crop(img, top, left, height, width)
-        return _pil_ops.resize(box, *_output_size(height, width, size, None), mode)
+        box = pil.crop(img, top, left, height, width)
+        return pil.resize(box, *_output_size(height, width, size, None), mode)
     img, restore = _as_chw_batch(img)
     if restore is not None:
         return restore(resized_crop(img, top, left, height, width, size, mode, antialias))
@@ -567,7 +568,7 @@ def crop(img: Any, top: int, left: int, height: int, width: int) -> Any:
     if height <= 0 or width <= 0:
         raise ValueError(f"crop: height and width must be positive, got {height}x{width}")
     if _is_pil(img):
-        return _pil_ops.crop(img, top, left, height, width)
+        return pil.crop(img, top, left, height, width)
     check_spatial(img, "crop")
     h, w = img.shape[-2:]
     bottom, right = top + height, left + width
@@ -617,7 +618,7 @@ def center_crop(img: Any, output_size: int | Sequence[int]) -> Any:
     top = int(round((h - ch) / 2.0))
     left = int(round((w - cw) / 2.0))
     if _is_pil(img):
-        return _pil_ops.crop(img, top, left, ch, cw)
+        return pil.crop(img, top, left, ch, cw)
     return img[..., top : top + ch, left : left + cw]
 
 
@@ -629,7 +630,7 @@ def hflip(img: Any) -> Any:
     True
     """
     if _is_pil(img):
-        return _pil_ops.hflip(img)
+        return pil.hflip(img)
     check_spatial(img, "hflip")
     elem = elem_size_of(img, "hflip")
     src = img.contiguous()
@@ -654,7 +655,7 @@ def vflip(img: Any) -> Any:
     True
     """
     if _is_pil(img):
-        return _pil_ops.vflip(img)
+        return pil.vflip(img)
     check_spatial(img, "vflip")
     elem = elem_size_of(img, "vflip")
     src = img.contiguous()

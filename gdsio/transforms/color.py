@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import _core, _pil_ops
-from ._transform_base import device_args, is_pil
+from .. import _core
+from . import pil
+from .base import device_args, is_pil
 
 __all__ = ["adjust_brightness", "adjust_contrast", "adjust_hue", "adjust_saturation", "color_jitter"]
 
@@ -29,10 +30,10 @@ _DTYPES = {torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float
 OPS = ("brightness", "contrast", "saturation", "hue")  # torchvision's ColorJitter fn_idx order
 _CODES = dict(_core.tf_color_ops)
 _PIL_OPS = {
-    "brightness": _pil_ops.adjust_brightness,
-    "contrast": _pil_ops.adjust_contrast,
-    "saturation": _pil_ops.adjust_saturation,
-    "hue": _pil_ops.adjust_hue,
+    "brightness": pil.adjust_brightness,
+    "contrast": pil.adjust_contrast,
+    "saturation": pil.adjust_saturation,
+    "hue": pil.adjust_hue,
 }
 
 

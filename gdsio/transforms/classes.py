@@ -46,6 +46,10 @@ import zlib
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
+import torch
+from PIL import Image
+
+from . import functional as F
 
 __all__ = [
     "IMAGENET_MEAN",
@@ -66,12 +70,6 @@ __all__ = [
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-
-
-def _F() -> Any:
-    from .. import transforms  # gdsio.transforms: the functional ops (CPU twin and CUDA kernels)
-
-    return transforms
 
 
 # ---- which batch is this: (seed, epoch, sample indices) -------------------------------
@@ -106,8 +104,6 @@ def batch_context(info: BatchInfo) -> Iterator[BatchInfo]:
 
 
 def _fresh_info(n: int) -> BatchInfo:
-    import torch
-
     seed = int(torch.randint(0, 2**62, (), dtype=torch.int64))  # repeatable under torch.manual_seed
     return BatchInfo(seed, 0, np.arange(n, dtype=np.int64))
 
@@ -168,8 +164,6 @@ def _count(images: Any) -> int:
 
 
 def _is_pil(images: Any) -> bool:
-    from PIL import Image  # here, as torch: importing gdsio stays light
-
     return isinstance(images, Image.Image)
 
 
@@ -178,8 +172,6 @@ def _each(images: Any, fn: Callable[[Any], Any]) -> Any:
 
 
 def _stack_if_same(images: list[Any]) -> Any:
-    import torch
-
     if images and len({tuple(t.shape) for t in images}) == 1:
         return torch.stack(images)
     return images
@@ -246,7 +238,6 @@ class Resize(BatchTransform):
         return (new_long, new_short) if w <= h else (new_short, new_long)
 
     def _apply(self, images: Any, salt: int) -> Any:
-        F = _F()
         outs = [self.output_size(h, w) for h, w in _sizes(images)]
         kw = dict(interpolation=self.interpolation, antialias=self.antialias)
         if not isinstance(images, (list, tuple)) or len(set(outs)) == 1:
@@ -267,7 +258,6 @@ class CenterCrop(BatchTransform):
         self.size = _pair(size, "size")
 
     def _apply(self, images: Any, salt: int) -> Any:
-        F = _F()
         return _each(images, lambda t: F.center_crop(t, list(self.size)))
 
 
@@ -331,9 +321,6 @@ class RandomResizedCrop(BatchTransform):
         return self.boxes(sizes, uniforms(_info_for(len(sizes)), salt, 40))
 
     def _apply(self, images: Any, salt: int) -> Any:
-        import torch
-
-        F = _F()
         boxes = self._boxes_for(images, salt)
         seq = list(images) if isinstance(images, (list, tuple)) or images.dim() == 4 else [images]
         out = F.resized_crop_flip_normalize(seq, boxes, False, list(self.size), None, None, dtype=torch.uint8,
@@ -355,9 +342,7 @@ class _RandomFlip(BatchTransform):
         return uniforms(_info_for(n), salt, 1)[:, 0] < self.p
 
     def _apply(self, images: Any, salt: int) -> Any:
-        import torch
-
-        flip = getattr(_F(), self._flip)
+        flip = getattr(F, self._flip)
         if _is_pil(images):
             return flip(images) if self.flags(1, salt)[0] else images
         flags = self.flags(_count(images), salt)
@@ -419,7 +404,7 @@ class Pad(BatchTransform):
         self.padding_mode = padding_mode
 
     def _apply(self, images: Any, salt: int) -> Any:
-        return _F().pad(images, self.padding, self.fill, self.padding_mode)
+        return F.pad(images, self.padding, self.fill, self.padding_mode)
 
 
 def _jitter_range(value: Any, name: str, center: float = 1.0, bound: tuple[float, float] = (0.0, math.inf),
@@ -478,7 +463,7 @@ class ColorJitter(BatchTransform):
             raise ValueError(f"ColorJitter takes (C, H, W), (N, C, H, W) or a list, got shape {tuple(images.shape)}")
         n = 1 if _is_pil(images) else _count(images)
         factors, order = self.params(n, salt)
-        return _F().color_jitter(images, *factors, order=order)
+        return F.color_jitter(images, *factors, order=order)
 
 
 class ToDtype(BatchTransform):
@@ -490,7 +475,6 @@ class ToDtype(BatchTransform):
         self.scale = bool(scale)
 
     def _apply(self, images: Any, salt: int) -> Any:
-        F = _F()
         return _each(images, lambda t: F.to_dtype(t, self.dtype, scale=self.scale))
 
 
@@ -505,8 +489,6 @@ class Normalize(BatchTransform):
             raise ValueError(f"mean and std need one value per channel and std no zero; got {mean}, {std}")
 
     def _apply(self, images: Any, salt: int) -> Any:
-        F = _F()
-
         def one(t: Any) -> Any:
             if not t.dtype.is_floating_point:
                 raise TypeError(f"Normalize needs float images, got {t.dtype}; put ToDtype(torch.float32, scale=True) before it")
@@ -560,8 +542,6 @@ def _plan(ts: Sequence[Any]) -> _Fused | None:
 
 
 def _is_float(dtype: Any) -> bool:
-    import torch
-
     return dtype in (torch.float32, torch.float16, torch.bfloat16)  # what the fused op writes
 
 
@@ -621,9 +601,6 @@ class Compose(BatchTransform):
         return _stack_if_same(x) if isinstance(x, list) else x
 
     def _run_fused(self, images: Any, f: _Fused) -> Any:
-        import torch
-
-        F = _F()
         sizes = _sizes(images)
         n = len(sizes)
         if isinstance(f.geometry, RandomResizedCrop):

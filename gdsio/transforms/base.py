@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from PIL import Image
 
-from ._settings import current as _current_settings
+from ..config import current as _current_settings
 
 __all__ = ["check_spatial", "device_args", "elem_size_of", "is_int", "is_pil"]
 
