@@ -11,7 +11,8 @@ import os
 
 import pytest
 
-from gdsio import _sysinfo, bench
+from gdsio.tools import bench
+from gdsio.platform import pagecache
 
 SIZES = bench.parse_sizes(os.environ.get("GDSIO_BENCH_SIZES", "1M,64M"))
 COLD = os.environ.get("GDSIO_BENCH_COLD", "").strip().lower() in ("1", "true", "on", "yes")
@@ -49,7 +50,7 @@ def _run(benchmark, run, f: bench.BenchFile, group: str) -> None:
         benchmark.extra_info["evicted"] = []
 
         def setup() -> None:
-            benchmark.extra_info["evicted"].append(_sysinfo.evict(f.path))
+            benchmark.extra_info["evicted"].append(pagecache.evict(f.path))
 
         benchmark.pedantic(run, setup=setup, rounds=5, iterations=1)
     else:
@@ -72,8 +73,8 @@ def test_host(benchmark, bench_file, name):
 
 def test_host_page_cache_ceiling(benchmark, bench_file):
     """One thread, one pread loop into a reused buffer: what reading the page cache costs at least."""
-    buf = bench._host_buffer(bench_file.size)
-    _run(benchmark, bench._plain_pread(bench_file.path, buf, bench_file.size, direct=False), bench_file, "host")
+    buf = bench.run._host_buffer(bench_file.size)
+    _run(benchmark, bench.run._plain_pread(bench_file.path, buf, bench_file.size, direct=False), bench_file, "host")
 
 
 @pytest.mark.parametrize("name", _params(bench.GPU))

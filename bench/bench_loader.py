@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 import torch
 
-from gdsio.data import demo
+from gdsio.tools import demo
 
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 

@@ -1,4 +1,4 @@
-"""Resize under pytest-benchmark, side by side in one run:
+"""Resize and colour jitter under pytest-benchmark, side by side in one run:
 
 - GPU: a batch of N photos of about 500x375 (both orientations, as in
   ImageNet) resized to 224x224 with antialias: gdsio (one launch for the
@@ -8,6 +8,10 @@
   copy, the ceiling that the achieved bandwidth is stated against.
 - CPU, one thread: gdsio's C++ path against Pillow's Image.resize (the
   issue's target: within 2x of Pillow's time), and gdsio on all threads.
+- Colour jitter (per sample: brightness, contrast, saturation, hue in a
+  random order): gdsio's one pass over the batch against torchvision's
+  ColorJitter arithmetic per sample (when torchvision is installed), CPU
+  (one thread) and GPU.
 
 Each benchmark records ``images`` (and ``bytes`` moved where it applies) in
 extra_info; compare means within a group.
@@ -161,3 +165,72 @@ def test_resize_gdsio_cpu_all_threads(benchmark, photos):
     benchmark.extra_info["images"] = N_CPU
     benchmark.extra_info["threads"] = gdsio.current_settings().threads
     benchmark.pedantic(lambda: T.resize(imgs, OUT, antialias=True), rounds=10, iterations=1, warmup_rounds=1)
+
+
+# ---- colour jitter: the four ops per sample, in torchvision's random order ----------------------
+JITTER_CPU_GROUP = f"cpu color jitter {N_CPU} x 3x224x224 uint8, one thread"
+JITTER_GPU_GROUP = f"color jitter {N} x 3x224x224 uint8"
+
+
+def _jitter_params(n: int) -> dict:
+    rng = np.random.default_rng(0)
+    return dict(brightness=rng.uniform(0.6, 1.4, n), contrast=rng.uniform(0.6, 1.4, n),
+                saturation=rng.uniform(0.6, 1.4, n), hue=rng.uniform(-0.1, 0.1, n),
+                order=np.stack([rng.permutation(4) for _ in range(n)]))
+
+
+def _torchvision_jitter(batch: torch.Tensor, p: dict) -> list[torch.Tensor]:
+    """torchvision's ColorJitter.transform per sample, its parameters given."""
+    import torchvision.transforms.v2.functional as F
+
+    fns = [F.adjust_brightness, F.adjust_contrast, F.adjust_saturation, F.adjust_hue]
+    names = ["brightness", "contrast", "saturation", "hue"]
+    out = []
+    for i in range(batch.shape[0]):
+        x = batch[i]
+        for k in p["order"][i]:
+            x = fns[k](x, float(p[names[k]][i]))
+        out.append(x)
+    return out
+
+
+def _jitter_batch(n: int) -> torch.Tensor:
+    return torch.from_numpy(np.random.default_rng(1).integers(0, 256, (n, 3, 224, 224), dtype=np.uint8))
+
+
+def test_color_jitter_gdsio_cpu_one_thread(benchmark):
+    batch, p = _jitter_batch(N_CPU), _jitter_params(N_CPU)
+
+    def run():
+        with gdsio.settings(threads=1):
+            return T.color_jitter(batch, **p)
+
+    benchmark.group = JITTER_CPU_GROUP
+    benchmark.extra_info["images"] = N_CPU
+    benchmark.pedantic(run, rounds=5, iterations=1, warmup_rounds=1)
+
+
+@pytest.mark.skipif(_torchvision_missing() is not None, reason=_torchvision_missing() or "")
+def test_color_jitter_torchvision_cpu_one_thread(benchmark):
+    batch, p = _jitter_batch(N_CPU), _jitter_params(N_CPU)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        benchmark.group = JITTER_CPU_GROUP
+        benchmark.extra_info["images"] = N_CPU
+        benchmark.pedantic(lambda: _torchvision_jitter(batch, p), rounds=5, iterations=1, warmup_rounds=1)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.gpu
+def test_color_jitter_gdsio_gpu(benchmark):
+    batch, p = _jitter_batch(N).cuda(), _jitter_params(N)
+    _run_gpu(benchmark, lambda: T.color_jitter(batch, **p), JITTER_GPU_GROUP, 2 * batch.numel())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(_torchvision_missing() is not None, reason=_torchvision_missing() or "")
+def test_color_jitter_torchvision_gpu(benchmark):
+    batch, p = _jitter_batch(N).cuda(), _jitter_params(N)
+    _run_gpu(benchmark, lambda: _torchvision_jitter(batch, p), JITTER_GPU_GROUP, 2 * batch.numel())

@@ -48,7 +48,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/ for photos and bench_loader
 
 import gdsio
-from gdsio.data import demo
+from gdsio.tools import demo
 
 OUT = [224, 224]
 
@@ -311,7 +311,7 @@ def fig_safetensors(device: str, quick: bool, tmpdir: str,
         from safetensors.torch import load_file, save_file
     except ImportError as e:
         raise Skip(f"safetensors is not installed ({e})") from None
-    from gdsio import _sysinfo
+    from gdsio.platform import pagecache
 
     total = (64 << 20) if quick else (4 << 30)
     parts = 16
@@ -330,7 +330,7 @@ def fig_safetensors(device: str, quick: bool, tmpdir: str,
 
     def timed(fn: Callable[[], Any], cold: bool) -> float:
         if cold:
-            evictions.append(_sysinfo.evict(path) and not (_sysinfo.resident_fraction(path) or 0) > 0.01)
+            evictions.append(pagecache.evict(path) and not (pagecache.resident_fraction(path) or 0) > 0.01)
         sync()
         t0 = time.perf_counter()
         out = fn()
@@ -461,7 +461,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     device = a.device or demo.default_device()
 
     def save(doc: dict[str, Any]) -> None:
-        from gdsio._bench_report import write_whole
+        from gdsio.tools.bench.report import write_whole
 
         if a.json:
             write_whole(a.json, json.dumps(doc, indent=2, default=str))  # whole files only, also when killed

@@ -24,14 +24,10 @@ except ImportError as e:  # a source checkout without a build, or a broken insta
         "Install gdsio with `pip install .` (it compiles the extension); when running from a "
         "source checkout, run outside it (python -P) so the installed package is imported."
     ) from e
-from . import data, image, starvation
-from ._report import BackendInfo, backends, info
-from .data import Cache, Loader
-from ._settings import Settings, settings
-from ._settings import current as current_settings
-from ._files import read_many
-from .io import BackendUnavailable, File, ReadStats, read, read_into, register_buffer
-from .tensors import load_npy, load_safetensors
+from .config import Settings, settings
+from .config import current as current_settings
+from .errors import BackendUnavailable, NvjpegError, SampleError
+from .io import BackendInfo, File, ReadStats, backends, read, read_into, read_many, register_buffer
 
 __version__ = "0.1.0"
 
@@ -39,6 +35,8 @@ __all__ = [
     "BackendInfo",
     "BackendUnavailable",
     "Cache",
+    "NvjpegError",
+    "SampleError",
     "File",
     "Loader",
     "ReadStats",
@@ -56,17 +54,36 @@ __all__ = [
     "register_buffer",
     "settings",
     "starvation",
+    "tools",
     "transforms",
 ]
 
+# Loaded on first use (each imports torch, and `import gdsio` stays light for
+# host reads into numpy buffers and for the command line): name -> (module, attribute or None).
+_LAZY = {
+    "data": ("data", None), "image": ("image", None), "starvation": ("starvation", None),
+    "tensors": ("tensors", None), "tools": ("tools", None), "transforms": ("transforms", None),
+    "Cache": ("data", "Cache"), "Loader": ("data", "Loader"),
+    "load_npy": ("tensors", "load_npy"), "load_safetensors": ("tensors", "load_safetensors"),
+    "info": ("tools.info", "info"),
+}
+
+
+def __dir__() -> list[str]:
+    # dir() and tab completion show the API (and the dunders), not what was imported to build it (np, torch, Any).
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n.endswith("__"))})
+
 
 def __getattr__(name: str) -> object:
-    # gdsio.transforms imports torch; importing gdsio itself must stay light.
-    if name == "transforms":
-        import importlib
+    if name not in _LAZY:
+        raise AttributeError(f"module 'gdsio' has no attribute {name!r}")
+    import importlib
 
-        return importlib.import_module(".transforms", __name__)
-    raise AttributeError(f"module 'gdsio' has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    value = importlib.import_module(f".{module}", __name__)
+    value = value if attr is None else getattr(value, attr)
+    globals()[name] = value  # once
+    return value
 
 
 @atexit.register

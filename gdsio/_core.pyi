@@ -1,6 +1,7 @@
 """Type stubs of the compiled core (private: use the gdsio package)."""
 
-from typing import Any
+import os
+from typing import Any, Sequence
 
 built_with_cuda: bool
 cuda_architectures: str
@@ -57,9 +58,11 @@ def release_staging() -> None: ...
 def pool_threads() -> int: ...
 
 # csrc/bindings/files.cpp
-def file_sizes(paths: list[str], *, threads: int) -> list[int]: ...
-def read_paths(reads: list[tuple[str, int, int, int]], *, threads: int) -> int: ...
-def read_whole_file(path: str, *, max_bytes: int) -> Any: ...  # a 1-D uint8 numpy array, or the size (int)
+_Path = str | bytes | os.PathLike[str] | os.PathLike[bytes]
+
+def file_sizes(paths: Sequence[_Path], *, threads: int) -> list[int]: ...
+def read_paths(reads: Sequence[tuple[_Path, int, int, int]], *, threads: int) -> int: ...
+def read_whole_file(path: _Path, *, max_bytes: int) -> Any: ...  # a 1-D uint8 numpy array, or the size (int)
 def shutdown_pool() -> None: ...
 
 # ---- image decode (csrc/bindings/decode.cpp)
@@ -78,6 +81,7 @@ def nvjpeg_release() -> bool: ...
 
 # ---- transforms (csrc/bindings/transforms.cpp)
 tf_max_images_per_launch: int
+tf_max_pad_fill: int
 
 def tf_cpu_simd() -> str: ...
 def tf_set_cpu_simd(level: str) -> str: ...
@@ -125,4 +129,56 @@ def tf_normalize(
 ) -> None: ...
 def tf_hflip(
     src: int, out: int, *, rows: int, width: int, elem_size: int, device: int = -1, stream: int = 0, threads: int = 1
+) -> None: ...
+def tf_vflip(
+    src: int,
+    out: int,
+    *,
+    planes: int,
+    height: int,
+    width: int,
+    elem_size: int,
+    device: int = -1,
+    stream: int = 0,
+    threads: int = 1,
+) -> None: ...
+def tf_pad(
+    src: int,
+    out: int,
+    *,
+    planes: int,
+    channels: int,
+    height: int,
+    width: int,
+    elem_size: int,
+    left: int,
+    top: int,
+    right: int,
+    bottom: int,
+    mode: str,
+    fill: list[int],
+    device: int = -1,
+    stream: int = 0,
+    threads: int = 1,
+) -> None: ...
+
+# ---- colour ops (csrc/bindings/color.cpp)
+tf_color_ops: dict[str, int]
+
+def tf_color_workspace_bytes(
+    images: Any, outs: Any, ops: Any, factors: Any, *, dtype: str, channels: int
+) -> int: ...
+def tf_color(
+    images: Any,
+    outs: Any,
+    ops: Any,
+    factors: Any,
+    *,
+    dtype: str,
+    channels: int,
+    device: int = -1,
+    stream: int = 0,
+    workspace: int = 0,
+    workspace_bytes: int = 0,
+    threads: int = 1,
 ) -> None: ...

@@ -1,4 +1,4 @@
-"""Is training waiting for data? The loader's meter and the replay test.
+"""Is training waiting for data? The replay test, beside the loader's meter.
 
 Two measures, both honest about their clocks:
 
@@ -17,159 +17,19 @@ Two measures, both honest about their clocks:
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import threading
+import inspect
 import time
 from typing import Any, Callable
 
-# ---- the loader's meter ----------------------------------------------------------
+from .data.meter import LoaderStats
 
-_KEEP_PASSES = 1000  # per-pass summaries kept; older ones are dropped so memory stays flat
-
-
-@dataclasses.dataclass
-class LoaderStats:
-    """What a loader did since it was made (or since ``stats(reset=True)``).
-
-    data_wait_share: time the consumer was blocked in ``next()`` over the
-    wall time of its loops (host clock). produce_ms: mean time from a batch's
-    first read to its being ready (read, decode, transform; the reads of one
-    batch overlap the transform of the one before), host clock; on a GPU also
-    ``gpu_ms``, the decode+transform time on the loader's streams (CUDA
-    events, from the decode's start to the transform's end). passes: one
-    entry per pass over the data (an epoch, or the part
-    of one a loop ran) with the bytes read from disk in it: 0 when a cache
-    served everything.
-    """
-
-    batches: int = 0
-    samples: int = 0
-    seconds: float = 0.0
-    data_wait_s: float = 0.0
-    produce_ms: float = 0.0
-    gpu_ms: float | None = None
-    bytes_read: int = 0
-    skipped: int = 0
-    cache_hits: int = 0
-    io_backends: dict[str, int] = dataclasses.field(default_factory=dict)
-    decode_backends: dict[str, int] = dataclasses.field(default_factory=dict)
-    passes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    clock: str = "host"
-
-    @property
-    def data_wait_share(self) -> float:
-        return self.data_wait_s / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def batches_per_s(self) -> float:
-        return self.batches / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def samples_per_s(self) -> float:
-        return self.samples / self.seconds if self.seconds > 0 else 0.0
-
-    @property
-    def bytes_per_s(self) -> float:
-        return self.bytes_read / self.seconds if self.seconds > 0 else 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d.update(data_wait_share=self.data_wait_share, batches_per_s=self.batches_per_s,
-                 samples_per_s=self.samples_per_s, bytes_per_s=self.bytes_per_s)
-        return d
-
-    def __str__(self) -> str:
-        io = ", ".join(f"{k} x{v}" for k, v in sorted(self.io_backends.items())) or "none"
-        dec = ", ".join(f"{k} x{v}" for k, v in sorted(self.decode_backends.items())) or "none"
-        return (
-            f"{self.batches} batches, {self.samples_per_s:.1f} samples/s, {self.batches_per_s:.2f} batches/s, "
-            f"data wait {100 * self.data_wait_share:.1f}%, {self.bytes_per_s / 1e6:.1f} MB/s read; "
-            f"I/O: {io}; decode: {dec}"
-            + (f"; {self.skipped} skipped" if self.skipped else "")
-            + (f"; {self.cache_hits} cache hits" if self.cache_hits else "")
-        )
+__all__ = ["LoaderStats", "Report", "measure", "step_caller"]
 
 
-class Meter:
-    """Thread-safe counters behind ``Loader.stats()``: the consumer adds waits,
-    the loader's threads add reads and batches. Sums only, so memory is flat."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.reset()
-
-    def reset(self) -> None:
-        with self._lock:
-            self._s = LoaderStats()
-            self._produce_s = 0.0
-            self._produced = 0
-            self._gpu_pending: collections.deque[tuple[Any, Any]] = collections.deque(maxlen=256)
-            self._gpu_s = 0.0
-            self._gpu_n = 0
-            self._pass: dict[str, Any] | None = None
-
-    def begin_pass(self, epoch: int, start_batch: int) -> None:
-        with self._lock:
-            self._pass = {"epoch": epoch, "start_batch": start_batch, "batches": 0, "samples": 0,
-                          "bytes_read": 0, "cache_hits": 0, "skipped": 0}
-            self._s.passes.append(self._pass)
-            del self._s.passes[:-_KEEP_PASSES]
-
-    def consumed(self, wait_s: float, wall_s: float, samples: int) -> None:
-        """The consumer got a batch after waiting `wait_s`; `wall_s` since its previous one."""
-        with self._lock:
-            self._s.batches += 1
-            self._s.samples += samples
-            self._s.data_wait_s += wait_s
-            self._s.seconds += wall_s
-            if self._pass is not None:
-                self._pass["batches"] += 1
-                self._pass["samples"] += samples
-
-    def read(self, backend: str, nbytes: int) -> None:
-        with self._lock:
-            self._s.io_backends[backend] = self._s.io_backends.get(backend, 0) + 1
-            self._s.bytes_read += nbytes
-            if self._pass is not None:
-                self._pass["bytes_read"] += nbytes
-
-    def decoded(self, backend: str, count: int = 1) -> None:
-        with self._lock:
-            self._s.decode_backends[backend] = self._s.decode_backends.get(backend, 0) + count
-
-    def produced(self, seconds: float, cache_hits: int, skipped: int, gpu_events: tuple[Any, Any] | None) -> None:
-        with self._lock:
-            self._produce_s += seconds
-            self._produced += 1
-            self._s.cache_hits += cache_hits
-            self._s.skipped += skipped
-            if self._pass is not None:
-                self._pass["cache_hits"] += cache_hits
-                self._pass["skipped"] += skipped
-            if gpu_events is not None:
-                self._gpu_pending.append(gpu_events)
-
-    def snapshot(self) -> LoaderStats:
-        with self._lock:
-            still = collections.deque(maxlen=256)
-            for start, end in self._gpu_pending:
-                if end.query():  # never waits: unfinished pairs are counted next time
-                    self._gpu_s += start.elapsed_time(end) / 1e3
-                    self._gpu_n += 1
-                else:
-                    still.append((start, end))
-            self._gpu_pending = still
-            s = dataclasses.replace(
-                self._s,
-                io_backends=dict(self._s.io_backends),
-                decode_backends=dict(self._s.decode_backends),
-                passes=[dict(p) for p in self._s.passes],
-                produce_ms=1e3 * self._produce_s / self._produced if self._produced else 0.0,
-                gpu_ms=1e3 * self._gpu_s / self._gpu_n if self._gpu_n else None,
-            )
-        return s
-
+def __dir__() -> list[str]:
+    # dir() and tab completion show the API (and the dunders), not what was imported to build it (np, torch, Any).
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n.endswith("__"))})
 
 # ---- the replay test ----------------------------------------------------------------
 
@@ -231,21 +91,84 @@ def _clone(batch: Any) -> Any:
     return batch.clone() if hasattr(batch, "clone") else batch
 
 
-def measure(step_fn: Callable[[Any], Any], loader: Any, *, steps: int = 50, warmup: int = 5,
-            threshold: float = 0.9) -> Report:
-    """Runs ``step_fn(batch)`` for `steps` batches of `loader` (after `warmup`
-    untimed ones), then the same number of times on one batch replayed from
-    memory, and compares. Input-bound when the real loop reaches less than
-    `threshold` of the replayed throughput. Passes over the loader repeat as
-    needed (the loader's epoch advances).
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
-    >>> def step(batch):
-    ...     images, labels = batch
-    ...     loss = F.cross_entropy(model(images), labels); loss.backward(); opt.step(); opt.zero_grad()
-    >>> print(gdsio.starvation.measure(step, loader, steps=100))
+
+def step_caller(step_fn: Callable[..., Any]) -> Callable[[Any], Any]:
+    """How ``measure`` calls `step_fn`, decided once from its signature (never
+    by catching a TypeError, which could come from inside the step): a step
+    that needs two or more positional arguments gets the batch unpacked,
+    ``step_fn(images, labels)``, as a DataLoader loop writes it; any other
+    (one argument, ``*args``, or no inspectable signature) gets
+    ``step_fn(batch)``. Raises TypeError for a step that cannot take a batch
+    either way, and, at the call, for a batch whose parts do not fit it."""
+    if not callable(step_fn):
+        raise TypeError(f"step_fn must be callable, got {type(step_fn).__name__}")
+    try:
+        sig = inspect.signature(step_fn)
+    except (TypeError, ValueError):  # some builtins and C callables have no signature
+        return step_fn
+    params = list(sig.parameters.values())
+    positional = [p for p in params if p.kind in _POSITIONAL]
+    required = [p for p in positional if p.default is p.empty]
+    varargs = any(p.kind == p.VAR_POSITIONAL for p in params)
+    kw_required = [p.name for p in params if p.kind == p.KEYWORD_ONLY and p.default is p.empty]
+    forms = "step_fn(batch) or step_fn(images, labels)"
+    if kw_required:
+        raise TypeError(f"step_fn{sig} has required keyword-only argument(s) {kw_required}; measure calls {forms}")
+    if not positional and not varargs:
+        raise TypeError(f"step_fn{sig} takes no positional argument; measure calls {forms}")
+    if len(required) < 2:
+        return step_fn
+    low, high = len(required), (None if varargs else len(positional))
+
+    def unpacked(batch: Any) -> Any:
+        n = len(batch) if isinstance(batch, (tuple, list)) else None
+        if n is None or n < low or (high is not None and n > high):
+            what = f"a {type(batch).__name__}" if n is None else f"batches of {n} parts"
+            raise TypeError(f"step_fn{sig} takes a batch's {low} parts, as step_fn(images, labels), but the loader "
+                            f"yields {what}; give it one argument to get the whole batch")
+        return step_fn(*batch)
+
+    return unpacked
+
+
+def measure(step_fn: Callable[..., Any], loader: Any, *, steps: int = 50, warmup: int = 5,
+            threshold: float = 0.9) -> Report:
+    """Is training waiting for data? Runs the training step on `loader`'s
+    batches, then on one batch replayed from memory (the step alone, with
+    free data: the upper bound), and compares.
+
+    Args:
+        step_fn: the training step. Taking two or more positional arguments it
+            is called ``step_fn(images, labels)`` (the batch unpacked, as a
+            DataLoader loop writes it); taking one, ``step_fn(batch)``. Decided
+            once from its signature (see ``step_caller``).
+        loader: an iterable of batches, a ``gdsio.Loader`` or a torch
+            DataLoader; passes repeat as needed (a gdsio.Loader's epoch advances).
+            Its ``device`` attribute, when it has one on a GPU, selects CUDA-event timing.
+        steps: timed steps on each side (>= 1).
+        warmup: untimed steps first (>= 0).
+        threshold: input-bound when the real loop reaches less than this share
+            of the replayed throughput.
+
+    Returns:
+        Report: real and replayed samples/s, the data-wait share, the verdict
+        (``input-bound: ...`` or ``compute-bound: ...``), the clock used and
+        the loader's stats.
+
+    Raises:
+        ValueError: `steps` < 1 or `warmup` < 0, or the loader yields no batch.
+        TypeError: `step_fn` cannot take a batch in either form.
+
+    Example:
+        >>> def step(images, labels):
+        ...     loss = F.cross_entropy(model(images), labels); loss.backward(); opt.step(); opt.zero_grad()
+        >>> print(gdsio.starvation.measure(step, loader, steps=100))
     """
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0; got steps={steps}, warmup={warmup}")
+    step_fn = step_caller(step_fn)
     device = getattr(loader, "device", None)
     mark, between, clock = _timer(device)
 

@@ -7,6 +7,7 @@ it never touches host memory.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -14,8 +15,11 @@ import struct
 from typing import Any, Iterable
 
 from . import _literal
-from ._buffers import host_empty
-from .io import ReadStats, _parse_device, read_into
+from .io.buffers import host_empty
+from .device import resolve_device
+from .io import File, ReadStats, read_into
+
+__all__ = ["MAX_SAFETENSORS_HEADER", "load_npy", "load_safetensors", "read_npy_header", "read_safetensors_header"]
 
 # safetensors caps its header at 100 MB; a larger length field is corruption.
 MAX_SAFETENSORS_HEADER = 100 * 1000 * 1000
@@ -51,36 +55,65 @@ def _read_host(path: str, offset: int, size: int) -> bytes:
     return buf.tobytes()
 
 
-def _alloc(nbytes: int, device: Any) -> Any:
+def _alloc(nbytes: int, device: Any, path: str, file_offset: int = 0) -> Any:
+    """`nbytes` on `device`; on the host placed at `file_offset`'s position in
+    its page: the kernel's copy out of the page cache then runs with source and
+    destination equally aligned (about 1.3x faster than 40 bytes apart)."""
     import torch
 
-    kind, index = _parse_device(device)
-    if kind == "cpu":
-        return host_empty(nbytes)
-    dev = torch.device("cuda", torch.cuda.current_device() if index == -2 else index)
-    return torch.empty(nbytes, dtype=torch.uint8, device=dev)
+    dev = resolve_device(device, what=f"cannot load '{path}' into {device}")
+    try:
+        if dev.type == "cpu":
+            if not file_offset % 4096:
+                return host_empty(nbytes)
+            raw = host_empty(nbytes + 4096)
+            skip = (file_offset - raw.data_ptr()) % 4096
+            return raw[skip : skip + nbytes]
+        return torch.empty(nbytes, dtype=torch.uint8, device=dev)
+    except (RuntimeError, MemoryError, OSError) as e:  # torch's OOM, mmap's ENOMEM
+        raise OSError(errno.ENOMEM, f"cannot allocate {nbytes} bytes ({nbytes / 1e9:.1f} GB) on {dev} for the data "
+                      f"of '{path}': {e}", path) from e
 
 
-def read_safetensors_header(path: str | os.PathLike[str]) -> tuple[int, dict[str, Any], dict[str, str]]:
-    """(data region start, {name: {dtype, shape, data_offsets}}, metadata), validated."""
-    path = os.fspath(path)
-    file_size = os.path.getsize(path) if os.path.isfile(path) else None
-    if file_size is None:
-        _open_check(path)
+def _safetensors_header(f: Any) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """The header of the open File `f`, validated as the safetensors library
+    validates it (what it refuses is refused here, with a ValueError naming
+    the file and the problem)."""
+    import numpy as np
+
+    path = f.path
+    file_size = f.size()
+
+    def host(offset: int, size: int) -> bytes:
+        buf = np.empty(size, np.uint8)
+        if size:
+            f.read_into(buf, size, offset, backend="posix")
+        return buf.tobytes()
+
     if file_size < 8:
         raise ValueError(f"'{path}' is not a safetensors file: {file_size} bytes, too short for the 8-byte header length")
-    (n,) = struct.unpack("<Q", _read_host(path, 0, 8))
+    (n,) = struct.unpack("<Q", host(0, 8))
     if n > MAX_SAFETENSORS_HEADER:
         raise ValueError(f"'{path}': header length {n} exceeds the {MAX_SAFETENSORS_HEADER}-byte cap (corrupt file?)")
     if 8 + n > file_size:
         raise ValueError(f"'{path}': header length {n} runs past the end of the file ({file_size} bytes); truncated?")
+    raw = host(8, n)
     try:
-        header = json.loads(_read_host(path, 8, n).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        header = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise ValueError(f"'{path}': the safetensors header nests too deeply to be a safetensors header") from None
+    except (UnicodeDecodeError, ValueError) as e:  # json.JSONDecodeError is a ValueError
         raise ValueError(f"'{path}': the safetensors header is not valid JSON: {e}") from None
     if not isinstance(header, dict):
         raise ValueError(f"'{path}': the safetensors header must be a JSON object")
-    metadata = header.pop("__metadata__", None) or {}
+    for name in header:  # JSON escapes can make lone surrogates, which no UTF-8 file name or key holds
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"'{path}': tensor name {name!r} holds a lone surrogate (not valid Unicode)") from None
+    metadata = header.pop("__metadata__", None)
+    if metadata is None:
+        metadata = {}
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise ValueError(f"'{path}': __metadata__ must map strings to strings")
     data_start = 8 + n
@@ -91,28 +124,53 @@ def read_safetensors_header(path: str | os.PathLike[str]) -> tuple[int, dict[str
         where = f"'{path}', tensor {name!r}"
         if not isinstance(e, dict) or not {"dtype", "shape", "data_offsets"} <= set(e):
             raise ValueError(f"{where}: an entry needs dtype, shape and data_offsets")
-        if e["dtype"] not in dtypes:
-            raise ValueError(f"{where}: dtype {e['dtype']!r} is not supported by this torch")
-        shape, offs = e["shape"], e["data_offsets"]
-        if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
-            raise ValueError(f"{where}: shape must be a list of non-negative ints, got {shape!r}")
-        if not (isinstance(offs, list) and len(offs) == 2 and all(isinstance(o, int) for o in offs)):
+        dtype, shape, offs = e["dtype"], e["shape"], e["data_offsets"]
+        if not isinstance(dtype, str) or dtype not in dtypes:
+            raise ValueError(f"{where}: dtype {dtype!r} is not a safetensors dtype this torch has")
+        # JSON true is not a dimension (type() is int, not isinstance: bool is an int in Python).
+        if not (isinstance(shape, list) and all(type(d) is int and 0 <= d < 2**63 for d in shape)):
+            raise ValueError(f"{where}: shape must be a list of non-negative ints below 2**63, got {shape!r}")
+        if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int and o >= 0 for o in offs)):
             raise ValueError(f"{where}: data_offsets must be [begin, end], got {offs!r}")
         begin, end = offs
-        if not 0 <= begin <= end <= data_size:
-            raise ValueError(f"{where}: data_offsets {offs} lie outside the data region ({data_size} bytes)")
-        itemsize = dtypes[e["dtype"]].itemsize
-        if math.prod(shape) * itemsize != end - begin:
+        if begin > end:
+            raise ValueError(f"{where}: data_offsets {offs} end before they begin")
+        if end > data_size:
+            raise ValueError(f"{where}: data_offsets {offs} lie outside the data region ({data_size} bytes); truncated?")
+        numel = math.prod(shape)
+        if numel >= 2**63:
+            raise ValueError(f"{where}: shape {shape} holds {numel} elements, more than 2**63 - 1")
+        itemsize = dtypes[dtype].itemsize
+        if numel * itemsize != end - begin:
             raise ValueError(
-                f"{where}: shape {shape} of {e['dtype']} needs {math.prod(shape) * itemsize} bytes, "
-                f"data_offsets give {end - begin}"
+                f"{where}: shape {shape} of {dtype} needs {numel * itemsize} bytes, data_offsets give {end - begin}"
             )
         spans.append((begin, end, name))
     spans.sort()
-    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
-        if b1 < e0:
-            raise ValueError(f"'{path}': tensors {n0!r} and {n1!r} overlap ({[b0, e0]} and {[b1, e1]})")
+    at = 0  # as the safetensors library: the tensors tile the data region, no gap, no overlap, nothing after
+    for begin, end, name in spans:
+        if begin != at:
+            what = "overlaps the tensor before it" if begin < at else f"leaves a gap of {begin - at} bytes before it"
+            raise ValueError(f"'{path}': tensor {name!r} at data_offsets {[begin, end]} {what} (safetensors refuses it)")
+        at = end
+    if at != data_size:
+        if at > data_size:
+            raise ValueError(f"'{path}': the tensors need {at} bytes of data, the file holds {data_size}; truncated?")
+        raise ValueError(f"'{path}': {data_size - at} bytes follow the last tensor (safetensors refuses trailing data)")
     return data_start, header, metadata
+
+
+def read_safetensors_header(path: str | os.PathLike[str]) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """(data region start, {name: {dtype, shape, data_offsets}}, metadata) of a
+    .safetensors file, validated as the safetensors library validates it.
+
+    Raises:
+        FileNotFoundError: `path` does not exist (PermissionError, IsADirectoryError,
+            OSError for what is not a regular file).
+        ValueError: not a safetensors file, or one that the safetensors library refuses.
+    """
+    with File(path) as f:
+        return _safetensors_header(f)
 
 
 def load_safetensors(
@@ -122,54 +180,68 @@ def load_safetensors(
     keys: Iterable[str] | None = None,
     return_stats: bool = False,
 ) -> Any:
-    """Loads a .safetensors file: one read of the data region into one device
-    allocation, tensors as zero-copy views of it (a tensor whose offset is not
-    a multiple of its element size is copied to be aligned). `keys` reads only
-    those tensors.
+    """Loads a .safetensors file: the header is parsed and validated on the
+    host, the data region travels in one read (the I/O engine: cuFile where
+    GDS works, else the pinned pipeline, or posix to the CPU) into one
+    allocation on `device`, and the tensors are zero-copy views of it (a
+    tensor whose offset is not a multiple of its element size is copied to be
+    aligned).
 
-    >>> w = gdsio.load_safetensors("model.safetensors", device="cuda")
-    >>> w = gdsio.load_safetensors("model.safetensors", keys=["lm_head.weight"])
+    Args:
+        path: the .safetensors file.
+        device: where the tensors live. Default "cuda" (the current CUDA
+            device); ``"cuda:N"`` or an int N, or ``"cpu"``.
+        keys: only these tensors (read in one batch into one packed allocation);
+            default: all.
+        return_stats: also return the ReadStats of the read (None when no
+            byte had to be read).
+
+    Returns:
+        dict[str, torch.Tensor]: name -> tensor, with the file's dtypes and
+        shapes; with ``return_stats=True``, ``(dict, ReadStats | None)``.
+
+    Raises:
+        FileNotFoundError: `path` does not exist (PermissionError, IsADirectoryError likewise).
+        ValueError: not a safetensors file, or a corrupt header (too long,
+            truncated, not JSON, overlapping or out-of-range tensors, a dtype
+            this torch lacks); the message names the file and the tensor.
+        KeyError: a name in `keys` that the file does not hold.
+        gdsio.BackendUnavailable: a GPU device where CUDA cannot be used
+            (the message says why and to pass device="cpu").
+
+    Example:
+        >>> device = "cuda" if torch.cuda.is_available() else "cpu"
+        >>> w = gdsio.load_safetensors("model.safetensors", device=device)
+        >>> head = gdsio.load_safetensors("model.safetensors", device=device, keys=["lm_head.weight"])
     """
     import torch
 
-    path = os.fspath(path)
-    data_start, header, _ = read_safetensors_header(path)
-    names = list(header) if keys is None else list(keys)
-    missing = [k for k in names if k not in header]
-    if missing:
-        raise KeyError(f"'{path}' has no tensor(s) {missing}; it has {sorted(header)[:10]}...")
-    dtypes = _torch_dtypes()
-    if keys is None:
-        lo = min((header[k]["data_offsets"][0] for k in names), default=0)
-        hi = max((header[k]["data_offsets"][1] for k in names), default=0)
-        # On the host the buffer starts at the file offset's place in its page:
-        # the kernel's copy out of the page cache then runs with source and
-        # destination equally aligned (about 1.3x faster than 40 bytes apart).
-        if _parse_device(device)[0] == "cpu":
-            raw = _alloc(hi - lo + 4096, device)
-            skip = (data_start + lo - raw.data_ptr()) % 4096
-            buf = raw[skip : skip + hi - lo]
+    with File(path) as f:  # one open: the header and the data come from the same file
+        path = f.path
+        data_start, header, _ = _safetensors_header(f)
+        names = list(header) if keys is None else list(keys)
+        missing = [k for k in names if k not in header]
+        if missing:
+            raise KeyError(f"'{path}' has no tensor(s) {missing}; it has {sorted(header)[:10]}...")
+        if keys is None:
+            lo = min((header[k]["data_offsets"][0] for k in names), default=0)
+            hi = max((header[k]["data_offsets"][1] for k in names), default=0)
+            buf = _alloc(hi - lo, device, path, file_offset=data_start + lo)
+            stats = f.read_into(buf, hi - lo, data_start + lo) if hi > lo else None
+            placed = {k: header[k]["data_offsets"][0] - lo for k in names}
         else:
-            buf = _alloc(hi - lo, device)
-        stats = read_into(path, buf, offset=data_start + lo) if hi > lo else None
-        placed = {k: header[k]["data_offsets"][0] - lo for k in names}
-    else:
-        # Only the wanted tensors, packed (8-byte aligned) into one allocation, in one batch.
-        placed, total = {}, 0
-        for k in names:
-            placed[k] = total
-            b, e = header[k]["data_offsets"]
-            total += -(-(e - b) // 8) * 8
-        buf = _alloc(total, device)
-        stats = None
-        reqs = [(buf, header[k]["data_offsets"][1] - header[k]["data_offsets"][0],
-                 data_start + header[k]["data_offsets"][0], placed[k]) for k in names]
-        reqs = [r for r in reqs if r[1] > 0]
-        if reqs:
-            from .io import File
-
-            with File(path) as f:
-                stats = f.read_batch(reqs)
+            # Only the wanted tensors, packed (8-byte aligned) into one allocation, in one batch.
+            placed, total = {}, 0
+            for k in names:
+                placed[k] = total
+                b, e = header[k]["data_offsets"]
+                total += -(-(e - b) // 8) * 8
+            buf = _alloc(total, device, path)
+            reqs = [(buf, header[k]["data_offsets"][1] - header[k]["data_offsets"][0],
+                     data_start + header[k]["data_offsets"][0], placed[k]) for k in names]
+            reqs = [r for r in reqs if r[1] > 0]
+            stats = f.read_batch(reqs) if reqs else None
+    dtypes = _torch_dtypes()
     out: dict[str, Any] = {}
     for k in names:
         e = header[k]
@@ -242,11 +314,32 @@ def read_npy_header(path: str | os.PathLike[str]) -> tuple[int, str, bool, tuple
 
 
 def load_npy(path: str | os.PathLike[str], *, device: Any = "cuda", return_stats: bool = False) -> Any:
-    """Loads a .npy file (format 1, 2 or 3; C or Fortran order; little or big
-    endian, converted to native) into a contiguous torch tensor on `device`.
-    Refuses object dtypes: it never unpickles.
+    """Loads a .npy file into a contiguous torch tensor on `device`, in one read
+    of its data through the I/O engine (cuFile where GDS works, else the
+    pinned pipeline, or posix to the CPU). Format 1, 2 or 3; C or Fortran
+    order; little or big endian (converted to native on the device). Object
+    dtypes are refused: it never unpickles.
 
-    >>> x = gdsio.load_npy("features.npy", device="cuda")
+    Args:
+        path: the .npy file.
+        device: where the tensor lives. Default "cuda" (the current CUDA
+            device); ``"cuda:N"`` or an int N, or ``"cpu"``.
+        return_stats: also return the ReadStats of the read (None for an empty array).
+
+    Returns:
+        torch.Tensor: the array's shape and dtype; with ``return_stats=True``,
+        ``(tensor, ReadStats | None)``.
+
+    Raises:
+        FileNotFoundError: `path` does not exist (PermissionError, IsADirectoryError likewise).
+        ValueError: not a .npy file, a corrupt or truncated header, a dtype
+            torch has no equivalent for (structured, object, strings).
+        gdsio.BackendUnavailable: a GPU device where CUDA cannot be used
+            (the message says why and to pass device="cpu").
+
+    Example:
+        >>> device = "cuda" if torch.cuda.is_available() else "cpu"
+        >>> x = gdsio.load_npy("features.npy", device=device)
     """
     import numpy as np
     import torch
@@ -260,7 +353,7 @@ def load_npy(path: str | os.PathLike[str], *, device: Any = "cuda", return_stats
     except TypeError:
         raise ValueError(f"'{path}': dtype {descr!r} has no torch equivalent") from None
     nbytes = math.prod(shape) * dt.itemsize
-    buf = _alloc(nbytes, device)
+    buf = _alloc(nbytes, device, path)
     stats: ReadStats | None = read_into(path, buf, offset=offset) if nbytes else None
     if dt.byteorder == ">" and dt.itemsize > 1:
         # Byte swap on the device, per scalar: a complex number is two floats, each swapped on its own.

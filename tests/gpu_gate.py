@@ -12,10 +12,10 @@ import pytest
 
 def _gpu_unusable_reason() -> str | None:
     try:
-        from gdsio import _libs
+        from gdsio.platform import nvidia
     except ImportError as e:  # the extension is not built
         return f"gdsio cannot be imported: {e}"
-    return _libs.gpu_unusable_reason()
+    return nvidia.gpu_unusable_reason()
 
 
 def gate_gpu_items(items: list[pytest.Item]) -> None:

@@ -29,7 +29,7 @@ from gdsio.data import (
     ToDtype,
     batch_context,
 )
-from gdsio.data.transforms import _salt, uniforms
+from gdsio.transforms.classes import _salt, uniforms
 
 
 def images(sizes, seed=0):
@@ -241,7 +241,7 @@ def test_corrupt_jpeg_raise_and_skip(tmp_path, caplog):
 def test_demo_runs_on_the_cpu(tmp_path):
     import io
 
-    from gdsio.data import demo
+    from gdsio.tools import demo
 
     assert demo.write_jpeg_folder(str(tmp_path), classes=2, per_class=6, size=(80, 60)) == 12
     out = io.StringIO()

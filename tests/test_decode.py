@@ -550,7 +550,7 @@ def test_absurd_jpeg_dimensions_allocate_nothing():
         (dict(npy_layout="WHC"), ValueError, "npy_layout must be"),
         (dict(max_pixels=0), ValueError, "max_pixels must be a positive int"),
         (dict(raw={"height": 2}), TypeError, "raw must be a gdsio.image.RawFormat"),
-        (dict(device="mps"), ValueError, "device must be cpu or cuda"),
+        (dict(device="mps"), ValueError, "device must be 'cpu', 'cuda'"),
         (dict(device="gpu7"), ValueError, "device must be 'cpu', 'cuda'"),
         (dict(on_error="skip"), ValueError, "applies to a list"),
     ],
@@ -574,9 +574,9 @@ def test_data_errors():
 
 
 def test_gpu_requests_fail_clearly_without_a_gpu():
-    from gdsio import _libs
+    from gdsio.platform import nvidia
 
-    if _libs.cuda_unusable_reason() is None:
+    if nvidia.cuda_unusable_reason() is None:
         return  # a GPU is here: test_decode_gpu.py covers it
     with pytest.raises(gdsio.BackendUnavailable, match="cannot decode on cuda"):
         gi.decode(pnm_bytes(rand((2, 2))), device="cuda")
@@ -738,6 +738,12 @@ def _seeds() -> list[bytes]:
         npy_bytes(rand((3, 4), np.float32), (2, 0)),
         pil_bytes(Image.fromarray(photo), quality=80, exif=exif.tobytes()),
         pil_bytes(Image.fromarray(photo), quality=80, progressive=True),
+        # Pillow's formats: the decoder is Pillow's, the errors gdsio's ValueError.
+        pil_bytes(Image.fromarray(photo), "PNG"),
+        pil_bytes(Image.fromarray(photo).quantize(8), "GIF"),
+        pil_bytes(Image.fromarray(photo), "BMP"),
+        pil_bytes(Image.fromarray(photo), "TIFF"),
+        pil_bytes(Image.fromarray(photo), "WEBP", lossless=True),
     ] + [(CORPUS / n).read_bytes() for n in sorted(os.listdir(CORPUS)) if not n.endswith((".py", ".tsv"))]
 
 

@@ -102,7 +102,7 @@ def test_wrong_backend_for_destination(make_file, no_leaks):
 
 
 def test_gpu_read_without_gpu_is_a_clear_error(make_file, no_leaks):
-    if gdsio._libs.cuda_unusable_reason() is None:
+    if gdsio.platform.nvidia.cuda_unusable_reason() is None:
         return  # this check is about machines without a GPU; test_gpu_io covers the rest
     path, _ = make_file(100)
     with pytest.raises(gdsio.BackendUnavailable, match="cannot read .*data.bin.* into cuda"):

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import gdsio
-from gdsio import _core, _libs
+from gdsio import _core
+from gdsio.platform import gds
 
 pytestmark = pytest.mark.gpu
 
@@ -18,7 +19,7 @@ SIZES = [1, 4095, 4096, 4097, (1 << 20) + 3, (64 << 20) + 1]
 
 
 def cufile_usable() -> bool:
-    return bool(_libs.cufile_state(0)["driver_open"])
+    return bool(gds.cufile_state(0)["driver_open"])
 
 
 def gpu_backends() -> list[str]:

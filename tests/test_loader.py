@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import gdsio.data as gd
 from gdsio.data import Cache, FileList, Loader, SampleError, ShardedOrder
-from gdsio.data.transforms import BatchInfo, current_batch, uniforms
+from gdsio.transforms.classes import BatchInfo, current_batch, uniforms
 
 from conftest import os_threads
 
@@ -52,8 +52,8 @@ def run(loader):
     return [(ids(x), y.tolist()) for x, y in loader]
 
 
-class AddNoise:
-    """A random transform drawing from the loader's (seed, epoch, index)."""
+class AddNoise(gd.BatchTransform):
+    """A random batch transform of one's own, drawing from the loader's (seed, epoch, index)."""
 
     def __call__(self, samples):
         info = current_batch()
@@ -146,11 +146,12 @@ def test_argument_errors(tmp_path):
 
 
 def test_cuda_device_without_cuda_names_the_reason(tmp_path, monkeypatch):
-    from gdsio import _libs
+    from gdsio import BackendUnavailable
+    from gdsio.platform import nvidia
 
     make_npy_folder(tmp_path)
-    monkeypatch.setattr(_libs, "cuda_unusable_reason", lambda: "no NVIDIA driver is installed")
-    with pytest.raises(RuntimeError, match="CUDA is not usable here: no NVIDIA driver is installed; pass device='cpu'"):
+    monkeypatch.setattr(nvidia, "cuda_unusable_reason", lambda: "no NVIDIA driver is installed")
+    with pytest.raises(BackendUnavailable, match='cannot load batches into cuda: no NVIDIA driver is installed; pass device="cpu"'):
         Loader(tmp_path, 4)  # the default device is cuda
 
 
@@ -242,6 +243,78 @@ def test_len_and_drop_last(tmp_path):
     assert sum(len(x) for x, _ in Loader(tmp_path, 2, device="cpu", rank=2, world_size=3, drop_last=True)) == 2
 
 
+@pytest.mark.parametrize("n, batch, world", [(10, 4, 1), (10, 3, 3), (7, 2, 4), (12, 4, 4), (13, 5, 2), (5, 8, 1)])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_len_matches_the_batches_and_distributed_sampler(tmp_path, n, batch, world, drop_last):
+    from torch.utils.data import BatchSampler, DistributedSampler
+
+    src = make_raw(tmp_path / "r.bin", n)
+    kw = dict(kind="raw", record_shape=(3, 2, 2), record_dtype=torch.int32, device="cpu", drop_last=drop_last)
+    for rank in range(world):
+        loader = Loader(src, batch, world_size=world, rank=rank, **kw)
+        assert (loader.batch_size, loader.drop_last) == (batch, drop_last)
+        got = run(loader)
+        ds = DistributedSampler(range(n), num_replicas=world, rank=rank, shuffle=False, drop_last=drop_last)
+        want = [list(b) for b in BatchSampler(ds, batch, drop_last)]  # what a DataLoader over it yields
+        assert len(loader) == len(got) == len(want) and [b for b, _ in got] == want
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_resume_is_exact_with_drop_last(tmp_path, drop_last):
+    src = make_raw(tmp_path / "r.bin", 23)
+    kw = dict(kind="raw", record_shape=(3, 2, 2), record_dtype=torch.int32, device="cpu", shuffle=True, seed=3,
+              world_size=2, rank=1, drop_last=drop_last)
+    full = run(Loader(src, 4, **kw))
+    assert len(full) == (2 if drop_last else 3)
+    first = Loader(src, 4, **kw)
+    it = iter(first)
+    next(it)
+    state = json.loads(json.dumps(first.state_dict()))
+    del it
+    assert state["drop_last"] is drop_last
+    again = Loader(src, 4, **kw)
+    again.load_state_dict(state)
+    assert run(again) == full[1:]
+    with pytest.raises(ValueError, match=f"drop_last={drop_last} in the state, {not drop_last} in this loader"):
+        Loader(src, 4, **dict(kw, drop_last=not drop_last)).load_state_dict(state)
+
+
+def test_dataset_is_what_imagefolder_code_reads(tmp_path):
+    from PIL import Image
+
+    from gdsio import image as gi
+
+    make_npy_folder(tmp_path / "npy", classes=2, per_class=3)
+    ds = Loader(tmp_path / "npy", 4, device="cpu", world_size=2, rank=1).dataset
+    assert len(ds) == 6 and ds.classes == ["class0", "class1"] and ds.class_to_idx == {"class0": 0, "class1": 1}
+    assert ds.targets == [0, 0, 0, 1, 1, 1] and ds.kind == "npy"
+    path, label = ds.samples[4]
+    assert path.endswith("class1/001.npy") and label == 1 and ds.imgs[4] == ds.samples[4] and len(ds.samples) == 6
+    x, y = ds[4]
+    assert y == 1 and torch.equal(x, torch.full((2, 4, 4), 4, dtype=torch.int32))
+    assert ds[-1][0][0, 0, 0] == 5 and ds.samples[-2:] == [ds.samples[4], ds.samples[5]]
+    with pytest.raises(IndexError, match="sample index 6 is out of range for 6 samples"):
+        ds[6]
+    with pytest.raises(TypeError, match="indices must be integers"):
+        ds["a"]
+    # Images: decoded as the loader decodes them (its mode), before its transform.
+    (tmp_path / "img/cat").mkdir(parents=True)
+    a = np.random.default_rng(0).integers(0, 256, (6, 5), dtype=np.uint8)
+    Image.fromarray(a).save(tmp_path / "img/cat/0.png")
+    loader = Loader(tmp_path / "img", 1, device="cpu", image_mode="RGB", transform=lambda t: t[:, :2, :2])
+    img, label = loader.dataset[0]
+    assert label == 0 and torch.equal(img, gi.read(tmp_path / "img/cat/0.png", device="cpu", mode="RGB"))
+    assert img.shape == (3, 6, 5) and loader.dataset is loader.dataset
+    # Raw records: one record per index; samples name the file holding it.
+    raw = Loader(make_raw(tmp_path / "r.bin", 5), 2, kind="raw", record_shape=(3, 2, 2), record_dtype=torch.int32,
+                 device="cpu").dataset
+    assert len(raw) == 5 and raw.classes == [] and raw.targets == [-1] * 5 and raw.samples[3] == (str(tmp_path / "r.bin"), -1)
+    assert torch.equal(raw[3][0], torch.full((3, 2, 2), 3, dtype=torch.int32))
+    # A DataLoader takes it as a map-style dataset.
+    xs = [x for x, _ in torch.utils.data.DataLoader(ds, batch_size=3)]
+    assert [int(x[0, 0, 0, 0]) for x in xs] == [0, 3]
+
+
 def test_epochs_advance_and_set_epoch(tmp_path):
     make_npy_folder(tmp_path)
     loader = Loader(tmp_path, 8, device="cpu", shuffle=True, seed=5)
@@ -323,7 +396,7 @@ def test_transform_gets_the_batch_info(tmp_path):
         assert isinstance(samples, list) and all(s.shape == (2, 4, 4) for s in samples)
         return torch.stack(samples)
 
-    loader = Loader(tmp_path, 8, device="cpu", transform=tf, seed=9, shuffle=True)
+    loader = Loader(tmp_path, 8, device="cpu", transform=gd.BatchLambda(tf), seed=9, shuffle=True)
     loader.set_epoch(2)
     got = run(loader)
     assert [s[:2] for s in seen] == [(9, 2)] * 4
@@ -347,7 +420,9 @@ def test_different_shapes_name_two_sizes_and_files(tmp_path):
     np.save(tmp_path / "b.npy", np.zeros((3, 5, 4), np.uint8))
     with pytest.raises(ValueError, match=r"\(3, 4, 4\) \('.*a\.npy'\) and \(3, 5, 4\) \('.*b\.npy'\); pass a transform"):
         list(Loader(tmp_path, 2, device="cpu"))
-    (x, _), = list(Loader(tmp_path, 2, device="cpu", transform=lambda s: torch.stack([t[:, :4] for t in s])))
+    (x, _), = list(Loader(tmp_path, 2, device="cpu", transform=gd.BatchLambda(lambda s: torch.stack([t[:, :4] for t in s]))))
+    assert x.shape == (2, 3, 4, 4)
+    (x, _), = list(Loader(tmp_path, 2, device="cpu", transform=lambda t: t[:, :4]))  # per sample
     assert x.shape == (2, 3, 4, 4)
 
 
@@ -360,8 +435,84 @@ def test_transform_errors_reach_the_consumer(tmp_path):
     with pytest.raises(ZeroDivisionError, match="boom") as e:
         list(Loader(tmp_path, 4, device="cpu", transform=bad))
     assert any("batch 0 of epoch 0" in n for n in e.value.__notes__)
+    assert any("run on sample 0 (" in n and "class0/000.npy" in n for n in e.value.__notes__)
     with pytest.raises(ValueError, match="must return a batch of 4 samples"):
-        list(Loader(tmp_path, 4, device="cpu", transform=lambda s: s[0]))
+        list(Loader(tmp_path, 4, device="cpu", transform=gd.BatchLambda(lambda s: s[0])))
+    with pytest.raises(TypeError, match=r"must return a tensor for each sample; it returned tuple for sample 0 \('.*000.npy'\)"):
+        list(Loader(tmp_path, 4, device="cpu", transform=lambda t: (t, 1)))
+
+
+class FakeV2Resize:
+    """Behaves as a torchvision v2 transform: one tensor in, one out; given a
+    list (a pytree), it transforms the first image tensor only and passes the
+    rest through, which is why the loader must not hand it the batch."""
+
+    def __init__(self, size):
+        self.size = size
+        self.calls = []
+
+    def __call__(self, inpt):
+        if isinstance(inpt, list):
+            return [self(inpt[0]), *inpt[1:]]
+        self.calls.append((tuple(inpt.shape), inpt.dtype, str(inpt.device)))
+        return torch.nn.functional.interpolate(inpt[None].float(), size=self.size, mode="nearest")[0].to(inpt.dtype)
+
+
+def test_a_foreign_transform_runs_per_sample(tmp_path):
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    for i in range(5):
+        (tmp_path / f"c{i % 2}").mkdir(exist_ok=True)
+        Image.fromarray(rng.integers(0, 256, (10 + i, 20 - i, 3), dtype=np.uint8)).save(tmp_path / f"c{i % 2}/{i}.png")
+    tf = FakeV2Resize((8, 8))
+    loader = Loader(tmp_path, 4, device="cpu", transform=tf)
+    (x0, y0), (x1, y1) = list(loader)
+    assert x0.shape == (4, 3, 8, 8) and x1.shape == (1, 3, 8, 8) and x0.dtype == torch.uint8
+    assert len(tf.calls) == 5 and all(c[1] == torch.uint8 and c[2] == "cpu" and len(c[0]) == 3 for c in tf.calls)
+    plain = Loader(tmp_path, 1, device="cpu", transform=gd.BatchLambda(lambda s: s))  # the decoded samples, untouched
+    want = torch.stack([FakeV2Resize((8, 8))(s[0]) for s, _ in plain])
+    assert torch.equal(torch.cat([x0, x1]), want) and torch.cat([y0, y1]).tolist() == [0, 0, 0, 1, 1]
+    # Given the list, the same v2-like transform would leave every sample but the first alone:
+    with pytest.raises(ValueError, match="samples of one batch differ in shape"):
+        list(Loader(tmp_path, 4, device="cpu", transform=gd.BatchLambda(tf)))
+
+
+def test_per_sample_outputs_of_different_shapes_say_what_to_do(tmp_path):
+    np.save(tmp_path / "a.npy", np.zeros((3, 4, 4), np.uint8))
+    np.save(tmp_path / "b.npy", np.zeros((3, 5, 4), np.uint8))
+    with pytest.raises(ValueError, match=r"run on each sample, gave outputs of different shapes: \(3, 4, 4\) \('.*a\.npy'\) "
+                                         r"and \(3, 5, 4\) \('.*b\.npy'\); .*v2\.Resize\(\(224, 224\)\)"):
+        list(Loader(tmp_path, 2, device="cpu", transform=lambda t: t + 1))
+
+
+class PerSampleNoise:
+    """A random per-sample transform of one's own: draws from current_batch(),
+    which names the one sample, so it replays exactly on resume."""
+
+    def __call__(self, t):
+        info = current_batch()
+        assert len(info.indices) == 1
+        return t.to(torch.float64) + float(uniforms(info, salt=3, count=1)[0, 0])
+
+
+def test_per_sample_transform_resumes_exactly(tmp_path):
+    make_npy_folder(tmp_path, classes=2, per_class=7)
+    common = dict(device="cpu", shuffle=True, seed=2, transform=PerSampleNoise())
+    full = [x for x, _ in Loader(tmp_path, 3, **common)]
+    first = Loader(tmp_path, 3, **common)
+    it = iter(first)
+    next(it), next(it)
+    state = first.state_dict()
+    del it
+    again = Loader(tmp_path, 3, **common)
+    again.load_state_dict(state)
+    rest = [x for x, _ in again]
+    assert len(rest) == len(full) - 2 and all(torch.equal(a, b) for a, b in zip(rest, full[2:]))
+    # Per sample, the draw depends on the sample's index only, not on its place in a batch.
+    by_index = {int(v[0, 0, 0]): float(v[0, 0, 0] % 1) for x in full for v in x}
+    regrouped = {int(v[0, 0, 0]): float(v[0, 0, 0] % 1) for x, _ in Loader(tmp_path, 5, **common) for v in x}
+    assert by_index == regrouped
 
 
 # ---- errors --------------------------------------------------------------------------
@@ -604,19 +755,19 @@ def test_gpu_loader_image_steps_on_the_cpu(tmp_path):
 
     rng = np.random.default_rng(3)
     paths = []
-    for k, ext in enumerate(["jpg", "ppm", "png.npy", "jpg"]):
+    for k, ext in enumerate(["jpg", "ppm", "png.npy", "jpg", "png"]):
         a = rng.integers(0, 256, (12 + k, 17, 3), dtype=np.uint8)
         p = tmp_path / f"{k}.{ext}"
         if ext.endswith("npy"):
             np.save(p, a)
         else:
-            Image.fromarray(a).save(p, format="JPEG" if ext == "jpg" else "PPM")
+            Image.fromarray(a).save(p, format={"jpg": "JPEG", "ppm": "PPM", "png": "PNG"}[ext])
         paths.append(str(p))
     setup = _decode.image_setup("cpu", "RGB")
     items = [_decode.read_image(p, setup) for p in paths]
     assert all(it.io is not None and it.io.nbytes == os.path.getsize(p) for it, p in zip(items, paths))
     imgs, errors, backends = _decode.decode_items(items, setup)
-    assert not errors and sum(backends.values()) == 4
+    assert not errors and sum(backends.values()) == 5 and backends == {"simplejpeg": 2, "gdsio-cpu": 2, "pillow": 1}
     for got, want in zip(imgs, gi.read(paths, device="cpu", mode="RGB")):
         assert torch.equal(got, want)
     (tmp_path / "bad.ppm").write_bytes(b"P6\n100000 100000\n255\n" + bytes(10))
@@ -631,6 +782,38 @@ def test_gpu_loader_image_steps_on_the_cpu(tmp_path):
     cut.write_bytes(data[: len(data) // 2])  # the scan cut: the header is whole
     imgs, errors, _ = _decode.decode_items([_decode.read_image(str(cut), setup), items[1]], setup)
     assert imgs[0] is None and imgs[1] is not None and "cut.jpg" in str(errors[0])
+
+
+def pillow_folder(root, exts=("png", "bmp", "gif", "tif", "webp"), per=3):
+    """An ImageFolder of the formats torchvision's ImageFolder takes besides JPEG:
+    one class per format, images of differing sizes."""
+    from PIL import Image
+
+    rng = np.random.default_rng(5)
+    for ext in exts:
+        (root / ext).mkdir(parents=True)
+        for i in range(per):
+            a = rng.integers(0, 256, (10 + i, 12 + 2 * i, 3), dtype=np.uint8)
+            im = Image.fromarray(a)
+            im.save(root / ext / f"{i}.{ext}", **({"lossless": True} if ext == "webp" else {}))
+    return root
+
+
+def test_an_image_folder_of_png_bmp_gif_tiff_webp(tmp_path):
+    import gdsio.transforms as F
+    from gdsio import image as gi
+    from gdsio.data import CenterCrop, Compose
+
+    root = pillow_folder(tmp_path)
+    loader = Loader(root, 4, device="cpu", transform=Compose([CenterCrop(10)]))
+    assert loader.kind == "image" and loader.classes == ["bmp", "gif", "png", "tif", "webp"]
+    got = list(loader)
+    x, y = torch.cat([x for x, _ in got]), torch.cat([y for _, y in got])
+    paths = sorted(str(p) for p in root.rglob("*.*"))
+    assert torch.equal(x, torch.stack([F.center_crop(t, [10, 10]) for t in gi.read(paths, device="cpu", mode="RGB")]))
+    assert y.tolist() == [k // 3 for k in range(15)]
+    st = loader.stats()
+    assert st.decode_backends == {"pillow": 15} and st.io_backends == {"posix": 15}
 
 
 def test_cache_stores_a_key_given_twice_once():

@@ -77,6 +77,48 @@ def test_cuda_batches_equal_cpu_batches(tmp_path, kind):
     assert set(st.io_backends) <= {"gds", "cufile", "cufile-compat", "pinned", "kvikio"} and st.bytes_read > 0
 
 
+def test_png_folder_on_the_gpu_equals_the_cpu(tmp_path):
+    """PNG, BMP, GIF, TIFF, WebP: Pillow on the host, uploaded on the loader's stream."""
+    from test_loader import pillow_folder
+
+    from gdsio.data import CenterCrop
+
+    root = pillow_folder(tmp_path)
+    gpu = Loader(root, 4, device="cuda", transform=Compose([CenterCrop(10)]), shuffle=True)
+    cpu = Loader(root, 4, device="cpu", transform=Compose([CenterCrop(10)]), shuffle=True)
+    g, c = batches(gpu), batches(cpu)
+    assert len(g) == len(c) == 4 and all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(g, c))
+    assert gpu.stats().decode_backends == {"pillow": 15}
+
+
+def test_dataset_items_on_the_device_equal_the_cpu(tmp_path):
+    from test_loader import pillow_folder
+
+    data = np.arange(6 * 12, dtype=np.int32).reshape(6, 3, 2, 2)
+    data.tofile(tmp_path / "r.bin")
+    raw = dict(kind="raw", record_shape=(3, 2, 2), record_dtype=torch.int32)
+    (tmp_path / "n").mkdir()
+    for src, kw in ((npy_folder(tmp_path / "n", n=6), {}), (tmp_path / "r.bin", raw),
+                    (pillow_folder(tmp_path / "p", exts=("png",)), {})):
+        g, c = Loader(src, 2, device="cuda", **kw).dataset, Loader(src, 2, device="cpu", **kw).dataset
+        for i in (0, len(c) - 1):
+            (gx, gy), (cx, cy) = g[i], c[i]
+            assert gx.is_cuda and gy == cy and torch.equal(gx.cpu(), cx)
+
+
+def test_a_foreign_transform_runs_per_sample_on_the_device(tmp_path):
+    from test_loader import FakeV2Resize, pillow_folder
+
+    root = pillow_folder(tmp_path, exts=("png", "jpg"))
+    tf = FakeV2Resize((8, 8))
+    g = batches(Loader(root, 4, device="cuda", transform=tf))
+    assert all(dev.startswith("cuda") and dtype == torch.uint8 and len(shape) == 3 for shape, dtype, dev in tf.calls)
+    c = batches(Loader(root, 4, device="cpu", transform=FakeV2Resize((8, 8))))
+    assert len(g) == len(c) and all(a[0].shape[1:] == (3, 8, 8) and torch.equal(a[1], b[1]) for a, b in zip(g, c))
+    png = [torch.equal(a[0][k], b[0][k]) for a, b in zip(g, c) for k in range(len(a[1])) if a[1][k] == 1]
+    assert png and all(png)  # PNG: the same pixels (the JPEG decoders may differ by an LSB)
+
+
 def test_jpeg_pipeline_on_the_gpu_matches_the_cpu_twin(tmp_path):
     jpeg_folder(tmp_path)
     kw = dict(shuffle=True, seed=2, transform=train_tf(torch.float32))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gdsio
-from gdsio._settings import parse_bytes
+from gdsio.config import parse_bytes
 
 
 def test_defaults_and_env(monkeypatch):
@@ -99,32 +99,33 @@ def test_settings_reach_the_read(make_file):
 def test_gds_precheck_without_opening_cufile(tmp_path, monkeypatch):
     """auto decides 'no true GDS' from nvidia-fs and cufile.json alone, so a
     machine without GDS never pays for (or logs from) a cuFile driver open."""
-    from gdsio import _libs, _sysinfo
+    from gdsio.platform import gds
 
     cfg = tmp_path / "cufile.json"
     monkeypatch.setenv("CUFILE_ENV_PATH_JSON", str(cfg))
     try:
         cfg.write_text('{ "properties": { "use_pci_p2pdma": false } }')
-        _libs.gds_impossible_reason.cache_clear()
-        if not _sysinfo.nvidia_fs_status()["loaded"]:
-            assert "nvidia-fs driver is not loaded" in _libs.gds_impossible_reason()
+        gds.gds_impossible_reason.cache_clear()
+        if not gds.nvidia_fs_status()["loaded"]:
+            assert "nvidia-fs driver is not loaded" in gds.gds_impossible_reason()
         cfg.write_text('{ // P2PDMA on\n "properties": { "use_pci_p2pdma": true } }')
-        _libs.gds_impossible_reason.cache_clear()
-        assert _libs.gds_impossible_reason() is None  # only cuFile itself can tell now
+        gds.gds_impossible_reason.cache_clear()
+        assert gds.gds_impossible_reason() is None  # only cuFile itself can tell now
     finally:
-        _libs.gds_impossible_reason.cache_clear()
+        gds.gds_impossible_reason.cache_clear()
 
 
 def test_auto_does_not_call_compat_mode_gds(monkeypatch):
     """With true GDS on the machine but O_DIRECT refused for this file, cuFile
     would serve it in compat mode: auto takes the pinned pipeline and says why."""
-    from gdsio import _libs
-    from gdsio import io as gio
-    from gdsio._buffers import Destination
+    from gdsio.io.backends import choose
+    from gdsio.io.buffers import Destination
+    from gdsio.io.readers import LocalReader
+    from gdsio.platform import gds, nvidia
 
-    class FakeFile:
+    class FakeFile(LocalReader):
         def __init__(self, refusal):
-            self.refusal, self.registered = refusal, 0
+            self.path, self.refusal, self.registered = "shard.bin", refusal, 0
 
         def register_cufile(self, device):
             self.registered += 1
@@ -132,18 +133,20 @@ def test_auto_does_not_call_compat_mode_gds(monkeypatch):
         def direct_io_refusal(self):
             return self.refusal
 
-    monkeypatch.setattr(_libs, "gds_impossible_reason", lambda: None)
-    monkeypatch.setattr(_libs, "cufile_state", lambda dev: {"driver_open": True, "true_gds": True, "reason": ""})
+    monkeypatch.setattr(nvidia, "cuda_unusable_reason", lambda: None)
+    monkeypatch.setattr(gds, "gds_impossible_reason", lambda: None)
+    monkeypatch.setattr(gds, "cufile_state", lambda dev: {"driver_open": True, "true_gds": True, "reason": ""})
     dest = Destination(1 << 20, 16, "cuda", 0, 0, None)
-    assert gio._plan("auto", dest, FakeFile("")) == ("cufile", "")
-    backend, why = gio._plan("auto", dest, FakeFile("tmpfs does not support O_DIRECT (EINVAL)"))
-    assert backend == "pinned" and "O_DIRECT is refused for this file (tmpfs" in why and "compat mode" in why
+    backend, why = choose("auto", FakeFile(""), dest)
+    assert (backend.name, why) == ("gds", "")
+    backend, why = choose("auto", FakeFile("tmpfs does not support O_DIRECT (EINVAL)"), dest)
+    assert backend.name == "pinned" and "O_DIRECT is refused for this file (tmpfs" in why and "compat mode" in why
     with pytest.raises(gdsio.BackendUnavailable, match="O_DIRECT is refused"):
-        gio._plan("gds", dest, FakeFile("tmpfs does not support O_DIRECT (EINVAL)"))
+        choose("gds", FakeFile("tmpfs does not support O_DIRECT (EINVAL)"), dest)
 
 
 def test_stream_handles():
-    from gdsio._buffers import stream_handle
+    from gdsio.io.buffers import stream_handle
 
     class TorchLike:
         cuda_stream = 0x7F00
@@ -164,11 +167,11 @@ def test_kvikio_gets_host_memory_as_a_buffer():
     torch CPU tensor does not offer: it gets a numpy view of the same bytes."""
     import torch
 
-    from gdsio import io as gio
-    from gdsio._buffers import resolve
+    from gdsio.io.buffers import resolve
+    from gdsio.io.kvikio import uint8_view
 
     t = torch.zeros(16, dtype=torch.float32)
-    v = gio._uint8_view(resolve(t), 4, 8)
+    v = uint8_view(resolve(t), 4, 8)
     assert isinstance(v, np.ndarray) and v.nbytes == 8
     v[:] = 1
     assert t.view(torch.uint8)[4:12].eq(1).all() and t.view(torch.uint8)[:4].eq(0).all()

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from gdsio import starvation
-from gdsio.data import Loader
-from gdsio.starvation import LoaderStats, Meter
+from gdsio.data import BatchLambda, Loader
+from gdsio.data.meter import LoaderStats, Meter
 
 
 @pytest.fixture
@@ -23,6 +23,7 @@ def folder(tmp_path):
     return tmp_path
 
 
+@BatchLambda  # once per batch (a plain callable would run per sample)
 def slow_transform(samples):
     time.sleep(0.03)
     return torch.stack(samples)
@@ -108,3 +109,71 @@ def test_meter_sums_and_bounds():
     assert s.passes[-1]["bytes_read"] == 151 and s.passes[-1]["samples"] == 16
     m.reset()
     assert m.snapshot().batches == 0
+
+
+def test_measure_takes_both_step_forms(folder):
+    """step_fn(batch) and step_fn(images, labels), the DataLoader habit."""
+    seen = {}
+
+    def whole(batch):
+        seen.setdefault("whole", type(batch).__name__)
+        images, labels = batch
+        return images.sum()
+
+    def parts(images, labels):
+        seen.setdefault("parts", (tuple(images.shape), labels.dtype))
+        return images.sum()
+
+    for fn in (whole, parts):
+        r = starvation.measure(fn, Loader(folder, 4, device="cpu"), steps=2, warmup=1)
+        assert r.steps == 2 and r.batch_size == 4
+    assert seen == {"whole": "tuple", "parts": ((4, 3, 8, 8), torch.int64)}
+
+
+def test_step_form_is_decided_from_the_signature():
+    batch = (torch.zeros(2, 1), torch.zeros(2, dtype=torch.int64))
+    calls = []
+
+    class Model:
+        def step(self, images, labels):
+            calls.append("method")
+
+    forms = {
+        "one": (lambda b: calls.append("one")),
+        "defaulted second": (lambda images, labels=None: calls.append(("defaulted", labels))),
+        "varargs": (lambda *a: calls.append(("varargs", len(a)))),
+        "method": Model().step,
+        "three with varargs": (lambda a, b, *rest: calls.append(("rest", len(rest)))),
+    }
+    for fn in forms.values():
+        starvation.step_caller(fn)(batch)
+    assert calls == ["one", ("defaulted", None), ("varargs", 1), "method", ("rest", 0)]
+
+
+def test_a_typeerror_inside_the_step_is_the_steps_own():
+    """The form is not guessed by catching TypeError: one raised inside the step
+    reaches the caller unchanged, after one call."""
+    calls = []
+
+    def step(images, labels):
+        calls.append(1)
+        raise TypeError("inside the step")
+
+    with pytest.raises(TypeError, match="^inside the step$"):
+        starvation.step_caller(step)((torch.zeros(1), torch.zeros(1)))
+    assert calls == [1]
+
+
+def test_steps_that_fit_no_form_are_refused_clearly(folder):
+    with pytest.raises(TypeError, match=r"step_fn\(\) takes no positional argument; measure calls step_fn\(batch\) "
+                                        r"or step_fn\(images, labels\)"):
+        starvation.measure(lambda: None, Loader(folder, 4, device="cpu"), steps=1)
+    with pytest.raises(TypeError, match="required keyword-only argument"):
+        starvation.step_caller(lambda batch, *, scaler: None)
+    with pytest.raises(TypeError, match="step_fn must be callable"):
+        starvation.step_caller("train")
+    three = starvation.step_caller(lambda images, labels, weights: None)
+    with pytest.raises(TypeError, match=r"takes a batch's 3 parts, .* the loader yields batches of 2 parts"):
+        three((torch.zeros(1), torch.zeros(1)))
+    with pytest.raises(TypeError, match="the loader yields a Tensor"):
+        starvation.step_caller(lambda images, labels: None)(torch.zeros(1))

@@ -1,4 +1,4 @@
-"""Tests of gdsio._sysinfo: real probes on this machine plus fake procfs/sysfs trees."""
+"""Tests of gdsio.platform: real probes on this machine plus fake procfs/sysfs trees."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gdsio import _sysinfo
+from gdsio.platform import filesystems, gds, machine, nvidia, pagecache
 
 HAS_DEV_SHM = os.path.isdir("/dev/shm")
 needs_dev_shm = pytest.mark.skipif(not HAS_DEV_SHM, reason="no /dev/shm on this machine")
@@ -44,7 +44,7 @@ MOUNTINFO = "\n".join([
 
 
 def test_parse_mountinfo_unescapes_and_skips_malformed_lines():
-    entries = _sysinfo.parse_mountinfo(MOUNTINFO)
+    entries = filesystems.parse_mountinfo(MOUNTINFO)
     assert len(entries) == 7
     fuse = entries[3]
     assert fuse.mount_point == "/gdsio-t/data/my disk\ttab"
@@ -64,7 +64,7 @@ def _escape_like_the_kernel(name: str) -> str:
 @given(st.text(st.characters(blacklist_categories=("Cs",)), min_size=1))
 def test_mountinfo_escapes_round_trip(name):
     line = f"50 27 0:60 / /mnt/{_escape_like_the_kernel(name)} rw - ext4 /dev/x rw\n"
-    [entry] = _sysinfo.parse_mountinfo("27 1 254:0 / / rw - ext4 /dev/vda rw\n" + line)[1:]
+    [entry] = filesystems.parse_mountinfo("27 1 254:0 / / rw - ext4 /dev/vda rw\n" + line)[1:]
     assert entry.mount_point == "/mnt/" + name
 
 
@@ -78,21 +78,21 @@ def test_mountinfo_escapes_round_trip(name):
 def test_filesystem_of_picks_longest_mount_prefix(tmp_path, path, mount_point, fs_type):
     mountinfo = tmp_path / "mountinfo"
     mountinfo.write_text(MOUNTINFO)
-    fs = _sysinfo.filesystem_of(path, mountinfo=str(mountinfo))
+    fs = filesystems.filesystem_of(path, mountinfo=str(mountinfo))
     assert (fs["path"], fs["mount_point"], fs["fs_type"], fs["reason"]) == (
         path, mount_point, fs_type, None)
 
 
 def test_filesystem_of_says_why_without_mountinfo(tmp_path):
-    fs = _sysinfo.filesystem_of("/", mountinfo=str(tmp_path / "missing"))
+    fs = filesystems.filesystem_of("/", mountinfo=str(tmp_path / "missing"))
     assert fs["fs_type"] is None
     assert "not readable" in fs["reason"]
 
 
 def test_filesystem_of_root_and_tmp_path(tmp_path):
-    root = _sysinfo.filesystem_of("/")
+    root = filesystems.filesystem_of("/")
     assert root["mount_point"] == "/" and root["fs_type"] and root["reason"] is None
-    here = _sysinfo.filesystem_of(str(tmp_path))
+    here = filesystems.filesystem_of(str(tmp_path))
     assert here["path"] == os.path.realpath(tmp_path)
     assert (here["path"] + "/").startswith(here["mount_point"].rstrip("/") + "/")
     assert here["fs_type"] and here["source"] and here["options"]
@@ -100,15 +100,15 @@ def test_filesystem_of_root_and_tmp_path(tmp_path):
 
 @needs_dev_shm
 def test_filesystem_of_dev_shm_is_tmpfs():
-    fs = _sysinfo.filesystem_of("/dev/shm")
+    fs = filesystems.filesystem_of("/dev/shm")
     assert (fs["mount_point"], fs["fs_type"]) == ("/dev/shm", "tmpfs")
 
 
 # --------------------------------------------------------------------------- O_DIRECT
 
 def test_o_direct_probe_on_directory_leaves_nothing_behind(tmp_path):
-    result = _sysinfo.o_direct_probe(str(tmp_path))
-    assert result["fs_type"] == _sysinfo.filesystem_of(str(tmp_path))["fs_type"]
+    result = filesystems.o_direct_probe(str(tmp_path))
+    assert result["fs_type"] == filesystems.filesystem_of(str(tmp_path))["fs_type"]
     if result["fs_type"] in ("ext4", "xfs", "btrfs"):  # block filesystems with direct I/O
         assert result == {"ok": True, "reason": None, "fs_type": result["fs_type"],
                           "path": str(tmp_path)}
@@ -120,14 +120,14 @@ def test_o_direct_probe_on_directory_leaves_nothing_behind(tmp_path):
 def test_o_direct_probe_on_file_and_missing_path(tmp_path):
     data = tmp_path / "f.bin"
     data.write_bytes(b"x" * 100)  # shorter than one block: the read is short, not an error
-    assert _sysinfo.o_direct_probe(str(data))["ok"] is _sysinfo.o_direct_probe(str(tmp_path))["ok"]
-    missing = _sysinfo.o_direct_probe(str(tmp_path / "nope"))
+    assert filesystems.o_direct_probe(str(data))["ok"] is filesystems.o_direct_probe(str(tmp_path))["ok"]
+    missing = filesystems.o_direct_probe(str(tmp_path / "nope"))
     assert missing["ok"] is False and "does not exist" in missing["reason"]
 
 
 @needs_dev_shm
 def test_o_direct_probe_on_tmpfs():
-    result = _sysinfo.o_direct_probe("/dev/shm")
+    result = filesystems.o_direct_probe("/dev/shm")
     assert result["fs_type"] == "tmpfs"
     if _kernel_at_least(6, 6):  # tmpfs gained O_DIRECT in Linux 6.6
         assert result["ok"] is True
@@ -145,9 +145,9 @@ def test_o_direct_refusal_is_explained(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "open", refusing_open)
     before = _open_fds()
-    result = _sysinfo.o_direct_probe(str(tmp_path))
+    result = filesystems.o_direct_probe(str(tmp_path))
     assert _open_fds() == before
-    fs_type = _sysinfo.filesystem_of(str(tmp_path))["fs_type"]
+    fs_type = filesystems.filesystem_of(str(tmp_path))["fs_type"]
     assert result["ok"] is False
     assert result["reason"] == (f"O_DIRECT refused by this filesystem ({fs_type}): "
                                 "[Errno 22] Invalid argument")
@@ -158,8 +158,8 @@ def test_o_direct_probe_in_unwritable_directory(tmp_path, monkeypatch):
     def no_mkstemp(*args, **kwargs):
         raise PermissionError(errno.EACCES, "Permission denied")
 
-    monkeypatch.setattr(_sysinfo.tempfile, "mkstemp", no_mkstemp)
-    result = _sysinfo.o_direct_probe(str(tmp_path))
+    monkeypatch.setattr(filesystems.tempfile, "mkstemp", no_mkstemp)
+    result = filesystems.o_direct_probe(str(tmp_path))
     assert result["ok"] is False and "not writable" in result["reason"]
 
 
@@ -170,15 +170,15 @@ def test_nvidia_fs_status_from_fake_proc(tmp_path):
     base.mkdir(parents=True)
     (base / "version").write_text("version: 2.17\n")
     (base / "stats").write_text("")
-    assert _sysinfo.nvidia_fs_status(str(tmp_path), str(tmp_path)) == {
+    assert gds.nvidia_fs_status(str(tmp_path), str(tmp_path)) == {
         "loaded": True, "version": "2.17", "stats_available": True, "reason": None}
 
 
 def test_nvidia_fs_status_when_absent(tmp_path):
-    status = _sysinfo.nvidia_fs_status(str(tmp_path), str(tmp_path))
+    status = gds.nvidia_fs_status(str(tmp_path), str(tmp_path))
     assert status["loaded"] is False and status["version"] is None
     assert "not loaded" in status["reason"]
-    real = _sysinfo.nvidia_fs_status()
+    real = gds.nvidia_fs_status()
     assert real["loaded"] is (os.path.exists("/proc/driver/nvidia-fs/version")
                               or os.path.isdir("/sys/module/nvidia_fs"))
 
@@ -190,16 +190,16 @@ def test_nvidia_fs_status_when_absent(tmp_path):
 ])
 def test_p2pdma_from_fake_boot_config(tmp_path, config, expected):
     (tmp_path / f"config-{platform.release()}").write_text(config)
-    result = _sysinfo.p2pdma_possible(boot_dir=str(tmp_path), proc_root=str(tmp_path))
+    result = gds.p2pdma_possible(boot_dir=str(tmp_path), proc_root=str(tmp_path))
     assert result["config_pci_p2pdma"] is expected
     assert result["config_source"] == str(tmp_path / f"config-{platform.release()}")
     assert (result["reason"] is None) is (expected and result["kernel_at_least_6_2"])
 
 
 def test_p2pdma_unknown_without_config_and_real_machine(tmp_path):
-    unknown = _sysinfo.p2pdma_possible(boot_dir=str(tmp_path), proc_root=str(tmp_path))
+    unknown = gds.p2pdma_possible(boot_dir=str(tmp_path), proc_root=str(tmp_path))
     assert unknown["config_pci_p2pdma"] is None and "not readable" in unknown["reason"]
-    real = _sysinfo.p2pdma_possible()
+    real = gds.p2pdma_possible()
     assert real["kernel"] == platform.release()
     assert real["config_pci_p2pdma"] in (True, False, None)
 
@@ -228,7 +228,7 @@ CUFILE_JSON = r"""
 
 @pytest.fixture
 def clean_cufile_env(monkeypatch):
-    for name in _sysinfo.CUFILE_ENV_VARS:
+    for name in gds.CUFILE_ENV_VARS:
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 
@@ -238,7 +238,7 @@ def test_cufile_json_with_comments_and_trailing_commas(tmp_path, clean_cufile_en
     path.write_text(CUFILE_JSON)
     clean_cufile_env.setenv("CUFILE_ENV_PATH_JSON", str(path))
     clean_cufile_env.setenv("CUFILE_FORCE_COMPAT_MODE", "true")
-    result = _sysinfo.cufile_json()
+    result = gds.cufile_json()
     assert result["error"] is None
     assert (result["path"], result["exists"]) == (str(path), True)
     assert result["settings"] == {"properties.allow_compat_mode": False,
@@ -249,7 +249,7 @@ def test_cufile_json_with_comments_and_trailing_commas(tmp_path, clean_cufile_en
 
 
 def test_relaxed_json_keeps_strings_intact():
-    config = _sysinfo._relaxed_json_loads(CUFILE_JSON)
+    config = gds._relaxed_json_loads(CUFILE_JSON)
     assert config["logging"]["dir"] == "/var/log//cufile"
     assert config["properties"]["note"] == 'a // in a string and a " quote /* not a comment */'
     assert config["properties"]["list"] == [1, 2, 3]
@@ -257,12 +257,12 @@ def test_relaxed_json_keeps_strings_intact():
 
 def test_cufile_json_missing_and_broken(tmp_path, clean_cufile_env):
     clean_cufile_env.setenv("CUFILE_ENV_PATH_JSON", str(tmp_path / "none.json"))
-    missing = _sysinfo.cufile_json()
+    missing = gds.cufile_json()
     assert (missing["exists"], missing["settings"], missing["error"]) == (False, {}, None)
     broken = tmp_path / "broken.json"
     broken.write_text('{"properties": {"allow_compat_mode": tru')
     clean_cufile_env.setenv("CUFILE_ENV_PATH_JSON", str(broken))
-    assert _sysinfo.cufile_json()["error"].startswith("JSONDecodeError")
+    assert gds.cufile_json()["error"].startswith("JSONDecodeError")
 
 
 # --------------------------------------------------------------------------- GPUs and PCIe
@@ -272,15 +272,15 @@ def test_cufile_json_missing_and_broken(tmp_path, clean_cufile_env):
     ("32.0 GT/s PCIe", 5), ("64.0 GT/s PCIe", 6), ("16 GT/s", 4), ("Unknown", None), (None, None),
 ])
 def test_pcie_gen_from_speed(speed, gen):
-    assert _sysinfo._pcie_gen(speed) == gen
+    assert machine._pcie_gen(speed) == gen
 
 
 def test_pcie_table_maths():
-    assert _sysinfo._link_gbps(4, 16) == 31.5  # the Gen4 x16 figure everyone quotes
-    assert _sysinfo._link_gbps(5, 16) == 63.01
-    assert _sysinfo._link_gbps(3, 8) == 7.88
-    assert _sysinfo._link_gbps(None, 16) is None and _sysinfo._link_gbps(4, 0) is None
-    assert sorted(_sysinfo.PCIE_GEN_BY_GTS.values()) == sorted(_sysinfo.PCIE_LANE_GBPS)
+    assert machine._link_gbps(4, 16) == 31.5  # the Gen4 x16 figure everyone quotes
+    assert machine._link_gbps(5, 16) == 63.01
+    assert machine._link_gbps(3, 8) == 7.88
+    assert machine._link_gbps(None, 16) is None and machine._link_gbps(4, 0) is None
+    assert sorted(machine.PCIE_GEN_BY_GTS.values()) == sorted(machine.PCIE_LANE_GBPS)
 
 
 def _fake_gpu_tree(root, bdf_dir, bus_location, speeds):
@@ -302,7 +302,7 @@ def test_gpus_from_fake_procfs_and_sysfs(tmp_path):
     (tmp_path / "proc" / "driver" / "nvidia" / "version").write_text(
         "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.86.15  Release Build  "
         "(dvs-builder@U16-I2-C03-12-4)  Thu Jan 23 00:00:00 UTC 2025\nGCC version:  gcc 12\n")
-    found = _sysinfo.gpus(str(tmp_path / "proc"), str(tmp_path / "sys"))
+    found = machine.gpus(str(tmp_path / "proc"), str(tmp_path / "sys"))
     assert len(found) == 1
     gpu = found[0]
     assert (gpu["bdf"], gpu["model"], gpu["uuid"], gpu["device_minor"]) == (
@@ -311,7 +311,7 @@ def test_gpus_from_fake_procfs_and_sysfs(tmp_path):
     assert (pcie["current_gen"], pcie["current_link_width"], pcie["current_gbps"]) == (1, 16, 4.0)
     assert (pcie["max_gen"], pcie["max_link_width"], pcie["max_gbps"]) == (5, 16, 63.01)
     assert pcie["max_link_speed"] == "32.0 GT/s PCIe" and pcie["reason"] is None
-    assert _sysinfo.driver_version(str(tmp_path / "proc"), str(tmp_path / "sys")) == "570.86.15"
+    assert machine.driver_version(str(tmp_path / "proc"), str(tmp_path / "sys")) == "570.86.15"
 
 
 def test_gpus_old_bus_location_and_missing_sysfs(tmp_path):
@@ -319,22 +319,22 @@ def test_gpus_old_bus_location_and_missing_sysfs(tmp_path):
     _fake_gpu_tree(tmp_path, "0", "0000:1a.00.0", {})
     (tmp_path / "proc" / "driver" / "nvidia" / "version").write_text(
         "NVRM version: NVIDIA UNIX x86_64 Kernel Module  384.81  Wed Aug 17 22:24:07 PDT 2016\n")
-    [gpu] = _sysinfo.gpus(str(tmp_path / "proc"), str(tmp_path / "sys"))
+    [gpu] = machine.gpus(str(tmp_path / "proc"), str(tmp_path / "sys"))
     assert gpu["bdf"] == "0000:1a:00.0"
     assert gpu["pcie"]["max_gen"] is None and "no PCIe link" in gpu["pcie"]["reason"]
-    assert _sysinfo.driver_version(str(tmp_path / "proc"), str(tmp_path / "sys")) == "384.81"
+    assert machine.driver_version(str(tmp_path / "proc"), str(tmp_path / "sys")) == "384.81"
 
 
 def test_no_gpus_without_driver(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi either
-    _sysinfo._nvidia_smi.cache_clear()
+    machine._nvidia_smi.cache_clear()
     try:
-        assert _sysinfo.gpus(str(tmp_path), str(tmp_path)) == []
-        assert _sysinfo.driver_version(str(tmp_path), str(tmp_path)) is None
+        assert machine.gpus(str(tmp_path), str(tmp_path)) == []
+        assert machine.driver_version(str(tmp_path), str(tmp_path)) is None
         if not os.path.isdir("/proc/driver/nvidia/gpus"):
-            assert _sysinfo.gpus() == [] and _sysinfo.driver_version() is None
+            assert machine.gpus() == [] and machine.driver_version() is None
     finally:
-        _sysinfo._nvidia_smi.cache_clear()
+        machine._nvidia_smi.cache_clear()
 
 
 def test_gpus_from_nvidia_smi_without_procfs(tmp_path, monkeypatch):
@@ -344,27 +344,27 @@ def test_gpus_from_nvidia_smi_without_procfs(tmp_path, monkeypatch):
     smi.write_text("#!/bin/sh\necho '00000000:1A:00.0, NVIDIA H200, GPU-abc, 580.65.06, 1, 5, 16, 16'\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", str(smi.parent))
-    _sysinfo._nvidia_smi.cache_clear()
+    machine._nvidia_smi.cache_clear()
     try:
-        (g,) = _sysinfo._gpus_from_smi(str(tmp_path / "sys"))
+        (g,) = machine._gpus_from_smi(str(tmp_path / "sys"))
         assert g["bdf"] == "0000:1a:00.0" and g["model"] == "NVIDIA H200" and g["source"] == "nvidia-smi"
         p = g["pcie"]
         assert (p["current_gen"], p["max_gen"], p["max_link_width"], p["reason"]) == (1, 5, 16, None)
         assert p["max_gbps"] == round(3.938 * 16, 2)
         # A fake tree never asks this machine's nvidia-smi; the real one does where the driver's nodes are missing.
-        assert _sysinfo.gpus(str(tmp_path / "proc"), str(tmp_path / "sys")) == []
-        assert _sysinfo.driver_version(str(tmp_path / "proc"), str(tmp_path / "sys")) is None
+        assert machine.gpus(str(tmp_path / "proc"), str(tmp_path / "sys")) == []
+        assert machine.driver_version(str(tmp_path / "proc"), str(tmp_path / "sys")) is None
         if not os.path.exists("/proc/driver/nvidia") and not os.path.exists("/sys/module/nvidia"):
-            assert _sysinfo.driver_version() == "580.65.06"
-            assert [g["model"] for g in _sysinfo.gpus()] == ["NVIDIA H200"]
+            assert machine.driver_version() == "580.65.06"
+            assert [g["model"] for g in machine.gpus()] == ["NVIDIA H200"]
     finally:
-        _sysinfo._nvidia_smi.cache_clear()
+        machine._nvidia_smi.cache_clear()
 
 
 # --------------------------------------------------------------------------- host
 
 def test_cpu_info():
-    info = _sysinfo.cpu_info()
+    info = machine.cpu_info()
     assert info["logical_cpus"] == os.cpu_count()
     assert 1 <= info["usable_cpus"] <= info["logical_cpus"]
     assert info["mem_total_bytes"] > 0
@@ -382,10 +382,10 @@ def _write_and_read(path, nbytes):
 def test_page_cache_evict_on_disk_file(tmp_path):
     data = tmp_path / "cold.bin"
     _write_and_read(data, 8 << 20)
-    assert _sysinfo.resident_fraction(str(data)) > 0.9
+    assert pagecache.resident_fraction(str(data)) > 0.9
     # fadvise(DONTNEED) after fsync drops the pages on ext4/xfs, the filesystems here.
-    assert _sysinfo.evict(str(data)) is True
-    assert _sysinfo.resident_fraction(str(data)) < _sysinfo.EVICTED_BELOW
+    assert pagecache.evict(str(data)) is True
+    assert pagecache.resident_fraction(str(data)) < pagecache.EVICTED_BELOW
 
 
 @needs_dev_shm
@@ -394,8 +394,8 @@ def test_page_cache_evict_says_no_on_tmpfs():
     try:
         with open(shm, "wb") as f:
             f.write(os.urandom(1 << 20))
-        assert _sysinfo.evict(shm) is False  # tmpfs pages are the file: they can't be dropped
-        assert _sysinfo.resident_fraction(shm) > 0.9
+        assert pagecache.evict(shm) is False  # tmpfs pages are the file: they can't be dropped
+        assert pagecache.resident_fraction(shm) > 0.9
     finally:
         os.unlink(shm)
 
@@ -403,26 +403,26 @@ def test_page_cache_evict_says_no_on_tmpfs():
 def test_resident_fraction_maps_big_files_in_windows(tmp_path, monkeypatch):
     data = tmp_path / "odd.bin"
     _write_and_read(data, (3 << 20) + 100)  # a partial last page and window
-    whole = _sysinfo.resident_fraction(str(data))
-    monkeypatch.setattr(_sysinfo, "_MAP_WINDOW", 1 << 20)
-    assert _sysinfo.resident_fraction(str(data)) == whole > 0.9
-    assert _sysinfo.evict(str(data)) is True
+    whole = pagecache.resident_fraction(str(data))
+    monkeypatch.setattr(pagecache, "_MAP_WINDOW", 1 << 20)
+    assert pagecache.resident_fraction(str(data)) == whole > 0.9
+    assert pagecache.evict(str(data)) is True
 
 
 def test_page_cache_edge_cases(tmp_path):
     empty = tmp_path / "empty"
     empty.write_bytes(b"")
-    assert _sysinfo.resident_fraction(str(empty)) == 0.0
-    assert _sysinfo.resident_fraction(str(tmp_path / "missing")) is None
-    assert _sysinfo.evict(str(tmp_path / "missing")) is False
-    assert _sysinfo.resident_fraction(str(tmp_path)) is None  # a directory can't be mapped
+    assert pagecache.resident_fraction(str(empty)) == 0.0
+    assert pagecache.resident_fraction(str(tmp_path / "missing")) is None
+    assert pagecache.evict(str(tmp_path / "missing")) is False
+    assert pagecache.resident_fraction(str(tmp_path)) is None  # a directory can't be mapped
 
 
 def test_page_cache_leaves_no_mapping(tmp_path):
     data = tmp_path / "mapped-once.bin"
     _write_and_read(data, 1 << 20)
-    _sysinfo.resident_fraction(str(data))
-    _sysinfo.evict(str(data))
+    pagecache.resident_fraction(str(data))
+    pagecache.evict(str(data))
     with open("/proc/self/maps") as f:
         assert str(data) not in f.read()
 
@@ -430,17 +430,17 @@ def test_page_cache_leaves_no_mapping(tmp_path):
 # --------------------------------------------------------------------------- packages and libraries
 
 def test_python_packages(monkeypatch):
-    versions = _sysinfo.python_packages()
+    versions = machine.python_packages()
     assert {"torch", "numpy", "cupy", "kvikio", "cuda-pathfinder", "nvidia-cufile",
             "nvidia-cufile-cu12", "nvidia-nvjpeg", "nvidia-nvjpeg-cu12", "pillow"} <= set(versions)
     assert versions["numpy"] == numpy.__version__
-    monkeypatch.setitem(_sysinfo._PACKAGES, "ghost", ("gdsio-no-such-distribution",))
-    assert _sysinfo.python_packages()["ghost"] is None
+    monkeypatch.setitem(machine._PACKAGES, "ghost", ("gdsio-no-such-distribution",))
+    assert machine.python_packages()["ghost"] is None
 
 
 def test_find_nvidia_lib_rejects_unknown_name():
     with pytest.raises(ValueError, match="name must be one of"):
-        _sysinfo.find_nvidia_lib("cublas")
+        nvidia.find_nvidia_lib("cublas")
 
 
 def _mapped_text() -> str:
@@ -448,11 +448,11 @@ def _mapped_text() -> str:
         return f.read()
 
 
-@pytest.mark.parametrize("name", sorted(_sysinfo.NVIDIA_LIBS))
+@pytest.mark.parametrize("name", sorted(nvidia.NVIDIA_LIBS))
 def test_find_nvidia_lib_on_this_machine_does_not_load(name):
-    sonames = _sysinfo.NVIDIA_LIBS[name].sonames
+    sonames = nvidia.NVIDIA_LIBS[name].sonames
     loaded_before = any(s in _mapped_text() for s in sonames)
-    result = _sysinfo.find_nvidia_lib(name)
+    result = nvidia.find_nvidia_lib(name)
     assert set(result) == {"name", "found", "path", "how", "reason"}
     assert result["found"] is (result["path"] is not None) is (result["reason"] is None)
     if result["found"]:
@@ -469,7 +469,7 @@ def no_pathfinder(monkeypatch):
     for module in ("cuda", "cuda.pathfinder", "cuda.pathfinder._dynamic_libs.lib_descriptor",
                    "cuda.pathfinder._dynamic_libs.search_steps"):
         monkeypatch.setitem(sys.modules, module, None)
-    monkeypatch.setattr(_sysinfo, "_loader_cache", dict)
+    monkeypatch.setattr(nvidia, "_loader_cache", dict)
     monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
     return monkeypatch
 
@@ -482,27 +482,27 @@ def _touch(path):
 def test_find_nvidia_lib_in_wheel_layouts(tmp_path, no_pathfinder):
     _touch(tmp_path / "nvidia" / "cu13" / "lib" / "libcufile.so.0")
     _touch(tmp_path / "nvidia" / "nvjpeg" / "lib" / "libnvjpeg.so.12")  # the CUDA 12 wheel
-    no_pathfinder.setattr(_sysinfo, "_site_packages_dirs", lambda: [str(tmp_path)])
-    assert _sysinfo.find_nvidia_lib("cufile") == {
+    no_pathfinder.setattr(nvidia, "_site_packages_dirs", lambda: [str(tmp_path)])
+    assert nvidia.find_nvidia_lib("cufile") == {
         "name": "cufile", "found": True, "how": "site-packages", "reason": None,
         "path": str(tmp_path / "nvidia" / "cu13" / "lib" / "libcufile.so.0")}
-    nvjpeg = _sysinfo.find_nvidia_lib("nvjpeg")
+    nvjpeg = nvidia.find_nvidia_lib("nvjpeg")
     assert nvjpeg["path"] == str(tmp_path / "nvidia" / "nvjpeg" / "lib" / "libnvjpeg.so.12")
 
 
 def test_find_nvidia_lib_on_ld_library_path(tmp_path, no_pathfinder):
     _touch(tmp_path / "libnvjpeg.so.13")
-    no_pathfinder.setattr(_sysinfo, "_site_packages_dirs", lambda: [])
+    no_pathfinder.setattr(nvidia, "_site_packages_dirs", lambda: [])
     no_pathfinder.setenv("LD_LIBRARY_PATH", f"/gdsio-no-such-dir:{tmp_path}")
-    result = _sysinfo.find_nvidia_lib("nvjpeg")
+    result = nvidia.find_nvidia_lib("nvjpeg")
     assert (result["how"], result["path"]) == ("system", str(tmp_path / "libnvjpeg.so.13"))
 
 
 def test_find_nvidia_lib_says_why_not(no_pathfinder):
-    no_pathfinder.setattr(_sysinfo, "_site_packages_dirs", lambda: [])
-    no_pathfinder.setitem(_sysinfo.NVIDIA_LIBS, "cufile", _sysinfo.NvidiaLib(
+    no_pathfinder.setattr(nvidia, "_site_packages_dirs", lambda: [])
+    no_pathfinder.setitem(nvidia.NVIDIA_LIBS, "cufile", nvidia.NvidiaLib(
         ("libgdsio-absent.so.0",), ("nvidia/cu13/lib",), "nvidia-cufile"))
-    result = _sysinfo.find_nvidia_lib("cufile")
+    result = nvidia.find_nvidia_lib("cufile")
     assert result["found"] is False and result["how"] is None
     assert "libgdsio-absent.so.0 not found" in result["reason"]
     assert "cuda-pathfinder is not installed" in result["reason"]
@@ -523,8 +523,8 @@ def fake_public_pathfinder(tmp_path, monkeypatch):
     for key in saved:
         del sys.modules[key]
     monkeypatch.syspath_prepend(str(tmp_path / "fakepf"))
-    monkeypatch.setattr(_sysinfo, "_site_packages_dirs", lambda: [])
-    monkeypatch.setattr(_sysinfo, "_loader_cache", dict)
+    monkeypatch.setattr(nvidia, "_site_packages_dirs", lambda: [])
+    monkeypatch.setattr(nvidia, "_loader_cache", dict)
     yield
     for key in [k for k in sys.modules if k == "cuda" or k.startswith("cuda.")]:
         del sys.modules[key]
@@ -532,9 +532,9 @@ def fake_public_pathfinder(tmp_path, monkeypatch):
 
 
 def test_find_nvidia_lib_uses_public_pathfinder_api(fake_public_pathfinder):
-    assert _sysinfo.find_nvidia_lib("cufile")["path"] == "/opt/fake/libcufile.so"
-    assert _sysinfo.find_nvidia_lib("cufile")["how"] == "cuda-pathfinder"
-    nvjpeg = _sysinfo.find_nvidia_lib("nvjpeg")
+    assert nvidia.find_nvidia_lib("cufile")["path"] == "/opt/fake/libcufile.so"
+    assert nvidia.find_nvidia_lib("cufile")["how"] == "cuda-pathfinder"
+    nvjpeg = nvidia.find_nvidia_lib("nvjpeg")
     if not nvjpeg["found"]:
         assert "Failure finding libnvjpeg.so.13" in nvjpeg["reason"]
 
@@ -542,19 +542,19 @@ def test_find_nvidia_lib_uses_public_pathfinder_api(fake_public_pathfinder):
 # --------------------------------------------------------------------------- no leaks, JSON
 
 @pytest.mark.parametrize("probe", [
-    _sysinfo.filesystem_of,
-    _sysinfo.o_direct_probe,
-    lambda p: _sysinfo.o_direct_probe(os.path.join(p, "data.bin")),
-    lambda p: _sysinfo.resident_fraction(os.path.join(p, "data.bin")),
-    lambda p: _sysinfo.evict(os.path.join(p, "data.bin")),
-    lambda p: _sysinfo.nvidia_fs_status(),
-    lambda p: _sysinfo.p2pdma_possible(),
-    lambda p: _sysinfo.cufile_json(),
-    lambda p: _sysinfo.gpus(),
-    lambda p: _sysinfo.cpu_info(),
-    lambda p: _sysinfo.python_packages(),
-    lambda p: [_sysinfo.find_nvidia_lib(n) for n in _sysinfo.NVIDIA_LIBS],
-    _sysinfo.describe_machine,
+    filesystems.filesystem_of,
+    filesystems.o_direct_probe,
+    lambda p: filesystems.o_direct_probe(os.path.join(p, "data.bin")),
+    lambda p: pagecache.resident_fraction(os.path.join(p, "data.bin")),
+    lambda p: pagecache.evict(os.path.join(p, "data.bin")),
+    lambda p: gds.nvidia_fs_status(),
+    lambda p: gds.p2pdma_possible(),
+    lambda p: gds.cufile_json(),
+    lambda p: machine.gpus(),
+    lambda p: machine.cpu_info(),
+    lambda p: machine.python_packages(),
+    lambda p: [nvidia.find_nvidia_lib(n) for n in nvidia.NVIDIA_LIBS],
+    machine.describe_machine,
 ], ids=["filesystem_of", "o_direct_dir", "o_direct_file", "resident_fraction", "evict",
         "nvidia_fs", "p2pdma", "cufile_json", "gpus", "cpu_info", "packages", "find_libs",
         "describe_machine"])
@@ -567,10 +567,10 @@ def test_probes_leak_no_fds(tmp_path, probe):
 
 
 def test_describe_machine_is_json(tmp_path):
-    report = _sysinfo.describe_machine(str(tmp_path))
+    report = machine.describe_machine(str(tmp_path))
     assert json.loads(json.dumps(report)) == report
     assert set(report) == {"cpu", "driver_version", "gpus", "nvidia_fs", "p2pdma", "cufile_json",
                            "python_packages", "nvidia_libs", "storage"}
     assert report["storage"]["filesystem"]["path"] == os.path.realpath(tmp_path)
     assert report["storage"]["o_direct"]["fs_type"] == report["storage"]["filesystem"]["fs_type"]
-    assert "storage" not in _sysinfo.describe_machine()
+    assert "storage" not in machine.describe_machine()

@@ -1,5 +1,6 @@
-// gdsio._core file-list reads (gdsio/io.py read_many, read's small-file path,
-// the raw loader). The GIL is released around all file work.
+// gdsio._core file-list reads (gdsio/io/many.py read_many, read's small-file
+// path, the raw loader). The GIL is released around all file work. Paths are
+// str, bytes or os.PathLike, as open() takes them.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -9,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bindings/paths.hpp"
 #include "bindings/registry.hpp"
 #include "io/many_files.hpp"
 
@@ -18,19 +20,26 @@ using namespace gdsio;
 GDSIO_EXPORT(files) {
   m.def(
       "file_sizes",
-      [](const std::vector<std::string>& paths, std::size_t threads) {
+      [](const py::sequence& names, std::size_t threads) {
+        std::vector<std::string> paths;
+        paths.reserve(names.size());
+        for (const auto& p : names) paths.push_back(bindings::fs_path(p));
         py::gil_scoped_release nogil;
         return file_sizes(paths, threads);
       },
       py::arg("paths"), py::kw_only(), py::arg("threads"), "The byte size of every path (stat, in parallel).");
 
-  using Req = std::tuple<std::string, std::uintptr_t, std::uint64_t, std::uint64_t>;
   m.def(
       "read_paths",
-      [](const std::vector<Req>& reqs, std::size_t threads) {
+      [](const py::sequence& reqs, std::size_t threads) {
         std::vector<PathRead> reads;
         reads.reserve(reqs.size());
-        for (const auto& [path, dst, size, off] : reqs) reads.push_back(PathRead{path, reinterpret_cast<void*>(dst), size, off});
+        for (const auto& item : reqs) {
+          const auto r = item.cast<py::tuple>();
+          if (r.size() != 4) throw py::value_error("reads: each entry is (path, dst_ptr, size, file_offset)");
+          reads.push_back(PathRead{bindings::fs_path(r[0]), reinterpret_cast<void*>(r[1].cast<std::uintptr_t>()),
+                                   r[2].cast<std::uint64_t>(), r[3].cast<std::uint64_t>()});
+        }
         py::gil_scoped_release nogil;
         return read_paths(reads, threads);
       },
@@ -39,7 +48,8 @@ GDSIO_EXPORT(files) {
 
   m.def(
       "read_whole_file",
-      [](const std::string& path, std::uint64_t max_bytes) -> py::object {
+      [](const py::object& name, std::uint64_t max_bytes) -> py::object {
+        const std::string path = bindings::fs_path(name);
         void* data = nullptr;
         std::uint64_t n;
         {

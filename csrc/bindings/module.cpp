@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "bindings/paths.hpp"
 #include "bindings/registry.hpp"
 
 #include "core/cuda_rt.hpp"
@@ -30,6 +31,14 @@ namespace {
 // made on first use by a cuFile read. A read holds its own references, so a
 // close() from another thread while it runs frees nothing under it: the file
 // goes when the last read ends.
+// Messages and paths as Python's os.fsdecode makes them: a file name that is
+// not UTF-8 comes back as the str (with surrogate escapes) the caller passed.
+py::object fs_text(const std::string& text) {
+  return py::reinterpret_steal<py::object>(PyUnicode_DecodeFSDefaultAndSize(text.data(), static_cast<Py_ssize_t>(text.size())));
+}
+
+using bindings::fs_path;  // str or bytes: the file system's bytes
+
 class PyFile {
  public:
   explicit PyFile(const std::string& path) : f_(std::make_shared<FileHandle>(path)) {}
@@ -118,26 +127,32 @@ PYBIND11_MODULE(_core, m) {
       if (p) std::rethrow_exception(p);
     } catch (const OsError& e) {
       // OSError(errno, strerror, filename) picks the subclass from errno.
-      py::object exc = py::reinterpret_borrow<py::object>(PyExc_OSError)(e.error_number(), e.what(), e.path());
+      py::object exc = py::reinterpret_borrow<py::object>(PyExc_OSError)(e.error_number(), fs_text(e.what()),
+                                                                          fs_text(e.path()));
       PyErr_SetObject(PyExc_OSError, exc.ptr());
     } catch (const ValueError& e) {
-      PyErr_SetString(PyExc_ValueError, e.what());
+      PyErr_SetObject(PyExc_ValueError, fs_text(e.what()).ptr());
     } catch (const Unavailable& e) {
-      PyErr_SetString(unavailable.ptr(), e.what());
+      PyErr_SetObject(unavailable.ptr(), fs_text(e.what()).ptr());
     } catch (const CudaError& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what());
+      PyErr_SetObject(PyExc_RuntimeError, fs_text(e.what()).ptr());
     }
   });
 
   py::class_<PyFile>(m, "File")
-      .def(py::init<const std::string&>(), py::arg("path"), py::call_guard<py::gil_scoped_release>())
+      .def(py::init([](const py::object& path) {
+             std::string p = fs_path(path);
+             py::gil_scoped_release nogil;
+             return std::make_unique<PyFile>(p);
+           }),
+           py::arg("path"))
       .def("size", [](PyFile& f) { return f.file()->size(); })
       .def("close", &PyFile::close)
       .def("register_cufile", [](PyFile& f, int device) { f.cufile(device); }, py::arg("device"),
            py::call_guard<py::gil_scoped_release>(),
            "Registers the file with cuFile (O_DIRECT when the file system allows it).")
       .def_property_readonly("closed", &PyFile::closed)
-      .def_property_readonly("path", [](PyFile& f) { return f.file()->path(); })
+      .def_property_readonly("path", [](PyFile& f) { return fs_text(f.file()->path()); })
       .def("direct_io_refusal", [](PyFile& f) {
         const auto h = f.file();
         h->direct_fd();

@@ -96,6 +96,7 @@ ResizeSpec make_spec(int channels, int out_h, int out_w, const std::string& filt
 
 GDSIO_EXPORT(transforms) {
   m.attr("tf_max_images_per_launch") = kMaxImagesPerLaunch;
+  m.attr("tf_max_pad_fill") = kMaxPadFill;
 
   m.def(
       "tf_resize_workspace_bytes",
@@ -206,4 +207,52 @@ GDSIO_EXPORT(transforms) {
       py::arg("src"), py::arg("out"), py::kw_only(), py::arg("rows"), py::arg("width"), py::arg("elem_size"),
       py::arg("device") = -1, py::arg("stream") = 0, py::arg("threads") = 1,
       "Mirrors contiguous rows of `width` elements left-right.");
+
+  m.def(
+      "tf_vflip",
+      [](std::uintptr_t in, std::uintptr_t out, std::int64_t planes, std::int64_t height, std::int64_t width,
+         int elem_size, int device, std::uintptr_t stream, std::size_t threads) {
+        py::gil_scoped_release nogil;
+        if (device < 0)
+          vflip_cpu(in, out, planes, height, width, elem_size, threads);
+        else
+          vflip_cuda(in, out, planes, height, width, elem_size, device, stream);
+      },
+      py::arg("src"), py::arg("out"), py::kw_only(), py::arg("planes"), py::arg("height"), py::arg("width"),
+      py::arg("elem_size"), py::arg("device") = -1, py::arg("stream") = 0, py::arg("threads") = 1,
+      "Mirrors contiguous (planes, height, width) top-bottom.");
+
+  m.def(
+      "tf_pad",
+      [](std::uintptr_t in, std::uintptr_t out, std::int64_t planes, int channels, std::int64_t height,
+         std::int64_t width, int elem_size, std::int64_t left, std::int64_t top, std::int64_t right,
+         std::int64_t bottom, const std::string& mode, const std::vector<std::uint64_t>& fill, int device,
+         std::uintptr_t stream, std::size_t threads) {
+        PadSpec s;
+        s.planes = planes;
+        s.channels = channels;
+        s.elem_size = elem_size;
+        s.rows = PadAxis{height, top, bottom};
+        s.cols = PadAxis{width, left, right};
+        if (mode == "constant") s.mode = PadMode::kConstant;
+        else if (mode == "edge") s.mode = PadMode::kEdge;
+        else if (mode == "reflect") s.mode = PadMode::kReflect;
+        else if (mode == "symmetric") s.mode = PadMode::kSymmetric;
+        else throw ValueError("padding_mode: '" + mode + "' is not constant, edge, reflect or symmetric");
+        GDSIO_EXPECT(!fill.empty() && fill.size() <= (std::size_t)kMaxPadFill, ValueError, "fill: 1 to ",
+                     kMaxPadFill, " values, got ", fill.size());
+        s.fill_count = (std::int32_t)fill.size();
+        for (std::size_t i = 0; i < fill.size(); ++i) s.fill[i] = fill[i];
+        check_pad(s);
+        py::gil_scoped_release nogil;
+        if (device < 0)
+          pad_cpu(in, out, s, threads);
+        else
+          pad_cuda(in, out, s, device, stream);
+      },
+      py::arg("src"), py::arg("out"), py::kw_only(), py::arg("planes"), py::arg("channels"), py::arg("height"),
+      py::arg("width"), py::arg("elem_size"), py::arg("left"), py::arg("top"), py::arg("right"), py::arg("bottom"),
+      py::arg("mode"), py::arg("fill"), py::arg("device") = -1, py::arg("stream") = 0, py::arg("threads") = 1,
+      "Pads contiguous (planes, height, width) into (planes, height', width'); negative padding crops; fill "
+      "holds the fill's bits per channel (or one for all).");
 }

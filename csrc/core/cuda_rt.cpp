@@ -11,7 +11,10 @@ CudaStatus cuda_status() {
   cudaError_t e = cudaGetDeviceCount(&s.device_count);
   if (e != cudaSuccess) {
     s.device_count = 0;
-    s.error = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+    // Without a driver every runtime call fails with cudaErrorInsufficientDriver, a
+    // consequence that would read as a second cause: name the one cause.
+    s.error = s.driver_version == 0 ? std::string(kNoDriver)
+                                    : std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
     (void)cudaGetLastError();
   } else if (s.device_count == 0) {
     s.error = "no CUDA device is visible";

@@ -37,6 +37,9 @@ constexpr bool built_with_cuda() {
                     "reinstall with the CUDA toolkit on PATH for GPU reads");
 }
 
+// What cudaDriverGetVersion reporting 0 means; the one cause given when no driver is installed.
+inline constexpr const char* kNoDriver = "no NVIDIA driver is installed (libcuda.so.1 not found)";
+
 struct CudaStatus {
   int device_count = 0;
   int runtime_version = 0;  // of the statically linked cudart

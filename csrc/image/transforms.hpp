@@ -1,8 +1,10 @@
 // Image transforms: resize (Pillow- or OpenCV-exact), the fused
-// crop-flip-resize-normalize step, to_dtype, normalize and hflip. Each comes
+// crop-flip-resize-normalize step, to_dtype, normalize, hflip, vflip, pad and
+// the colour ops (brightness, contrast, saturation, hue). Each comes
 // as a CPU function (gdsio's thread pool) and a CUDA launcher with the same
 // arguments plus a device index and a stream; both share the arithmetic of
-// resample.hpp, so the CPU path is the GPU path's oracle. No CUDA syntax here.
+// resample.hpp, color.hpp and pad.hpp, so the CPU path is the GPU path's
+// oracle. No CUDA syntax here.
 //
 // Images are uint8 (C, H, W) planes addressed by pointer and strides, so a
 // crop is a pointer offset, and a batch is any list of them. Outputs are
@@ -13,6 +15,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "image/color.hpp"
+#include "image/pad.hpp"
 #include "image/resample.hpp"
 
 namespace gdsio::image {
@@ -79,11 +83,37 @@ void normalize_cpu(std::uintptr_t in, std::uintptr_t out, const NormalizeSpec& s
 void normalize_cuda(std::uintptr_t in, std::uintptr_t out, const NormalizeSpec& spec, int device,
                     std::uintptr_t stream);
 
-// hflip over contiguous rows of `width` elements of `elem_size` bytes (1, 2 or 4).
+// hflip over contiguous rows of `width` elements of `elem_size` bytes (1, 2, 4 or 8).
 void hflip_cpu(std::uintptr_t in, std::uintptr_t out, std::int64_t rows, std::int64_t width, int elem_size,
                std::size_t threads);
 void hflip_cuda(std::uintptr_t in, std::uintptr_t out, std::int64_t rows, std::int64_t width, int elem_size,
                 int device, std::uintptr_t stream);
+
+// vflip over contiguous (planes, height, width) of `elem_size` bytes (1, 2, 4 or 8).
+void vflip_cpu(std::uintptr_t in, std::uintptr_t out, std::int64_t planes, std::int64_t height, std::int64_t width,
+               int elem_size, std::size_t threads);
+void vflip_cuda(std::uintptr_t in, std::uintptr_t out, std::int64_t planes, std::int64_t height, std::int64_t width,
+                int elem_size, int device, std::uintptr_t stream);
+
+// pad (pad.hpp): checks the spec, throwing gdsio::ValueError naming the problem.
+void check_pad(const PadSpec& spec);
+void pad_cpu(std::uintptr_t in, std::uintptr_t out, const PadSpec& spec, std::size_t threads);
+void pad_cuda(std::uintptr_t in, std::uintptr_t out, const PadSpec& spec, int device, std::uintptr_t stream);
+
+// The colour ops (color.hpp) over a batch of images of one dtype and channel
+// count (1 or 3), each with its own ops and factors, in one pass (two when an
+// image has a contrast op: its mean first).
+struct ColorSpec {
+  PixelType type = PixelType::kU8;
+  std::int32_t channels = 3;
+};
+constexpr std::size_t kMaxColorImagesPerLaunch = 256;
+// Checks the batch and sets each image's bands; returns the bytes of device
+// workspace color_cuda needs (the contrast sums and means).
+std::size_t plan_color(std::vector<ColorImage>& images, const ColorSpec& spec);
+void color_cpu(std::vector<ColorImage> images, const ColorSpec& spec, std::size_t threads);
+void color_cuda(std::vector<ColorImage> images, const ColorSpec& spec, std::uintptr_t workspace,
+                std::size_t workspace_bytes, int device, std::uintptr_t stream);
 
 namespace detail {
 // Per image: the coefficient layout shared by the CPU and the GPU paths.

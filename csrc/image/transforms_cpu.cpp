@@ -2,6 +2,7 @@
 // the GPU tests. The arithmetic is resample.hpp's; this file only schedules
 // it on gdsio's thread pool.
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -381,8 +382,8 @@ void hflip_rows(const T* src, T* dst, std::int64_t r0, std::int64_t r1, std::int
 void hflip_cpu(std::uintptr_t in, std::uintptr_t out, std::int64_t rows, std::int64_t width, int elem_size,
                std::size_t threads) {
   check_pointwise(in, out, rows * width);
-  GDSIO_EXPECT(elem_size == 1 || elem_size == 2 || elem_size == 4, ValueError, "hflip: element size ", elem_size,
-               " is not 1, 2 or 4 bytes");
+  GDSIO_EXPECT(elem_size == 1 || elem_size == 2 || elem_size == 4 || elem_size == 8, ValueError,
+               "hflip: element size ", elem_size, " is not 1, 2, 4 or 8 bytes");
   GDSIO_EXPECT(in != out, ValueError, "hflip: input and output must not be the same buffer");
   const std::int64_t rows_per = std::max<std::int64_t>(1, kChunk / std::max<std::int64_t>(1, width));
   for_chunks(rows, rows_per, threads, [&](std::int64_t b, std::int64_t e) {
@@ -390,8 +391,30 @@ void hflip_cpu(std::uintptr_t in, std::uintptr_t out, std::int64_t rows, std::in
       hflip_rows(reinterpret_cast<const std::uint8_t*>(in), reinterpret_cast<std::uint8_t*>(out), b, e, width);
     else if (elem_size == 2)
       hflip_rows(reinterpret_cast<const std::uint16_t*>(in), reinterpret_cast<std::uint16_t*>(out), b, e, width);
-    else
+    else if (elem_size == 4)
       hflip_rows(reinterpret_cast<const std::uint32_t*>(in), reinterpret_cast<std::uint32_t*>(out), b, e, width);
+    else
+      hflip_rows(reinterpret_cast<const std::uint64_t*>(in), reinterpret_cast<std::uint64_t*>(out), b, e, width);
+  });
+}
+
+void vflip_cpu(std::uintptr_t in, std::uintptr_t out, std::int64_t planes, std::int64_t height, std::int64_t width,
+               int elem_size, std::size_t threads) {
+  GDSIO_EXPECT(planes >= 0 && height >= 0 && width >= 0, ValueError, "vflip: negative shape");
+  check_pointwise(in, out, planes * height * width);
+  GDSIO_EXPECT(elem_size == 1 || elem_size == 2 || elem_size == 4 || elem_size == 8, ValueError,
+               "vflip: element size ", elem_size, " is not 1, 2, 4 or 8 bytes");
+  GDSIO_EXPECT(in != out, ValueError, "vflip: input and output must not be the same buffer");
+  // Row r of the (planes * height) rows copies row (plane, height - 1 - y): whole rows, memcpy.
+  const std::int64_t row_bytes = width * elem_size;
+  const std::int64_t rows_per = std::max<std::int64_t>(1, kChunk / std::max<std::int64_t>(1, row_bytes));
+  const auto* src = reinterpret_cast<const std::uint8_t*>(in);
+  auto* dst = reinterpret_cast<std::uint8_t*>(out);
+  for_chunks(planes * height, rows_per, threads, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t r = b; r < e; ++r) {
+      const std::int64_t p = r / height, y = r % height;
+      std::memcpy(dst + r * row_bytes, src + (p * height + (height - 1 - y)) * row_bytes, (std::size_t)row_bytes);
+    }
   });
 }
 
@@ -406,6 +429,9 @@ void to_float_cuda(std::uintptr_t, std::uintptr_t, PixelType, std::int64_t, bool
 }
 void normalize_cuda(std::uintptr_t, std::uintptr_t, const NormalizeSpec&, int, std::uintptr_t) { throw_no_cuda(); }
 void hflip_cuda(std::uintptr_t, std::uintptr_t, std::int64_t, std::int64_t, int, int, std::uintptr_t) {
+  throw_no_cuda();
+}
+void vflip_cuda(std::uintptr_t, std::uintptr_t, std::int64_t, std::int64_t, std::int64_t, int, int, std::uintptr_t) {
   throw_no_cuda();
 }
 #endif

@@ -198,6 +198,19 @@ __global__ void normalize_kernel(const void* in, void* out, const __grid_constan
   }
 }
 
+// grid.y walks (plane, row) pairs, grid.x the row.
+template <typename T>
+__global__ void vflip_kernel(const T* in, T* out, std::int64_t rows, std::int64_t height, std::int64_t width) {
+  for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const std::int64_t p = r / height, y = r % height;
+    const T* s = in + (p * height + (height - 1 - y)) * width;
+    T* d = out + r * width;
+    for (std::int64_t x = blockIdx.x * (std::int64_t)blockDim.x + threadIdx.x; x < width;
+         x += (std::int64_t)gridDim.x * blockDim.x)
+      d[x] = s[x];
+  }
+}
+
 template <typename T>
 __global__ void hflip_kernel(const T* in, T* out, std::int64_t rows, std::int64_t width) {
   for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
@@ -312,8 +325,8 @@ void normalize_cuda(std::uintptr_t in, std::uintptr_t out, const NormalizeSpec& 
 
 void hflip_cuda(std::uintptr_t in, std::uintptr_t out, std::int64_t rows, std::int64_t width, int elem_size,
                 int device, std::uintptr_t stream) {
-  GDSIO_EXPECT(elem_size == 1 || elem_size == 2 || elem_size == 4, ValueError, "hflip: element size ", elem_size,
-               " is not 1, 2 or 4 bytes");
+  GDSIO_EXPECT(elem_size == 1 || elem_size == 2 || elem_size == 4 || elem_size == 8, ValueError,
+               "hflip: element size ", elem_size, " is not 1, 2, 4 or 8 bytes");
   GDSIO_EXPECT(rows >= 0 && width >= 0, ValueError, "hflip: negative shape");
   if (rows == 0 || width == 0) return;
   GDSIO_EXPECT(in != 0 && out != 0 && in != out, ValueError, "hflip: null or identical input and output");
@@ -326,10 +339,39 @@ void hflip_cuda(std::uintptr_t in, std::uintptr_t out, std::int64_t rows, std::i
   else if (elem_size == 2)
     hflip_kernel<<<grid, 256, 0, st>>>(reinterpret_cast<const std::uint16_t*>(in),
                                        reinterpret_cast<std::uint16_t*>(out), rows, width);
-  else
+  else if (elem_size == 4)
     hflip_kernel<<<grid, 256, 0, st>>>(reinterpret_cast<const std::uint32_t*>(in),
                                        reinterpret_cast<std::uint32_t*>(out), rows, width);
+  else
+    hflip_kernel<<<grid, 256, 0, st>>>(reinterpret_cast<const std::uint64_t*>(in),
+                                       reinterpret_cast<std::uint64_t*>(out), rows, width);
   GDSIO_CUDA_CHECK(cudaGetLastError(), "hflip: launching the kernel");
+}
+
+void vflip_cuda(std::uintptr_t in, std::uintptr_t out, std::int64_t planes, std::int64_t height, std::int64_t width,
+                int elem_size, int device, std::uintptr_t stream) {
+  GDSIO_EXPECT(elem_size == 1 || elem_size == 2 || elem_size == 4 || elem_size == 8, ValueError,
+               "vflip: element size ", elem_size, " is not 1, 2, 4 or 8 bytes");
+  GDSIO_EXPECT(planes >= 0 && height >= 0 && width >= 0, ValueError, "vflip: negative shape");
+  const std::int64_t rows = planes * height;
+  if (rows == 0 || width == 0) return;
+  GDSIO_EXPECT(in != 0 && out != 0 && in != out, ValueError, "vflip: null or identical input and output");
+  DeviceScope scope(device);
+  const dim3 grid(blocks_for(width, 256, 1024), (unsigned)std::min<std::int64_t>(rows, 65535));
+  cudaStream_t st = as_stream(stream);
+  if (elem_size == 1)
+    vflip_kernel<<<grid, 256, 0, st>>>(reinterpret_cast<const std::uint8_t*>(in),
+                                       reinterpret_cast<std::uint8_t*>(out), rows, height, width);
+  else if (elem_size == 2)
+    vflip_kernel<<<grid, 256, 0, st>>>(reinterpret_cast<const std::uint16_t*>(in),
+                                       reinterpret_cast<std::uint16_t*>(out), rows, height, width);
+  else if (elem_size == 4)
+    vflip_kernel<<<grid, 256, 0, st>>>(reinterpret_cast<const std::uint32_t*>(in),
+                                       reinterpret_cast<std::uint32_t*>(out), rows, height, width);
+  else
+    vflip_kernel<<<grid, 256, 0, st>>>(reinterpret_cast<const std::uint64_t*>(in),
+                                       reinterpret_cast<std::uint64_t*>(out), rows, height, width);
+  GDSIO_CUDA_CHECK(cudaGetLastError(), "vflip: launching the kernel");
 }
 
 }  // namespace gdsio::image

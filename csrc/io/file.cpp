@@ -2,14 +2,40 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "core/error.hpp"
 
 namespace gdsio {
 
+namespace {
+
+// File systems whose files report a size that is not their content (procfs:
+// 0 bytes; sysfs: 4096): reading st_size bytes would return wrong bytes.
+const char* pseudo_filesystem(int fd) {
+  struct statfs fs{};
+  if (::fstatfs(fd, &fs) != 0) return nullptr;
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case 0x9fa0UL: return "procfs";
+    case 0x62656572UL: return "sysfs";
+    case 0x64626720UL: return "debugfs";
+    case 0x74726163UL: return "tracefs";
+    case 0x73636673UL: return "securityfs";
+    case 0x62656570UL: return "configfs";
+    case 0x27e0ebUL: return "cgroupfs";
+    case 0x63677270UL: return "cgroup2fs";
+    default: return nullptr;
+  }
+}
+
+}  // namespace
+
 FileHandle::FileHandle(std::string path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (path_.find('\0') != std::string::npos) throw ValueError("embedded null byte in the path");
+  // O_NONBLOCK: a FIFO (or a device) must not block the open before we can
+  // look at what it is; it is cleared again for a regular file.
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd_ < 0) throw_errno(errno, path_, "cannot open '" + path_ + "'");
   struct stat st{};
   if (::fstat(fd_, &st) != 0) {
@@ -22,9 +48,28 @@ FileHandle::FileHandle(std::string path) : path_(std::move(path)) {
     throw OsError(EISDIR, path_, "'" + path_ + "' is a directory, not a file");
   }
   if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+    const char* what = non_regular_kind(st.st_mode);
     close();
-    throw OsError(EINVAL, path_, "'" + path_ + "' is not a regular file");
+    throw OsError(EINVAL, path_, "'" + path_ + "' is " + what + ", not a regular file");
   }
+  if (const char* fs = pseudo_filesystem(fd_)) {
+    close();
+    throw OsError(EINVAL, path_, "'" + path_ + "' is a pseudo-file of " + fs +
+                                     ": its size is not its content; read it with open().read()");
+  }
+  const int flags = ::fcntl(fd_, F_GETFL);
+  if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    int err = errno;
+    close();
+    throw_errno(err, path_, "cannot set up '" + path_ + "'");
+  }
+  is_block_ = S_ISBLK(st.st_mode);
+  size_at_open_ = static_cast<std::uint64_t>(st.st_size);
+}
+
+const char* non_regular_kind(unsigned mode) {
+  return S_ISFIFO(mode) ? "a FIFO (named pipe)" : S_ISCHR(mode) ? "a character device"
+         : S_ISSOCK(mode) ? "a socket" : "not a regular file";
 }
 
 FileHandle::~FileHandle() { close(); }
@@ -38,6 +83,11 @@ void FileHandle::close() {
 }
 
 std::uint64_t FileHandle::size() const {
+  if (is_block_) {  // st_size is 0 for a block device; its end is its size
+    const off_t end = ::lseek(fd_, 0, SEEK_END);
+    if (end < 0) throw_errno(errno, path_, "cannot size '" + path_ + "'");
+    return static_cast<std::uint64_t>(end);
+  }
   struct stat st{};
   if (::fstat(fd_, &st) != 0) throw_errno(errno, path_, "cannot stat '" + path_ + "'");
   return static_cast<std::uint64_t>(st.st_size);

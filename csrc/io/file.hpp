@@ -1,5 +1,7 @@
 // An open file: a buffered descriptor always, an O_DIRECT one on request.
-// Both are closed by the destructor, on every path.
+// Both are closed by the destructor, on every path. Opening never blocks:
+// a FIFO, a socket, a character device or a procfs/sysfs pseudo-file (whose
+// size is not its content) is refused with OSError(EINVAL) naming what it is.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +29,9 @@ class FileHandle {
   int fd() const noexcept { return fd_; }
   // Size now (fstat), so that a file that grew or shrank since open is seen.
   std::uint64_t size() const;
+  // st_size of the fstat made at open (0 for a block device), for one-shot reads.
+  std::uint64_t size_at_open() const noexcept { return size_at_open_; }
+  bool is_block() const noexcept { return is_block_; }
 
   // The O_DIRECT descriptor, opened on first use; -1 when this file system
   // refuses O_DIRECT, with the reason in direct_io_refusal().
@@ -45,8 +50,13 @@ class FileHandle {
   std::mutex direct_mu_;
   int direct_fd_ = -1;
   bool direct_tried_ = false;
+  bool is_block_ = false;
+  std::uint64_t size_at_open_ = 0;
   std::string direct_refusal_;
 };
+
+// What a file of this st_mode is, for errors: "a FIFO (named pipe)", "a socket", ...
+const char* non_regular_kind(unsigned mode);
 
 // pread until `n` bytes or end of file, retrying EINTR; returns the count read.
 std::size_t pread_full(int fd, void* dst, std::size_t n, std::uint64_t offset,

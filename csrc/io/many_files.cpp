@@ -1,6 +1,5 @@
 #include "io/many_files.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,10 +33,12 @@ std::vector<std::uint64_t> file_sizes(const std::vector<std::string>& paths, std
   std::vector<std::uint64_t> sizes(paths.size());
   over_blocks(paths.size(), threads, [&](std::size_t i) {
     const std::string& p = paths[i];
+    if (p.find('\0') != std::string::npos) throw ValueError("embedded null byte in the path");
     struct stat st{};
     if (::stat(p.c_str(), &st) != 0) throw_errno(errno, p, "cannot stat '" + p + "'");
     if (S_ISDIR(st.st_mode)) throw OsError(EISDIR, p, "'" + p + "' is a directory, not a file");
-    if (!S_ISREG(st.st_mode)) throw OsError(EINVAL, p, "'" + p + "' is not a regular file");
+    // (pseudo-files pass here; read_paths' FileHandle refuses them)
+    if (!S_ISREG(st.st_mode)) throw OsError(EINVAL, p, "'" + p + "' is " + std::string(non_regular_kind(st.st_mode)) + ", not a regular file");
     sizes[i] = static_cast<std::uint64_t>(st.st_size);
   });
   return sizes;
@@ -59,24 +60,13 @@ std::uint64_t read_paths(const std::vector<PathRead>& reads, std::size_t threads
 
 std::uint64_t read_whole_file(const std::string& path, std::uint64_t max_bytes, void** data) {
   *data = nullptr;
-  // FileHandle's checks, with the fstat it makes kept for the size.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_errno(errno, path, "cannot open '" + path + "'");
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st{};
-  if (::fstat(fd, &st) != 0) throw_errno(errno, path, "cannot stat '" + path + "'");
-  if (S_ISDIR(st.st_mode)) throw OsError(EISDIR, path, "'" + path + "' is a directory, not a file");
-  if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) throw OsError(EINVAL, path, "'" + path + "' is not a regular file");
-  const std::uint64_t n = static_cast<std::uint64_t>(st.st_size);
-  if (n > max_bytes || S_ISBLK(st.st_mode)) return n;  // block devices: st_size is 0, the general path sizes them
+  const FileHandle f(path);  // refuses what File refuses (FIFOs, sockets, pseudo-files), never blocks
+  const std::uint64_t n = f.size_at_open();
+  if (n > max_bytes || f.is_block()) return n;  // block devices: st_size is 0, the general path sizes them
   void* p = nullptr;
   if (posix_memalign(&p, 64, n > 0 ? static_cast<std::size_t>(n) : 64) != 0) throw std::bad_alloc();
   try {
-    const std::size_t got = pread_full(fd, p, static_cast<std::size_t>(n), 0, path);
-    if (got != n) throw_truncated(path, 0, static_cast<std::size_t>(n), got);
+    f.pread_exact(p, static_cast<std::size_t>(n), 0);
   } catch (...) {
     std::free(p);
     throw;

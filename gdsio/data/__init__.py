@@ -10,19 +10,25 @@
 from __future__ import annotations
 
 from .cache import Cache
-from .loader import Loader, SampleError
+from .dataset import SampleDataset
+from ..errors import SampleError
+from .loader import Loader
 from .sampler import ShardedOrder
 from .sources import UNLABELED, FileList, SampleTable, scan
-from .transforms import (
+from ..transforms.classes import (
     IMAGENET_MEAN,
     IMAGENET_STD,
     BatchInfo,
+    BatchLambda,
     BatchTransform,
     CenterCrop,
+    ColorJitter,
     Compose,
     Normalize,
+    Pad,
     RandomHorizontalFlip,
     RandomResizedCrop,
+    RandomVerticalFlip,
     Resize,
     ToDtype,
     batch_context,
@@ -34,16 +40,21 @@ __all__ = [
     "IMAGENET_STD",
     "UNLABELED",
     "BatchInfo",
+    "BatchLambda",
     "BatchTransform",
     "Cache",
     "CenterCrop",
+    "ColorJitter",
     "Compose",
     "FileList",
     "Loader",
     "Normalize",
+    "Pad",
     "RandomHorizontalFlip",
     "RandomResizedCrop",
+    "RandomVerticalFlip",
     "Resize",
+    "SampleDataset",
     "SampleError",
     "SampleTable",
     "ShardedOrder",
@@ -52,3 +63,8 @@ __all__ = [
     "current_batch",
     "scan",
 ]
+
+
+def __dir__() -> list[str]:
+    # dir() and tab completion show the API (and the dunders), not what was imported to build it (np, torch, Any).
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n.endswith("__"))})

@@ -24,9 +24,19 @@ from typing import Any, Hashable
 
 log = logging.getLogger("gdsio")
 
+__all__ = ["Cache"]
+
 _WHERE = ("cuda", "pinned", "cpu")
 _SLAB = 64 << 20  # bytes per slab; a larger sample gets a slab of its own
 _ALIGN = 256  # keeps every dtype's views aligned and matches cudaMalloc's alignment
+
+
+def _require_cuda(where: str) -> None:
+    from ..device import require_cuda
+
+    # 'pinned' needs CUDA too (page-locked memory is registered with the driver).
+    index = int(where[5:]) if where.startswith("cuda:") else None
+    require_cuda(f"Cache(where={where!r}) needs CUDA", index, arg="where")
 
 
 class Cache:
@@ -37,13 +47,16 @@ class Cache:
     serve several loaders over the same files."""
 
     def __init__(self, bytes: int | str, where: str | None = None) -> None:
-        from .._settings import parse_bytes
+        from ..config import parse_bytes
 
         budget = parse_bytes(bytes) if isinstance(bytes, str) else bytes
         if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
             raise ValueError(f"bytes must be a non-negative int or text like '8G'; got {bytes!r}")
-        if where is not None and where.split(":")[0] not in _WHERE:
+        if where is not None and (not isinstance(where, str) or where.split(":")[0] not in _WHERE
+                                  or (":" in where and not (where.startswith("cuda:") and where[5:].isdigit()))):
             raise ValueError(f"where must be 'cuda', 'cuda:N', 'pinned' or 'cpu'; got {where!r}")
+        if where is not None and where != "cpu":
+            _require_cuda(where)  # at the line that asked for it, not later in the Loader
         self.budget = budget
         self.where = where
         self._lock = threading.Lock()
@@ -61,8 +74,8 @@ class Cache:
         with self._lock:
             if self.where is None:
                 self.where = "cpu" if dev.type == "cpu" else str(dev)
-        if self.where != "cpu" and not torch.cuda.is_available():
-            raise ValueError(f"Cache(where={self.where!r}) needs a CUDA device; use where='cpu' on this machine")
+        if self.where != "cpu":
+            _require_cuda(self.where)
         if self.where.startswith("cuda") and dev.type == "cpu":
             raise ValueError(f"a Cache(where={self.where!r}) cannot serve a loader on the CPU; use where='cpu'")
         if self.where == "cpu" and dev.type == "cuda":
@@ -165,7 +178,7 @@ class Cache:
         if self.where == "pinned":
             return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
         if (self.where or "cpu") == "cpu":
-            from .._buffers import host_empty
+            from ..io.buffers import host_empty
 
             return host_empty(nbytes)  # huge pages where the setting allows: the slab fills once per epoch
         return torch.empty(nbytes, dtype=torch.uint8, device=self.where)

@@ -30,48 +30,22 @@ import time
 import weakref
 from typing import Any, Callable
 
-from ..starvation import LoaderStats, Meter
+from ..config import current, parse_bytes
+from ..device import resolve_device
 from .cache import Cache
+from .dataset import SampleDataset
+from .flow import POLL_S, BatchBuffers, ByteBudget, batch_nbytes, in_loader_thread
+from .meter import LoaderStats, Meter
+from .producer import PassPlan, Producer
 from .sampler import ShardedOrder
 from .sources import SampleTable, scan
+
+__all__ = ["ON_ERROR", "STATE_VERSION", "Loader"]
 
 log = logging.getLogger("gdsio")
 
 ON_ERROR = ("raise", "skip")
 STATE_VERSION = 1
-_POLL_S = 0.1  # how often blocked threads look at the stop flag
-_local = threading.local()  # .in_loader: set in the loader's own threads
-
-
-class SampleError(RuntimeError):
-    """A sample could not be read or decoded; ``path`` and ``index`` name it,
-    ``__cause__`` is the original error."""
-
-    def __init__(self, message: str, *, index: int, path: str) -> None:
-        super().__init__(message)
-        self.index = index
-        self.path = path
-
-
-def _resolve_device(device: Any) -> Any:
-    import torch
-
-    from .. import _libs
-
-    try:
-        d = torch.device(device)
-    except (RuntimeError, TypeError):
-        d = None
-    if d is None or d.type not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {device!r}")
-    if d.type == "cpu":
-        return d
-    why = _libs.cuda_unusable_reason()
-    if why is None and not torch.cuda.is_available():
-        why = "torch sees no CUDA device (a CPU build of torch?)"
-    if why:
-        raise RuntimeError(f"device={str(device)!r}, but CUDA is not usable here: {why}; pass device='cpu'")
-    return torch.device("cuda", torch.cuda.current_device() if d.index is None else d.index)
 
 
 def _positive_int(name: str, v: Any) -> int:
@@ -94,16 +68,31 @@ class Loader:
     record per file alike; a file's label applies to all its records) or
     ``"auto"`` (from the file extensions).
 
-    transform: called with the samples of one batch (a list of tensors on the
-    device; image sizes may differ) and returns the batch tensor; see
-    ``gdsio.data.Compose``. While it runs, ``gdsio.data.current_batch()``
-    gives the batch's (seed, epoch, sample indices), from which random
-    transforms draw, so a repeated or resumed run is identical. Without a
-    transform, samples of different shapes raise ``ValueError``.
+    transform: which runs batched and which per sample:
+
+    * a gdsio.data transform (a ``BatchTransform``: ``Compose``,
+      ``RandomResizedCrop``, ..., ``BatchLambda(fn)`` or a subclass of one's
+      own) is called once per batch with its samples (a list of tensors on
+      the device; image sizes may differ) and returns the batch tensor; the
+      usual chains run as one fused kernel (see ``gdsio.data.Compose``);
+    * any other callable (a torchvision v2 transform or ``v2.Compose``, a
+      function of one tensor) runs per sample, as a DataLoader transform
+      does: on each decoded sample (uint8 ``(C,H,W)`` on the loader's device
+      for images), in the loader's thread and on its CUDA stream; the
+      outputs are stacked, so they must share one shape (end it with e.g.
+      ``v2.Resize((224, 224))`` or ``v2.CenterCrop(224)``).
+
+    While it runs, ``gdsio.data.current_batch()`` gives the batch's (seed,
+    epoch, sample indices) (per sample: that sample's), from which gdsio's
+    random transforms draw, so a repeated or resumed run is identical. A
+    transform drawing from torch's global generator (torchvision's do) gets
+    other draws on resume. Without a transform, samples of different shapes
+    raise ``ValueError``.
 
     shuffle/seed/rank/world_size/drop_last: as torch's DistributedSampler
     (each rank a disjoint, equal share, padded by repeating samples, or cut
-    when ``drop_last``, which also drops a last short batch). on_error:
+    when ``drop_last``) under a DataLoader (``drop_last`` also drops each
+    rank's last short batch, as DataLoader's does). on_error:
     ``"raise"`` raises ``SampleError`` naming the file; ``"skip"`` logs it to
     the ``gdsio`` logger and yields that batch shorter (never refilled, so
     batches and resumption stay deterministic; a batch left empty is not
@@ -117,6 +106,11 @@ class Loader:
     Epochs: each complete pass advances ``epoch``; ``set_epoch(e)`` sets the
     next pass's epoch (call it each epoch as with DistributedSampler, or let
     it count). One pass runs at a time: a new ``iter()`` stops the previous one.
+
+    What DataLoader code reads is here: ``batch_size``, ``drop_last``,
+    ``len(loader)`` (batches per epoch on this rank) and ``dataset`` (a
+    ``SampleDataset``: ``len``, ``[i] -> (sample, label)``, ``classes``,
+    ``class_to_idx``, ``samples``, ``targets``, as torchvision's ImageFolder).
 
     >>> loader = gdsio.Loader("data/*.npy", 64, device="cpu", shuffle=True)
     >>> images, labels = next(iter(loader))
@@ -145,8 +139,6 @@ class Loader:
         record_dtype: Any = None,
         image_mode: str = "RGB",
     ) -> None:
-        from .._settings import current
-
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be 'raise' or 'skip'; got {on_error!r}")
         if transform is not None and not callable(transform):
@@ -155,7 +147,7 @@ class Loader:
             raise TypeError(f"cache must be a gdsio.Cache, got {type(cache).__name__}")
         if image_mode not in ("RGB", "GRAY", "UNCHANGED"):
             raise ValueError(f"image_mode must be 'RGB', 'GRAY' or 'UNCHANGED'; got {image_mode!r}")
-        self.device = _resolve_device(device)
+        self.device = resolve_device(device, what=f"cannot load batches into {device}")
         self.table: SampleTable = scan(source, kind=kind, record_shape=record_shape, record_dtype=record_dtype)
         self.order = ShardedOrder(len(self.table), batch_size=_positive_int("batch_size", batch_size),
                                   shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, drop_last=drop_last)
@@ -169,12 +161,14 @@ class Loader:
         if cache is not None:
             cache.bind(self.device)
         self._meter = Meter()
+        self._batch_buffers = BatchBuffers()  # host raw batches, reused across passes
         self._epoch = 0
         self._done = 0  # batches of the epoch consumed so far
         self._resume = False  # the next pass starts at self._done (after load_state_dict)
         self._gen = 0  # bumped by set_epoch/load_state_dict/iter: a stale pass stops updating the position
         self._pass: weakref.ref[_Pass] | None = None
         self._streams: tuple[Any, ...] | None = None
+        self._dataset: SampleDataset | None = None
 
     # ---- what it is ------------------------------------------------------------
 
@@ -194,10 +188,27 @@ class Loader:
 
     @property
     def batch_size(self) -> int:
+        """Samples per batch (the last one may be shorter unless ``drop_last``)."""
         return self.order.batch_size
 
+    @property
+    def drop_last(self) -> bool:
+        """Whether the uneven tail across ranks and the last short batch are dropped."""
+        return self.order.drop_last
+
+    @property
+    def dataset(self) -> SampleDataset:
+        """The samples as a map-style dataset with ImageFolder's attributes
+        (``len``, ``[i] -> (sample, label)``, ``classes``, ``class_to_idx``,
+        ``samples``, ``targets``); see ``gdsio.data.SampleDataset``."""
+        if self._dataset is None:
+            self._dataset = SampleDataset(self.table, self.device, self.image_mode)
+        return self._dataset
+
     def __len__(self) -> int:
-        """Batches per epoch on this rank."""
+        """Batches per epoch on this rank: ``ceil(per_rank / batch_size)``, or
+        ``per_rank // batch_size`` with ``drop_last`` (DataLoader's rule over
+        DistributedSampler's share, ``per_rank``)."""
         return len(self.order)
 
     def __repr__(self) -> str:
@@ -269,6 +280,15 @@ class Loader:
         if gen == self._gen:
             self._epoch, self._done = epoch + 1, 0
 
+    def _plan(self, epoch: int, start: int) -> PassPlan:
+        """The frozen description of one pass that the producer runs from."""
+        return PassPlan(
+            table=self.table, order=self.order, epoch=epoch, start=start, transform=self.transform,
+            device=self.device, streams=self._cuda_streams() if self.device.type == "cuda" else None,
+            threads=self.threads, on_error=self.on_error, mode=self.image_mode, cache=self.cache, meter=self._meter,
+            buffers=self._batch_buffers,
+        )
+
     def _cuda_streams(self) -> tuple[Any, Any, Any]:
         """(read stream, work stream, decode stream), made once: the reads of
         batch k+1, the decode of batch k and the transform of batch k-1 each
@@ -283,46 +303,10 @@ class Loader:
 def _byte_budget(value: int | str | None) -> int | None:
     if value is None:
         return None
-    from .._settings import parse_bytes
-
     n = parse_bytes(value) if isinstance(value, str) else value
     if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
         raise ValueError(f"prefetch_bytes must be a positive byte count (e.g. 2000000000 or '2G'); got {value!r}")
     return n
-
-
-def batch_nbytes(*tensors: Any) -> int:
-    import torch
-
-    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
-
-
-class ByteBudget:
-    """The bytes of the ready batches in the queue: ``acquire`` blocks the
-    producer while adding a batch would pass the cap (unless nothing is
-    queued, so a batch larger than the cap still moves); ``release`` as the
-    consumer takes one. ``peak`` is the most ever held. No cap: counts only."""
-
-    def __init__(self, cap: int | None) -> None:
-        self.cap = cap
-        self.held = 0
-        self.peak = 0
-        self._cv = threading.Condition()
-
-    def acquire(self, n: int, stop: threading.Event) -> bool:
-        with self._cv:
-            while self.cap is not None and self.held > 0 and self.held + n > self.cap:
-                if stop.is_set():
-                    return False
-                self._cv.wait(timeout=_POLL_S)
-            self.held += n
-            self.peak = max(self.peak, self.held)
-            return True
-
-    def release(self, n: int) -> None:
-        with self._cv:
-            self.held = max(0, self.held - n)
-            self._cv.notify_all()
 
 
 class _Pass:
@@ -331,8 +315,6 @@ class _Pass:
     (KeyboardInterrupt included) and when it is garbage collected."""
 
     def __init__(self, loader: Loader, epoch: int, start: int, gen: int) -> None:
-        from .pipeline import Producer
-
         self._loader = loader
         self._epoch = epoch
         self._gen = gen
@@ -344,7 +326,7 @@ class _Pass:
         loader._meter.begin_pass(epoch, start)
         # The producer holds the loader's settings, the queue and the flag, never
         # this object: dropping the iterator is what stops it.
-        producer = Producer(loader, epoch, start, self._queue, self._stop, self._budget)
+        producer = Producer(loader._plan(epoch, start), self._queue, self._stop, self._budget)
         self._thread = threading.Thread(target=producer.run, name="gdsio-loader", daemon=True)
         self._thread.start()
 
@@ -392,7 +374,7 @@ class _Pass:
     def _get(self) -> tuple[Any, ...]:
         while True:
             try:
-                return self._queue.get(timeout=_POLL_S)
+                return self._queue.get(timeout=POLL_S)
             except queue.Empty:
                 if not self._thread.is_alive():
                     try:
@@ -406,7 +388,7 @@ class _Pass:
             return
         self._closed = True
         self._stop.set()
-        if getattr(_local, "in_loader", False):
+        if in_loader_thread():
             return  # called from the loader's own threads (a GC there): they exit by the flag
         self._thread.join(timeout=60)
         if self._thread.is_alive():
@@ -418,7 +400,8 @@ class _Pass:
                 break
 
     def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
+        # A finalizer never joins: set the flag, and the pass's threads exit by it.
+        self._closed = True
+        stop = getattr(self, "_stop", None)  # None: __init__ failed before making it
+        if stop is not None:
+            stop.set()

@@ -18,6 +18,8 @@ from typing import Iterator
 
 import numpy as np
 
+__all__ = ["ShardedOrder"]
+
 
 class ShardedOrder:
     """Batches of sample indices for one rank; ``drop_last`` cuts both the

@@ -5,7 +5,10 @@ them and the bitstream read straight from device memory; Pillow on the CPU or
 where nvJPEG cannot), binary PNM (P5/P6, 8 and 16 bit), NPY images (uint8,
 uint16, float32; HW, HWC or CHW) and raw records (RawFormat). The
 uncompressed formats are decoded by gdsio's own CUDA kernels from bytes already
-in GPU memory, or by their multithreaded CPU twin.
+in GPU memory, or by their multithreaded CPU twin. PNG, GIF, BMP, TIFF and
+WebP (the rest of torchvision's ImageFolder formats) are decoded by Pillow on
+the CPU and uploaded for a GPU (``DecodeInfo.backend == "pillow"``; see
+gdsio.image.pillow). The format is told from the first bytes, not the name.
 
 >>> import gdsio
 >>> img = gdsio.image.read("cat.jpg", device="cuda")          # uint8 (3, H, W)
@@ -48,6 +51,11 @@ __all__ = [
     "nvjpeg_status",
     "read",
 ]
+
+
+def __dir__() -> list[str]:
+    # dir() and tab completion show the API (and the dunders), not what was imported to build it (np, torch, Any).
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n.endswith("__"))})
 
 
 @atexit.register

@@ -4,8 +4,9 @@ The flow for a batch: normalise the inputs to 1-D uint8 tensors; read the
 first bytes of each on the host (one batched device-to-host copy of a few KiB
 per image for GPU data, more rounds only for headers that run longer); check
 sizes and caps; then decode every uncompressed image in one CPU pass or one
-kernel launch per 128 images, and every JPEG through nvJPEG's batched API
-(grouped by backend) or Pillow; last, EXIF orientation.
+kernel launch per 128 images, every JPEG through nvJPEG's batched API
+(grouped by backend) or Pillow, and PNG/GIF/BMP/TIFF/WebP with Pillow on the
+host (gdsio.image.pillow, one upload per batch for a GPU); last, EXIF orientation.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ import os
 import sys
 from typing import Any, Iterable, Sequence
 
-from .. import _core, _libs
-from .._settings import current as current_settings
-from ..io import BackendUnavailable, ReadStats
+from .. import _core
+from ..device import parse_device, require_cuda
+from ..config import current as current_settings
+from ..io import ReadStats
 from . import jpeg as _jpeg
 from . import jpeg_cpu as _jpeg_cpu
+from . import pillow as _pil
 from ._pixels import RawFormat, channel_plan, job, npy_layout, planar_layout, pnm_layout
 from .headers import (
     MAX_HEADER_BYTES,
@@ -59,12 +62,12 @@ class DecodeInfo:
 
     index: int
     source: str  # the path, or "data[i]"
-    format: str  # "jpeg", "pnm", "npy" or "raw"
+    format: str  # "jpeg", "pnm", "npy", "raw", or one Pillow decodes: "png", "gif", "bmp", "tiff", "webp"
     backend: str
     reason: str
     shape: tuple[int, ...]  # (C, H, W) of the output
     dtype: str
-    orientation: int = 1  # the EXIF orientation found (JPEG); applied only if asked
+    orientation: int = 1  # the EXIF orientation found (JPEG and Pillow's formats); applied only if asked
     io: ReadStats | None = None  # read(): how the file was read
 
 
@@ -95,6 +98,7 @@ class _Item:
     backend: str = ""
     reason: str = ""
     io: ReadStats | None = None
+    orientation: int = 1  # Pillow's formats: found when decoded (a JPEG's is in its header)
 
     def fail(self, msg: str) -> None:
         self.error = ValueError(f"{self.name}: {msg}")
@@ -126,29 +130,10 @@ def _options(mode: Any, on_error: str, exif: bool, raw: Any, layout: str, max_pi
 
 def _target(device: Any) -> Any:
     """A torch.device of type cpu or cuda (with an index), or None."""
-    import torch
-
     if device is None:
         return None
-    if isinstance(device, int) and not isinstance(device, bool):
-        device = torch.device("cuda", device)
-    try:
-        d = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N', an int or a torch.device, got {device!r}") from None
-    if d.type not in ("cpu", "cuda"):
-        raise ValueError(f"device must be cpu or cuda, got {d}")
-    if d.type == "cuda":
-        why = _libs.cuda_unusable_reason()
-        if why is None and not torch.cuda.is_available():
-            why = "this torch has no CUDA support (a CPU build?)"
-        if why:
-            raise BackendUnavailable(f"cannot decode on {d}: {why}")
-        if d.index is None:
-            d = torch.device("cuda", torch.cuda.current_device())
-        elif d.index >= torch.cuda.device_count():
-            raise ValueError(f"device {d} does not exist ({torch.cuda.device_count()} visible)")
-    return d
+    d = parse_device(device)
+    return d if d.type == "cpu" else require_cuda(f"cannot decode on {d}", d.index)
 
 
 def _as_bytes_tensor(x: Any, name: str) -> Any:
@@ -207,8 +192,12 @@ def _parse(it: _Item, opts: _Options) -> None:
         return
     kind = sniff(it.prefix)
     if kind is None:
-        raise ValueError(f"unknown image format (not JPEG, PNM or NPY): it starts with {it.prefix[:8]!r}")
+        raise ValueError(
+            f"unknown image format (not JPEG, PNG, PNM, NPY, GIF, BMP, TIFF or WebP): it starts with {it.prefix[:8]!r}"
+        )
     it.kind = kind
+    if kind in _pil.KINDS:
+        return  # Pillow reads the header when it decodes, and the size is checked then, before the pixels
     if kind == "jpeg":
         it.header = parse_jpeg(it.prefix, it.total, it.tail)
     elif kind == "pnm":
@@ -248,6 +237,8 @@ def _read_headers(items: Sequence[_Item], opts: _Options) -> None:
 def _check(it: _Item, opts: _Options) -> None:
     """Sizes against the data and the pixel cap; the pixel layout of uncompressed formats."""
     h = it.header
+    if it.kind in _pil.KINDS:
+        return  # checked by gdsio.image.pillow.decode, on the size in the header, before decoding
     if it.kind == "raw":
         fmt = opts.raw
         assert fmt is not None
@@ -324,6 +315,17 @@ def _stage(tensors: Sequence[Any], device: Any) -> list[Any]:
     return [on_device[at : at + t.numel()] for t, at in zip(tensors, offsets)]
 
 
+def _upload(images: Sequence[Any], target: Any) -> list[Any]:
+    """Images decoded on the host (any dtype) moved to `target` with one
+    pinned copy, queued on the current stream; as they are for a CPU target."""
+    import torch
+
+    if target.type == "cpu" or not images:
+        return list(images)
+    flat = [t.contiguous().reshape(-1).view(torch.uint8) for t in images]
+    return [b.view(t.dtype).view(t.shape) for b, t in zip(_stage(flat, target), images)]
+
+
 def _decode_pixels(items: Sequence[_Item], target: Any, opts: _Options) -> None:
     import torch
 
@@ -361,14 +363,18 @@ def _cpu_jpegs(items: Sequence[_Item], target: Any, opts: _Options) -> None:
         else:
             take.append(it)
     blobs = [it.data if it.data.is_cpu else it.data.cpu() for it in take]
+    done = []
     for it, r in zip(take, _jpeg_cpu.decode_many(blobs, [it.header for it in take], opts.mode, opts.threads)):
         if isinstance(r, ValueError):
             it.reason = "; ".join(x for x in (it.reason, f"{_jpeg_cpu.BACKEND}: {r}") if x)
             rest.append(it)
         else:
-            # CUDA targets get a contiguous (C,H,W) image, as nvJPEG gives.
-            it.result = r if target.type == "cpu" else r.contiguous().to(target)
+            it.result = r
             it.backend = _jpeg_cpu.BACKEND
+            done.append(it)
+    # CUDA targets get a contiguous (C,H,W) image (as nvJPEG gives), in one pinned copy.
+    for it, r in zip(done, _upload([it.result for it in done], target)):
+        it.result = r
     _pillow(rest, target, opts)
 
 
@@ -376,12 +382,38 @@ def _pillow(items: Sequence[_Item], target: Any, opts: _Options) -> None:
     if not items:
         return
     blobs = [it.data.cpu().numpy().tobytes() for it in items]
+    done = []
     for it, r in zip(items, _jpeg.pillow_decode_many(blobs, opts.mode, opts.threads)):
         if isinstance(r, ValueError):
             it.fail(str(r) + (f" (after: {it.reason})" if it.reason else ""))
         else:
-            it.result = r if target.type == "cpu" else r.to(target)
+            it.result = r
             it.backend = _jpeg.PILLOW
+            done.append(it)
+    for it, r in zip(done, _upload([it.result for it in done], target)):
+        it.result = r
+
+
+# --------------------------------------------------------------------------- PNG, GIF, BMP, TIFF, WebP
+
+
+def _decode_with_pillow(items: Sequence[_Item], target: Any, opts: _Options) -> None:
+    """Pillow's formats: decoded on the host, then uploaded for a GPU target."""
+    if not items:
+        return
+    blobs = [it.data.cpu().numpy().tobytes() for it in items]
+    done = []
+    for it, r in zip(items, _pil.decode_many(blobs, [it.kind for it in items], opts.mode, opts.max_pixels, opts.threads)):
+        if isinstance(r, ValueError):
+            it.fail(str(r))
+            continue
+        it.result, it.orientation, note = r
+        it.backend = _pil.PILLOW
+        why = f"no GPU decoder for {it.kind.upper()} in gdsio: Pillow decodes it on the CPU" if target.type == "cuda" else ""
+        it.reason = "; ".join(x for x in (why, note) if x)
+        done.append(it)
+    for it, r in zip(done, _upload([it.result for it in done], target)):
+        it.result = r
 
 
 def _decode_jpegs_cuda(items: Sequence[_Item], target: Any, opts: _Options) -> None:
@@ -497,7 +529,8 @@ def _run(items: list[_Item], target: Any, opts: _Options) -> None:
     if opts.on_error == "raise":
         _raise_first(items)
     ok = [it for it in items if it.error is None]
-    _decode_pixels([it for it in ok if it.kind != "jpeg"], target, opts)
+    _decode_pixels([it for it in ok if it.kind != "jpeg" and it.kind not in _pil.KINDS], target, opts)
+    _decode_with_pillow([it for it in ok if it.kind in _pil.KINDS], target, opts)
     jpegs = [it for it in ok if it.kind == "jpeg"]
     if target.type == "cuda":
         _decode_jpegs_cuda(jpegs, target, opts)
@@ -507,8 +540,12 @@ def _run(items: list[_Item], target: Any, opts: _Options) -> None:
         _raise_first(items)
     if opts.exif:
         for it in items:
-            if it.error is None and it.kind == "jpeg":
-                it.result = apply_orientation(it.result, it.header.orientation)
+            if it.error is None and it.kind in ("jpeg", *_pil.KINDS):
+                it.result = apply_orientation(it.result, _orientation_of(it))
+
+
+def _orientation_of(it: _Item) -> int:
+    return it.header.orientation if it.kind == "jpeg" else it.orientation
 
 
 def _raise_first(items: Iterable[_Item]) -> None:
@@ -523,7 +560,7 @@ def _finish(items: list[_Item], single: bool, opts: _Options, return_info: bool)
         return DecodeInfo(
             index=it.index, source=it.name, format=it.kind, backend=it.backend, reason=it.reason,
             shape=tuple(r.shape), dtype=str(r.dtype).replace("torch.", ""),
-            orientation=it.header.orientation if it.kind == "jpeg" else 1, io=it.io,
+            orientation=_orientation_of(it), io=it.io,
         )
 
     good = [it for it in items if it.error is None]
@@ -555,11 +592,13 @@ def decode(
     ``torchvision.io.decode_jpeg`` / ``decode_image``.
 
     ``data`` is a 1-D uint8 tensor (cpu or cuda; bytes and numpy accepted) or a
-    list of them; the format (JPEG, binary PNM P5/P6, NPY) is told from the
-    first bytes, or ``raw=RawFormat(...)`` reads headerless records.
+    list of them; the format (JPEG, binary PNM P5/P6, NPY, and through Pillow
+    on the CPU PNG, GIF, BMP, TIFF, WebP) is told from the first bytes, or
+    ``raw=RawFormat(...)`` reads headerless records.
     ``device`` defaults to where the data is; GPU data never visits the host
     but for its first few KiB (the header). Output dtypes: uint8, uint16 for
-    16-bit PNM / uint16 NPY, float32 for float32 NPY. ``mode`` UNCHANGED, RGB
+    16-bit PNM, PNG or TIFF / uint16 NPY, float32 for float32 NPY or TIFF
+    (channels of Pillow's formats: see gdsio.image.pillow). ``mode`` UNCHANGED, RGB
     (gray replicated) or GRAY (Pillow's convert("L") luma). ``on_error``
     "skip" (lists only) returns ``(images, failed_indices)``;
     ``return_info=True`` adds a list of DecodeInfo (one per returned image),
@@ -647,8 +686,10 @@ def _read_bodies(items: Sequence[_Item], target: Any, backend: str | None, threa
     where = "cpu" if target.type == "cpu" else f"cuda:{target.index}"
 
     def one(it: _Item) -> None:
+        # Pillow's formats are decoded on the host: their bytes go there, whatever the target.
+        dest, how = ("cpu", None) if it.kind in _pil.KINDS else (where, backend)
         try:
-            it.data, it.io = io_read(it.name, device=where, backend=backend, return_stats=True)
+            it.data, it.io = io_read(it.name, device=dest, backend=how, return_stats=True)
             it.total = it.data.numel()  # the file may have changed since its header was read
         except (OSError, ValueError) as e:
             it.error = e
@@ -664,7 +705,7 @@ def _read_bodies(items: Sequence[_Item], target: Any, backend: str | None, threa
         # that the decode stream uses the bytes too.
         s = torch.cuda.current_stream(target)
         for it in items:
-            if it.error is None and it.data is not None:
+            if it.error is None and it.data is not None and it.data.is_cuda:
                 it.data.record_stream(s)
 
 
@@ -688,7 +729,9 @@ def read(
     so a bad file fails before its bulk read; then ``gdsio.read`` moves the
     whole file into ``device`` memory (cuFile where GPUDirect Storage works:
     the pixels, or the JPEG bitstream, never touch host memory) and
-    ``decode`` runs there. ``backend`` picks gdsio.read's backend. Other
+    ``decode`` runs there. PNG, GIF, BMP, TIFF and WebP files are read into
+    host memory instead (``backend`` applies to the other formats), decoded
+    by Pillow and uploaded. ``backend`` picks gdsio.read's backend. Other
     arguments as in ``decode``; ``DecodeInfo.io`` holds each file's ReadStats.
     With on_error="skip", unreadable files are skipped too.
 

@@ -57,14 +57,34 @@ def _need(buf: bytes, total: int, end: int, what: str) -> None:
     raise ValueError(f"truncated {what}: it needs {end} bytes but the data holds {total}")
 
 
+# The formats Pillow decodes for gdsio (gdsio.image.pillow), by their magic bytes.
+_PILLOW_MAGIC = (
+    (b"\x89PNG\r\n\x1a\n", "png"),
+    (b"GIF87a", "gif"),
+    (b"GIF89a", "gif"),
+    (b"II*\x00", "tiff"),
+    (b"MM\x00*", "tiff"),
+    (b"II+\x00", "tiff"),  # BigTIFF
+    (b"MM\x00+", "tiff"),
+    (b"BM", "bmp"),
+)
+
+
 def sniff(buf: bytes) -> str | None:
-    """'jpeg', 'pnm', 'npy' from the first bytes, or None."""
+    """The format from the first bytes (12 are enough), never from a file
+    name: 'jpeg', 'pnm', 'npy', or one Pillow decodes ('png', 'gif',
+    'tiff', 'bmp', 'webp'); None when unknown."""
     if buf[:2] == b"\xff\xd8":
         return "jpeg"
     if buf[:6] == b"\x93NUMPY":
         return "npy"
     if len(buf) >= 2 and buf[0:1] == b"P" and buf[1:2] in b"1234567fF":
         return "pnm"
+    if buf[:4] == b"RIFF" and buf[8:12] == b"WEBP":
+        return "webp"
+    for magic, kind in _PILLOW_MAGIC:
+        if buf[: len(magic)] == magic:
+            return kind
     return None
 
 

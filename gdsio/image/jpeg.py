@@ -27,8 +27,26 @@ import io
 from typing import Any, Callable, Sequence
 
 from .. import _core
-from .._libs import load_nvidia_lib
+from ..platform.nvidia import load_nvidia_lib
 from .headers import JpegHeader
+
+__all__ = [
+    "BACKENDS",
+    "BATCH",
+    "HARDWARE",
+    "HOST",
+    "HYBRID",
+    "PILLOW",
+    "hardware_check",
+    "next_backend",
+    "nvjpeg_backends",
+    "nvjpeg_run",
+    "nvjpeg_status",
+    "pillow_decode",
+    "pillow_decode_many",
+    "pillow_refusal",
+    "route",
+]
 
 HARDWARE = "nvjpeg-hardware-device"
 HYBRID = "nvjpeg-gpu-hybrid-device"
@@ -138,37 +156,20 @@ def _first_taker(h: JpegHeader, backends: dict[str, Any], candidates: Sequence[s
 def pillow_decode(data: bytes, mode: str) -> Any:
     """A CPU uint8 (C,H,W) tensor decoded by Pillow (libjpeg-turbo): UNCHANGED
     keeps L, RGB or CMYK; RGB converts; GRAY is the luma of the RGB image, as
-    convert("L"). ValueError when Pillow cannot decode it; BackendUnavailable
+    convert("L") (gdsio.image.pillow.to_chw, the rules of every Pillow-decoded
+    format). ValueError when Pillow cannot decode it; BackendUnavailable
     when Pillow is not installed (whatever on_error says)."""
-    import numpy as np
-    import torch
+    from .pillow import load_pillow, to_chw
 
-    try:
-        from PIL import Image
-    except ImportError:
-        from ..io import BackendUnavailable
-
-        raise BackendUnavailable(
-            "Pillow is needed to decode this JPEG on the CPU and is not installed (it is a dependency of gdsio): pip install pillow"
-        ) from None
+    Image = load_pillow()
     try:
         with Image.open(io.BytesIO(data), formats=["JPEG"]) as f:
             f.load()
-            im: Image.Image = f
-            if mode == "RGB" and im.mode != "RGB":
-                im = im.convert("RGB")
-            elif mode == "GRAY" and im.mode != "L":
-                im = (im if im.mode == "RGB" else im.convert("RGB")).convert("L")
-            elif mode == "UNCHANGED" and im.mode not in ("L", "RGB", "CMYK"):
-                im = im.convert("RGB")
-            arr = np.array(im, dtype=np.uint8)
+            return to_chw(f, mode)
     except Image.DecompressionBombError as e:
         raise ValueError(f"Pillow refused it as a decompression bomb: {e}") from None
     except Exception as e:  # OSError, SyntaxError... or whatever a corrupt marker makes Pillow raise
         raise ValueError(f"Pillow cannot decode it: {str(e) or type(e).__name__}") from None
-    if arr.ndim == 2:
-        arr = arr[:, :, None]
-    return torch.from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1)))
 
 
 def pillow_decode_many(blobs: Sequence[bytes], mode: str, threads: int) -> list[Any]:
@@ -207,7 +208,7 @@ def nvjpeg_run(
     cannot start at all (BackendUnavailable) fails the whole chunk at once,
     without retries; a CUDA error around the decode (a sticky error an earlier
     kernel left) is no image's fault and goes to the caller."""
-    from ..io import BackendUnavailable
+    from ..errors import BackendUnavailable
 
     for first in range(0, len(jobs), BATCH):
         chunk = list(jobs[first : first + BATCH])

@@ -28,6 +28,8 @@ from typing import Any, Sequence
 
 from .headers import JpegHeader
 
+__all__ = ["BACKEND", "available", "decode", "decode_many", "refusal"]
+
 BACKEND = "simplejpeg"
 
 _SUBSAMPLINGS = ("gray", "444", "422", "420", "440", "411")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import struct
+import zlib
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -41,18 +42,39 @@ GRAY = [(1, 1, 1)]
 
 
 def real_jpeg() -> bytes:
+    return real("JPEG", quality=90)
+
+
+def real(fmt: str, **kw: object) -> bytes:
+    """A noise image of 128x96 written by Pillow in `fmt`."""
     import numpy as np
     from PIL import Image
 
     noise = np.random.default_rng(7).integers(0, 256, (96, 128, 3), dtype=np.uint8)
     b = io.BytesIO()
-    Image.fromarray(noise).save(b, format="JPEG", quality=90)
+    Image.fromarray(noise).save(b, format=fmt, **kw)
     return b.getvalue()
+
+
+def png_chunk(kind: bytes, payload: bytes) -> bytes:
+    return struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload))
+
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+# A valid PNG header of 30000 x 30000 RGB (900 Mpixels) and a few bytes of pixels.
+PNG_HUGE = (PNG_MAGIC + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 30000, 30000, 8, 2, 0, 0, 0))
+            + png_chunk(b"IDAT", zlib.compress(b"\x00" * 64)) + png_chunk(b"IEND", b""))
 
 
 CASES: dict[str, tuple[bytes, str]] = {
     "empty.bin": (b"", "empty"),
-    "unknown_format.gif": (b"GIF89a\x01\x00\x01\x00\x00\x00\x00;", "unknown image format"),
+    "unknown_format.ico": (b"\x00\x00\x01\x00\x01\x00\x10\x10" + b"\x00" * 32, "unknown image format"),
+    "gif_no_frames.gif": (b"GIF89a\x01\x00\x01\x00\x00\x00\x00;", "Pillow cannot read this GIF image's header"),
+    "png_huge.png": (PNG_HUGE, "decompression bomb"),
+    "png_bad_crc.png": (PNG_HUGE.replace(b"\x00\x00\x75\x30", b"\x00\x00\x00\x30", 1),
+                        "Pillow cannot read this PNG image's header"),
+    "bmp_only_magic.bmp": (b"BM" + b"\x00" * 10, "Pillow cannot read this BMP image's header"),
+    "webp_bad_chunk.webp": (b"RIFF\x20\x00\x00\x00WEBPVP8X\x0a\x00\x00\x00" + b"\x00" * 20, "Pillow cannot read this WEBP image's header"),
     "pnm_p2_ascii.pgm": (b"P2\n2 2\n255\n0 1 2 3\n", "P2 (plain text or bitmap) is not supported"),
     "pnm_p4_bitmap.pbm": (b"P4\n8 1\n\x00", "P4 (plain text or bitmap) is not supported"),
     "pnm_p7_pam.pam": (b"P7\nWIDTH 1\nHEIGHT 1\nDEPTH 1\nMAXVAL 255\nENDHDR\n\x00", "PAM (P7) is not supported"),
@@ -103,6 +125,12 @@ def main() -> None:
     cases = dict(CASES)
     jp = real_jpeg()
     cases["jpeg_truncated_scan.jpg"] = (jp[: len(jp) * 2 // 3], "Pillow cannot decode it")
+    # Pillow's formats cut in their pixel data: the header reads, the pixels do not.
+    for name, fmt, kw in (("png", "PNG", {}), ("gif", "GIF", {}), ("bmp", "BMP", {}),
+                          ("tif", "TIFF", {}), ("webp", "WEBP", {"lossless": True})):
+        data = real(fmt, **kw)
+        what = "read this WEBP image's header" if fmt == "WEBP" else f"decode this {fmt} image"
+        cases[f"{name}_truncated.{name}"] = (data[: len(data) // 2], f"Pillow cannot {what}")
     lines = []
     for name, (data, expect) in sorted(cases.items()):
         (HERE / name).write_bytes(data)

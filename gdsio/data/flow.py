@@ -1,0 +1,99 @@
+"""What the loader's consumer side and its producer share: the byte budget
+of the ready-batch queue, how a batch's bytes are counted, the host batch
+buffers reused across batches, the stop-flag poll interval, and the mark of
+the loader's own threads.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import torch
+
+__all__ = ["POLL_S", "BatchBuffers", "ByteBudget", "batch_nbytes", "in_loader_thread", "mark_loader_thread"]
+
+POLL_S = 0.1  # how often blocked threads look at the stop flag
+
+_local = threading.local()  # .in_loader: set in the loader's own threads
+
+
+def mark_loader_thread() -> None:
+    """Marks the calling thread as one of a loader's (its loader thread and readers)."""
+    _local.in_loader = True
+
+
+def in_loader_thread() -> bool:
+    """Whether the calling thread is one of a loader's: a pass closed there (by a
+    garbage collection running in it) must not join the thread it runs in."""
+    return getattr(_local, "in_loader", False)
+
+
+def batch_nbytes(*tensors: Any) -> int:
+    """Bytes held by the tensors among ``tensors`` (a transform may return anything)."""
+    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+
+
+class ByteBudget:
+    """The bytes of the ready batches in the queue: ``acquire`` blocks the
+    producer while adding a batch would pass the cap (unless nothing is
+    queued, so a batch larger than the cap still moves); ``release`` as the
+    consumer takes one. ``peak`` is the most ever held. No cap: counts only."""
+
+    def __init__(self, cap: int | None) -> None:
+        self.cap = cap
+        self.held = 0
+        self.peak = 0
+        self._cv = threading.Condition()
+
+    def acquire(self, n: int, stop: threading.Event) -> bool:
+        with self._cv:
+            while self.cap is not None and self.held > 0 and self.held + n > self.cap:
+                if stop.is_set():
+                    return False
+                self._cv.wait(timeout=POLL_S)
+            self.held += n
+            self.peak = max(self.peak, self.held)
+            return True
+
+    def release(self, n: int) -> None:
+        with self._cv:
+            self.held = max(0, self.held - n)
+            self._cv.notify_all()
+
+
+class BatchBuffers:
+    """Host batch buffers of the raw kind, reused once nothing outside holds
+    them: a fresh 25 MiB buffer per batch would page-fault every byte again.
+    A buffer is busy from its batch's reads until its batch is built; after
+    that the batch (a view the consumer holds) keeps it from reuse until the
+    consumer lets go of it. Without torch's storage use count (a private
+    function) nothing is reused: every batch gets a fresh buffer."""
+
+    def __init__(self, keep: int = 8) -> None:
+        self.keep = keep
+        self.lock = threading.Lock()
+        self.use_count = getattr(torch._C, "_storage_Use_Count", None)
+        self.bufs: list[torch.Tensor] = []
+        self.busy: set[int] = set()
+
+    def _unused(self, t: torch.Tensor) -> bool:
+        # The pool's tensor and the temporary storage object: nothing else.
+        return self.use_count is not None and self.use_count(t.untyped_storage()._cdata) <= 2
+
+    def take(self, shape: tuple[int, int]) -> torch.Tensor:
+        with self.lock:
+            for t in self.bufs:
+                if id(t) not in self.busy and tuple(t.shape) == shape and self._unused(t):
+                    self.busy.add(id(t))
+                    return t
+            t = torch.empty(shape, dtype=torch.uint8)
+            if len(self.bufs) >= self.keep:
+                self.bufs = [b for b in self.bufs if id(b) in self.busy or not self._unused(b)][-(self.keep - 1):]
+            self.bufs.append(t)
+            self.busy.add(id(t))
+            return t
+
+    def release(self, t: torch.Tensor) -> None:
+        with self.lock:
+            self.busy.discard(id(t))

@@ -1,0 +1,473 @@
+"""The loader's producing side: reader threads and the loader thread.
+
+For each batch the loader thread submits the reads (cache misses only) to
+the reader pool one batch ahead, so the reads of batch k+1 run while batch k
+is decoded and transformed. On a GPU the reads, the decode and the transform
+each have a stream of the loader's; each step waits for the previous one
+through CUDA events (only nvJPEG's hardware engines need a host wait, on the
+decode stream, whose queue holds one batch's decode).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import contextlib
+import dataclasses
+import logging
+import queue
+import threading
+import time
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..errors import SampleError
+from .flow import POLL_S, BatchBuffers, ByteBudget, batch_nbytes, mark_loader_thread
+from .meter import Meter
+from .sources import SampleTable
+from ..transforms.classes import BatchInfo, BatchTransform, batch_context
+
+__all__ = ["PassPlan", "Producer"]
+
+log = logging.getLogger("gdsio")
+
+
+class _RowErrors(dict):
+    """{batch row: error} of a batched host read that failed for some files."""
+
+
+@dataclasses.dataclass
+class _Pending:
+    batch_no: int
+    indices: np.ndarray
+    t0: float
+    hits: dict[int, Any]  # position in the batch -> cached sample
+    futures: list[tuple[list[int], concurrent.futures.Future[Any]]]  # positions -> (samples, event)
+    buf: Any = None  # raw kind: the batch buffer the reads fill
+
+
+@dataclasses.dataclass(frozen=True)
+class PassPlan:
+    """One pass, as the Loader hands it to its producer: what to read, in
+    which order, what to do with it, and where the counts go. Frozen: a pass
+    runs from what it was given, whatever the Loader does meanwhile."""
+
+    table: SampleTable
+    order: Any  # ShardedOrder
+    epoch: int
+    start: int  # the first batch of the pass (resume)
+    transform: Any
+    device: Any  # torch.device
+    streams: tuple[Any, Any, Any] | None  # CUDA: (read, work, decode) streams; None on the CPU
+    threads: int
+    on_error: str
+    mode: str  # image mode
+    cache: Any  # gdsio.Cache or None
+    meter: Meter
+    buffers: BatchBuffers  # host batch buffers of the raw kind, kept by the Loader across passes
+
+
+class Producer:
+    """Runs in the thread ``gdsio-loader``; puts ``("batch", batch_no, images,
+    labels, ready_event)``, ``("empty", batch_no)``, ``("error", exc)`` or
+    ``("end",)`` on the queue."""
+
+    def __init__(self, plan: PassPlan, q: queue.Queue[Any], stop: threading.Event, budget: ByteBudget | None = None) -> None:
+        self.plan = plan
+        self.cuda = plan.device.type == "cuda"
+        self.q, self.stop, self.budget = q, stop, budget
+        self.image_setup = None
+        if self.cuda and plan.table.kind == "image":
+            from . import _decode
+
+            self.image_setup = _decode.image_setup(plan.device, plan.mode)
+
+    # ---- contexts ---------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _on(self, which: int) -> Iterator[None]:
+        """Makes the loader's read (0), work (1) or decode (2) stream current in this thread."""
+        if not self.cuda:
+            yield
+            return
+        import torch
+
+        stream = self.plan.streams[which]  # type: ignore[index]
+        with torch.cuda.device(stream.device), torch.cuda.stream(stream):
+            yield
+
+    def _event(self, stream_index: int, timing: bool = False) -> Any:
+        if not self.cuda:
+            return None
+        import torch
+
+        ev = torch.cuda.Event(enable_timing=timing)
+        ev.record(self.plan.streams[stream_index])  # type: ignore[index]
+        return ev
+
+    # ---- the loop ---------------------------------------------------------------
+
+    def run(self) -> None:
+        mark_loader_thread()
+        pool = concurrent.futures.ThreadPoolExecutor(
+            self.plan.threads, thread_name_prefix="gdsio-reader", initializer=mark_loader_thread
+        )
+        try:
+            batches = enumerate(self.plan.order.batches(self.plan.epoch, self.plan.start), start=self.plan.start)
+            ahead: collections.deque[_Pending] = collections.deque()
+            while True:
+                # Keep this batch and the next one submitted: reads overlap the transform.
+                while len(ahead) < 2 and (nxt := next(batches, None)) is not None:
+                    ahead.append(self._submit(pool, *nxt))
+                if not ahead or self.stop.is_set():
+                    break
+                item = self._finish(ahead.popleft())
+                if not self._put(item):
+                    return
+            if not self.stop.is_set():
+                self._put(("end",))
+        except BaseException as e:  # reaches the consumer, which re-raises it
+            self._put(("error", e))
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _put(self, item: tuple[Any, ...]) -> bool:
+        if item[0] == "batch" and self.budget is not None:
+            if not self.budget.acquire(batch_nbytes(item[2], item[3]), self.stop):
+                return False
+        return self._enqueue(item)
+
+    def _enqueue(self, item: tuple[Any, ...]) -> bool:
+        while not self.stop.is_set():
+            try:
+                self.q.put(item, timeout=POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    # ---- reads ------------------------------------------------------------------
+
+    def _keys(self, idx: np.ndarray) -> list[tuple[Any, ...]]:
+        """Cache keys: (kind, path, byte offset, image mode), shareable between loaders."""
+        t = self.plan.table
+        files = t.file_of(idx).tolist()
+        offs = t.offset_of(idx).tolist() if t.starts is not None else [0] * len(files)
+        mode = self.plan.mode if t.kind == "image" else None
+        return [(t.kind, t.files.paths[f], off, mode) for f, off in zip(files, offs)]
+
+    def _submit(self, pool: concurrent.futures.Executor, batch_no: int, idx: np.ndarray) -> _Pending:
+        p = _Pending(batch_no, idx, time.perf_counter(), {}, [])
+        misses = list(range(len(idx)))
+        if self.plan.cache is not None:
+            misses = []
+            for pos, key in enumerate(self._keys(idx)):
+                hit = self.plan.cache.lookup(key)
+                if hit is not None:
+                    p.hits[pos] = hit
+                else:
+                    misses.append(pos)
+        if self.plan.table.kind == "raw":
+            import torch
+
+            t = self.plan.table
+            if self.cuda:
+                with self._on(0):  # allocated on the read stream, which fills it
+                    p.buf = torch.empty((len(idx), t.record_bytes), dtype=torch.uint8, device=self.plan.device)
+            else:
+                p.buf = self.plan.buffers.take((len(idx), t.record_bytes))
+            groups = self._group_by_file(idx, misses)
+            if not self.cuda and groups:
+                # Host batches: every file of the batch in one C++ call (no future,
+                # File or GIL hand-off per file).
+                rows_all = [r for g in groups for r in g]
+                p.futures.append((rows_all, pool.submit(self._read_records_host, idx, groups, p.buf)))
+            else:
+                for rows in groups:
+                    p.futures.append((rows, pool.submit(self._read_records, idx, rows, p.buf)))
+        else:
+            for pos in misses:
+                p.futures.append(([pos], pool.submit(self._read_file, int(idx[pos]))))
+        return p
+
+    def _group_by_file(self, idx: np.ndarray, rows: list[int]) -> list[list[int]]:
+        files = self.plan.table.file_of(idx[rows]) if rows else []
+        groups: dict[int, list[int]] = {}
+        for r, f in zip(rows, np.asarray(files).tolist()):
+            groups.setdefault(f, []).append(r)
+        return list(groups.values())
+
+    def _record_requests(self, idx: np.ndarray, rows: list[int]) -> list[list[int]]:
+        """[file offset, size, batch-buffer offset] of the records of `rows` (one file),
+        runs adjacent both in the file and in the batch (unshuffled data) coalesced."""
+        rb = self.plan.table.record_bytes
+        reqs: list[list[int]] = []
+        for r, off in zip(rows, self.plan.table.offset_of(idx[rows]).tolist()):
+            if reqs and reqs[-1][0] + reqs[-1][1] == off and reqs[-1][2] + reqs[-1][1] == r * rb:
+                reqs[-1][1] += rb
+            else:
+                reqs.append([off, rb, r * rb])
+        return reqs
+
+    def _read_records_host(self, idx: np.ndarray, groups: list[list[int]], buf: Any) -> tuple[Any, None]:
+        """Reader thread, host batches: the records of every file in one call
+        (gdsio._core.read_paths). When it fails, file by file, so that each
+        error names its own rows: returns {row: error} then."""
+        from .. import _core
+        from ..config import current
+
+        t = self.plan.table
+        base = buf.data_ptr()
+        reads = []
+        per_file = []
+        for rows in groups:
+            path = t.files.paths[int(t.file_of(idx[rows[:1]])[0])]
+            reqs = self._record_requests(idx, rows)
+            reads += [(path, base + out, n, off) for off, n, out in reqs]
+            per_file.append(sum(n for _, n, _ in reqs))
+        try:
+            _core.read_paths(reads, threads=current().threads)
+        except (OSError, ValueError):
+            errors: dict[int, BaseException] = {}
+            for rows in groups:
+                try:
+                    self._read_records(idx, rows, buf)
+                except (OSError, ValueError) as e:
+                    errors.update({r: e for r in rows})
+            return _RowErrors(errors), None
+        for nbytes in per_file:  # one read per file, as the per-file path counts them
+            self.plan.meter.read("posix", nbytes)
+        return None, None
+
+    def _read_records(self, idx: np.ndarray, rows: list[int], buf: Any) -> tuple[None, Any]:
+        """Reader thread: the records of `rows` (one file) into their rows of the batch buffer."""
+        from ..io import File
+
+        t = self.plan.table
+        rb = t.record_bytes
+        offs = t.offset_of(idx[rows]).tolist()
+        # Coalesce runs adjacent both in the file and in the batch (unshuffled data): fewer, larger requests.
+        reqs: list[list[int]] = []
+        for r, off in zip(rows, offs):
+            if reqs and reqs[-1][2] + reqs[-1][1] == off and reqs[-1][3] + reqs[-1][1] == r * rb:
+                reqs[-1][1] += rb
+            else:
+                reqs.append([0, rb, off, r * rb])
+        path = t.files.paths[int(t.file_of(idx[rows[:1]])[0])]
+        with self._on(0):
+            stream = self.plan.streams[0].cuda_stream if self.cuda else None  # type: ignore[index]
+            with File(path) as f:
+                st = f.read_batch([(buf, n, off, out) for _, n, off, out in reqs], stream=stream)
+            ev = self._event(0)
+        self.plan.meter.read(st.backend, st.nbytes)
+        return None, ev
+
+    def _read_file(self, index: int) -> tuple[Any, Any]:
+        """Reader thread: one npy tensor, or one image (decoded here on the CPU;
+        on a GPU its header and bytes, decoded later with the whole batch)."""
+        from ..io import read
+        from ..tensors import load_npy
+
+        path = self.plan.table.files.paths[index]
+        with self._on(0):
+            if self.plan.table.kind == "npy":
+                t, st = load_npy(path, device=self.plan.device, return_stats=True)
+            elif self.cuda:  # an image for the GPU: its header on the host, its bytes to the device
+                from . import _decode
+
+                t = _decode.read_image(path, self.image_setup)
+                st = t.io
+            else:
+                t, st = read(path, device=self.plan.device, return_stats=True)
+            ev = self._event(0)
+        if st is not None:
+            self.plan.meter.read(st.backend, st.nbytes)
+        if self.plan.table.kind == "image" and not self.cuda:
+            from . import _decode
+
+            t, backend = _decode.decode_one(t, self.plan.device, self.plan.mode)
+            self.plan.meter.decoded(backend)
+        return t, ev
+
+    # ---- one batch --------------------------------------------------------------
+
+    def _failed(self, index: int, err: BaseException, failures: dict[int, BaseException], pos: int) -> None:
+        desc = self.plan.table.describe(index)
+        if self.plan.on_error == "raise":
+            raise SampleError(f"sample {index} ('{desc}'): {type(err).__name__}: {err}", index=index,
+                              path=self.plan.table.files.paths[int(self.plan.table.file_of(np.asarray([index]))[0])]) from err
+        log.warning("gdsio.Loader: skipping sample %d ('%s'): %s: %s", index, desc, type(err).__name__, err)
+        failures[pos] = err
+
+    def _finish(self, p: _Pending) -> tuple[Any, ...]:
+        try:
+            return self._finish_batch(p)
+        finally:
+            if p.buf is not None and not self.cuda:
+                self.plan.buffers.release(p.buf)  # the batch built from it (if any) now keeps it
+
+    def _finish_batch(self, p: _Pending) -> tuple[Any, ...]:
+        import torch
+
+        n = len(p.indices)
+        idx = p.indices.tolist()
+        samples: list[Any] = [None] * n
+        failures: dict[int, BaseException] = {}
+        events = []
+        for rows, fut in p.futures:
+            try:
+                t, ev = fut.result()
+            except Exception as e:
+                for r in rows:
+                    self._failed(idx[r], e, failures, r)
+                continue
+            if isinstance(t, _RowErrors):
+                for r, e in t.items():
+                    self._failed(idx[r], e, failures, r)
+            events.append(ev)
+            if p.buf is None:
+                samples[rows[0]] = t
+        fresh = [r for rows, _ in p.futures for r in rows if r not in failures]
+        start = None
+        if self.plan.table.kind == "image" and self.cuda and fresh:
+            from . import _decode
+
+            # Decoded on a stream of its own, after this batch's reads only: the
+            # JPEG engines' host wait (nvjpeg_shim.cpp) then waits for neither the
+            # next batch's reads (read stream) nor the last one's transform (work
+            # stream), and the reads never queue behind a decode.
+            dec = self.plan.streams[2]  # type: ignore[index]
+            for ev in events:
+                if ev is not None:
+                    dec.wait_event(ev)
+            for r in fresh:
+                if samples[r].data.is_cuda:  # Pillow's formats are read to the host, and decoded there
+                    samples[r].data.record_stream(dec)  # read on the read stream, used here
+            with self._on(2):
+                start = self._event(2, timing=True)
+                decoded, errors, backends = _decode.decode_items([samples[r] for r in fresh], self.image_setup)
+                events.append(self._event(2))
+            for name, count in backends.items():
+                self.plan.meter.decoded(name, count)
+            for k, r in enumerate(fresh):
+                samples[r] = decoded[k]
+                if k in errors:
+                    self._failed(idx[r], errors[k], failures, r)
+            fresh = [r for r in fresh if r not in failures]
+        with self._on(1):
+            if start is None:
+                start = self._event(1, timing=True)
+            work = self.plan.streams[1] if self.cuda else None  # type: ignore[index]
+            for ev in events:
+                if ev is not None:
+                    work.wait_event(ev)
+            if self.cuda:  # made on another stream, used on this one: keep the allocator from reusing early
+                for r in fresh if p.buf is None else []:
+                    samples[r].record_stream(work)
+                if p.buf is not None:
+                    p.buf.record_stream(work)
+            self._fill_from_cache(p, samples)
+            if self.plan.cache is not None and fresh:
+                self.plan.cache.put_many(self._keys(p.indices[fresh]), [samples[r] if p.buf is None else p.buf[r] for r in fresh])
+            keep = [r for r in range(n) if r not in failures]
+            if not keep:
+                self.plan.meter.produced(time.perf_counter() - p.t0, len(p.hits), len(failures), None)
+                return ("empty", p.batch_no)
+            images = self._assemble(p, samples, keep)
+            labels = torch.from_numpy(self.plan.table.labels_of(p.indices[keep])).to(self.plan.device, non_blocking=True)
+            end = self._event(1, timing=True)
+        self.plan.meter.produced(time.perf_counter() - p.t0, len(p.hits), len(failures),
+                            (start, end) if self.cuda else None)
+        return ("batch", p.batch_no, images, labels, end)
+
+    def _fill_from_cache(self, p: _Pending, samples: list[Any]) -> None:
+        for r, (hit, ready) in p.hits.items():
+            if ready is not None:  # still being copied into the cache on some stream
+                self.plan.streams[1].wait_event(ready)  # type: ignore[index]
+            if hit.is_cuda:  # a cache cleared meanwhile (shared by loaders) must not free it under these reads
+                hit.record_stream(self.plan.streams[1])  # type: ignore[index]
+            if hit.device != self.plan.device:  # a pinned cache: the copy is queued on the work stream
+                hit = hit.to(self.plan.device, non_blocking=True)
+            if p.buf is not None:
+                p.buf[r].copy_(hit, non_blocking=True)
+            else:
+                samples[r] = hit
+
+    def _assemble(self, p: _Pending, samples: list[Any], keep: list[int]) -> Any:
+        import torch
+
+        t = self.plan.table
+        kept_idx = p.indices[keep]
+        names: list[str] | None = None
+        if p.buf is not None:
+            rows = p.buf if len(keep) == len(p.indices) else p.buf[torch.as_tensor(keep, device=p.buf.device)]
+            batch = rows.view(t.record_dtype).view(len(keep), *t.record_shape)
+            if self.plan.transform is None:
+                return batch  # read straight into the batch: no copy
+            chosen = list(batch.unbind(0))
+        else:
+            chosen = [samples[r] for r in keep]
+            names = [t.describe(i) for i in kept_idx.tolist()]
+            if self.plan.transform is None:
+                return _collate(chosen, names)
+        if not isinstance(self.plan.transform, BatchTransform):
+            return self._per_sample(p, chosen, kept_idx)
+        try:
+            with batch_context(BatchInfo(self.plan.order.seed, self.plan.epoch, kept_idx)):
+                out = self.plan.transform(chosen)
+        except Exception as e:
+            e.add_note(f"in the transform of gdsio.Loader, batch {p.batch_no} of epoch {self.plan.epoch}")
+            raise
+        if isinstance(out, (list, tuple)):
+            return _collate(list(out), names)
+        if not isinstance(out, torch.Tensor) or out.dim() < 1 or out.shape[0] != len(chosen):
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(f"the transform must return a batch of {len(chosen)} samples (a tensor (N, ...)); got {got}")
+        return out
+
+    def _per_sample(self, p: _Pending, chosen: list[Any], kept_idx: np.ndarray) -> Any:
+        """A transform that is not gdsio's (a torchvision v2 transform, a
+        function of one tensor) runs on each sample, as in a DataLoader; the
+        outputs are stacked. current_batch() names the one sample."""
+        import torch
+
+        outs = []
+        for k, (sample, index) in enumerate(zip(chosen, kept_idx.tolist())):
+            try:
+                with batch_context(BatchInfo(self.plan.order.seed, self.plan.epoch, kept_idx[k : k + 1])):
+                    out = self.plan.transform(sample)
+            except Exception as e:
+                e.add_note(f"in the transform of gdsio.Loader, run on sample {index} ('{self.plan.table.describe(index)}'), "
+                           f"batch {p.batch_no} of epoch {self.plan.epoch}")
+                raise
+            if not isinstance(out, torch.Tensor):
+                raise TypeError(
+                    f"the transform must return a tensor for each sample; it returned {type(out).__name__} for sample "
+                    f"{index} ('{self.plan.table.describe(index)}'). A transform that is not a gdsio.data transform runs on "
+                    "each sample (a tensor); one of the whole batch goes in gdsio.data.BatchLambda"
+                )
+            outs.append(out)
+        return _collate(outs, [self.plan.table.describe(i) for i in kept_idx.tolist()], per_sample=True)
+
+
+def _collate(samples: list[Any], names: list[str] | None, per_sample: bool = False) -> Any:
+    import torch
+
+    shapes = [tuple(s.shape) for s in samples]
+    for k, shape in enumerate(shapes[1:], start=1):
+        if shape != shapes[0]:
+            a = f" ('{names[0]}')" if names else ""
+            b = f" ('{names[k]}')" if names else ""
+            if per_sample:
+                raise ValueError(
+                    f"the transform, run on each sample, gave outputs of different shapes: {shapes[0]}{a} and "
+                    f"{shape}{b}; they are stacked into one batch, so end the transform with a fixed size, e.g. "
+                    "v2.Resize((224, 224)) or v2.Resize(256) then v2.CenterCrop(224) (or v2.RandomResizedCrop(224)), "
+                    "or use gdsio.data.Compose([gdsio.data.Resize(256), gdsio.data.CenterCrop(224)])"
+                )
+            raise ValueError(
+                f"samples of one batch differ in shape: {shapes[0]}{a} and {shape}{b}; pass a transform that "
+                "fixes the size, e.g. gdsio.data.Compose([gdsio.data.Resize(256), gdsio.data.CenterCrop(224)])"
+            )
+    return torch.stack(samples)

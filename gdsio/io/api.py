@@ -1,0 +1,152 @@
+"""``read`` and ``read_into``: one call, one file, and a ReadStats that names
+the backend that ran."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..config import current
+from ..device import parse_device, require_cuda
+from .buffers import host_empty
+from .file import File, check_range
+from .many import read_small
+from .stats import ReadStats
+
+__all__ = ["read", "read_into"]
+
+
+def read_into(
+    path: str | os.PathLike[str],
+    out: Any,
+    *,
+    offset: int = 0,
+    size: int | None = None,
+    backend: str | None = None,
+    stream: Any = None,
+) -> ReadStats:
+    """Fills a buffer of the caller's with the bytes of `path` from `offset`,
+    with no extra copy. The copy is ordered on `stream` and complete on return:
+    it starts after the work queued there (cuFile and kvikio, which write
+    outside stream order, first synchronise the stream).
+
+    Args:
+        path: the file to read.
+        out: the destination: a contiguous, writable torch tensor (cpu or
+            cuda), cupy or numpy array, an object with
+            ``__cuda_array_interface__``, ``__dlpack__`` or the buffer protocol.
+        offset: where in the file to start, in bytes.
+        size: bytes to read; default: `out`'s size in bytes (the file must hold
+            that many from `offset`).
+        backend: ``"auto"`` (default, from the ``backend`` setting): ``gds``
+            where true GPUDirect Storage works for this file, else ``pinned``
+            for GPU memory and ``posix`` for host memory. Or one of
+            ``"gds"``, ``"cufile"``, ``"kvikio"``, ``"pinned"``, ``"posix"``.
+        stream: the CUDA stream the copy is ordered on: an int
+            (cudaStream_t), a ``torch.cuda.Stream`` or a cupy stream; default:
+            the current stream of `out`'s framework.
+
+    Returns:
+        ReadStats: ``backend`` (what ran: gds, cufile-compat, kvikio, pinned
+        or posix), ``nbytes``, ``seconds``, ``gbps``, and ``reason``: why a
+        faster backend was skipped.
+
+    Raises:
+        FileNotFoundError: `path` does not exist (PermissionError: unreadable,
+            IsADirectoryError: a directory, OSError: not a regular file).
+        ValueError: a negative offset, a range past the end of the file, `out`
+            too small, non-contiguous or read-only, a backend that does not
+            fit the destination.
+        TypeError: `out` or `stream` of a type gdsio cannot read into.
+        gdsio.BackendUnavailable: the backend asked for cannot run here, with why.
+        OSError: the read failed, or the file shrank during it ("ended early").
+        RuntimeError: a CUDA call failed (the message carries the CUDA error).
+
+    Example:
+        >>> buf = torch.empty(1 << 20, dtype=torch.uint8)       # or device="cuda"
+        >>> st = gdsio.read_into("shard-0001.bin", buf, offset=4096)
+        >>> st.backend, st.gbps
+        ('posix', 3.1)
+    """
+    with File(path) as f:
+        return f.read_into(out, size, offset, backend=backend, stream=stream)
+
+
+def read(
+    path: str | os.PathLike[str],
+    *,
+    offset: int = 0,
+    size: int | None = None,
+    device: Any = "cuda",
+    backend: str | None = None,
+    return_stats: bool = False,
+) -> Any:
+    """Reads a file (or a range of it) into a new 1-D uint8 torch tensor on `device`.
+
+    GPU memory is filled by ``gds`` (cuFile, true GPUDirect Storage: DMA from
+    NVMe to the GPU) where it works for this file, else by ``pinned`` (gdsio's
+    pipelined copy through pinned staging buffers); host memory by ``posix``
+    (parallel chunked reads). ``kvikio`` and ``cufile`` (cuFile whatever its
+    mode) run when asked. ``return_stats=True`` says which ran and why a faster
+    one did not.
+
+    Args:
+        path: the file to read.
+        offset: where in the file to start, in bytes.
+        size: bytes to read; default: to the end of the file.
+        device: where the tensor lives. Default "cuda" (the current CUDA
+            device); ``"cuda:N"`` or an int N for another one, ``"cpu"`` for
+            host memory (which also works on machines without a GPU).
+        backend: ``"auto"`` (default, from the ``backend`` setting) or one of
+            ``"gds"``, ``"cufile"``, ``"kvikio"``, ``"pinned"``, ``"posix"``.
+        return_stats: also return the ReadStats.
+
+    Returns:
+        torch.Tensor: 1-D uint8 of `size` bytes on `device`; with
+        ``return_stats=True``, ``(tensor, ReadStats)``.
+
+    Raises:
+        FileNotFoundError: `path` does not exist (PermissionError: unreadable,
+            IsADirectoryError: a directory, OSError: not a regular file).
+        ValueError: a negative offset or size, a range past the end of the
+            file, a device that is not "cpu", "cuda", "cuda:N" or an int (or
+            names a GPU that does not exist), a backend that does not fit the
+            device (posix for GPU memory, gds/cufile/pinned for host memory).
+        gdsio.BackendUnavailable: a GPU device where CUDA cannot be used (no
+            driver, no GPU, a CPU-only torch; the message says which and to
+            pass device="cpu"), or a backend asked for that cannot run here.
+        OSError: the read failed, or the file shrank during it ("ended early").
+        RuntimeError: a CUDA call failed (the message carries the CUDA error).
+
+    Example:
+        >>> device = "cuda" if torch.cuda.is_available() else "cpu"
+        >>> t = gdsio.read("shard-0001.bin", device=device)
+        >>> t, st = gdsio.read("shard-0001.bin", device="cpu", offset=4096, size=1 << 20, return_stats=True)
+        >>> st.backend, st.reason
+        ('posix', '')
+    """
+    import torch
+
+    target = parse_device(device)
+    s = current()
+    if target.type == "cpu" and offset == 0 and size is None and not s.direct_io and isinstance(path, (str, bytes, os.PathLike)):
+        if (s.backend if backend is None else backend) in ("auto", "posix"):
+            # A small file in one C++ call (open, fstat, pread, close), as open().read() does.
+            got = read_small(path, s, return_stats)
+            if got is not None:
+                return got if return_stats else got[0]
+    with File(path) as f:
+        file_size = f.size()
+        if size is None:
+            if offset < 0 or offset > file_size:
+                check_range(f.path, file_size, offset, 0)
+            size = file_size - offset
+        check_range(f.path, file_size, offset, size)
+        if target.type == "cpu":
+            # O_DIRECT reads straight into page-aligned memory; torch aligns to 64 bytes.
+            out = host_empty(size, 4096 if s.direct_io and size else 0)
+        else:
+            dev = require_cuda(f"cannot read '{f.path}' into {device}", target.index)
+            out = torch.empty(size, dtype=torch.uint8, device=dev)
+        st = f.read_into(out, size, offset, backend=backend)
+    return (out, st) if return_stats else out

@@ -1,0 +1,178 @@
+"""Destinations: what a caller may read into, reduced to (pointer, bytes, place).
+
+Accepted: torch tensors (cpu or cuda), objects with ``__cuda_array_interface__``
+(cupy, numba), numpy arrays and anything with the buffer protocol, and objects
+with ``__dlpack__``. The destination must be contiguous and writable.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from typing import Any
+
+import numpy as np
+
+from .. import _core
+from ..config import current
+
+__all__ = ["HUGE_PAGES_MIN", "Destination", "host_empty", "resolve", "stream_handle"]
+
+
+@dataclasses.dataclass
+class Destination:
+    ptr: int
+    nbytes: int
+    kind: str  # "cpu" or "cuda"
+    device: int  # CUDA device index, -1 for host memory
+    stream: int  # cudaStream_t as an int (0: the legacy default stream)
+    owner: Any  # keeps the memory alive while the read runs
+
+    def describe(self) -> str:
+        return "host memory" if self.kind == "cpu" else f"cuda:{self.device}"
+
+
+HUGE_PAGES_MIN = 8 << 20  # smaller buffers gain little from 2 MiB pages
+
+
+def host_empty(nbytes: int, align: int = 0) -> Any:
+    """A new uint8 CPU tensor of `nbytes` (starting `align`-aligned when asked,
+    up to the page size). When the huge_pages setting is on and it is large,
+    it is a mapping of its own, advised MADV_HUGEPAGE before its first touch
+    and unmapped with the tensor: advice on malloc's memory would outlive the
+    buffer and reach unrelated allocations later made there."""
+    import mmap
+
+    import torch
+
+    if nbytes >= HUGE_PAGES_MIN and current().huge_pages and hasattr(mmap, "MADV_HUGEPAGE"):
+        # Private and anonymous (mmap's default, MAP_SHARED, would be shmem: no THP, slower faults); page-aligned.
+        mm = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        try:
+            mm.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:
+            pass  # a kernel without THP: plain pages, still correct
+        return torch.frombuffer(mm, dtype=torch.uint8)  # keeps the mapping alive
+    if align:
+        raw = torch.empty(nbytes + align, dtype=torch.uint8)
+        skip = (-raw.data_ptr()) % align
+        return raw[skip : skip + nbytes]
+    return torch.empty(nbytes, dtype=torch.uint8)
+
+
+def stream_handle(stream: Any) -> int:
+    """A cudaStream_t as an int from an int, a torch.cuda.Stream (.cuda_stream)
+    or a cupy Stream (.ptr). 1 (cudaStreamLegacy) and 2 (cudaStreamPerThread)
+    become 0: gdsio's reader threads would otherwise take 2 as their own
+    per-thread stream, not the caller's; the legacy default stream orders
+    after both."""
+    if stream is None:
+        return 0
+    for attr in ("cuda_stream", "ptr"):
+        if not isinstance(stream, int) and hasattr(stream, attr):
+            stream = getattr(stream, attr)
+            break
+    try:
+        h = int(stream)
+    except (TypeError, ValueError):
+        raise TypeError(f"stream must be an int (a cudaStream_t), a torch.cuda.Stream or a cupy Stream; "
+                        f"got {type(stream).__name__}") from None
+    return 0 if h in (1, 2) else h
+
+
+def _is_torch_tensor(obj: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor)
+
+
+def _from_torch(t: Any, stream: int | None, name: str) -> Destination:
+    import torch
+
+    if not t.is_contiguous():
+        raise ValueError(f"{name} must be contiguous (call .contiguous() first); got strides {tuple(t.stride())}")
+    if t.requires_grad and t.is_leaf:
+        raise ValueError(f"{name} requires grad; read into a tensor made under torch.no_grad() or .detach() it")
+    nbytes = t.numel() * t.element_size()
+    if t.device.type == "cpu":
+        return Destination(t.data_ptr(), nbytes, "cpu", -1, 0, t)
+    if t.device.type == "cuda":
+        dev = t.device.index if t.device.index is not None else torch.cuda.current_device()
+        if stream is None:
+            stream = torch.cuda.current_stream(dev).cuda_stream
+        return Destination(t.data_ptr(), nbytes, "cuda", dev, stream_handle(stream), t)
+    raise ValueError(f"{name} lives on {t.device}; gdsio reads into cpu or cuda tensors")
+
+
+def _c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...] | None, itemsize: int) -> bool:
+    if strides is None:
+        return True
+    expected = itemsize
+    for dim, stride in zip(reversed(shape), reversed(strides)):
+        if dim != 1 and stride != expected:
+            return False
+        expected *= dim
+    return True
+
+
+def _from_cai(obj: Any, stream: int | None, name: str) -> Destination:
+    cai = obj.__cuda_array_interface__
+    ptr, readonly = cai["data"]
+    if readonly:
+        raise ValueError(f"{name} is read-only")
+    shape = tuple(cai["shape"])
+    itemsize = np.dtype(cai["typestr"]).itemsize
+    if not _c_contiguous(shape, cai.get("strides"), itemsize):
+        raise ValueError(f"{name} must be C-contiguous; got strides {cai.get('strides')}")
+    nbytes = math.prod(shape) * itemsize
+    device = -1
+    if ptr:
+        kind, device = _core.cuda_pointer_kind(ptr)
+        if kind not in ("device", "managed"):
+            raise ValueError(f"{name} exposes __cuda_array_interface__ but points to {kind} memory")
+    if stream is None:
+        cupy = sys.modules.get("cupy")
+        if cupy is not None and isinstance(obj, cupy.ndarray):
+            with cupy.cuda.Device(obj.device.id):  # the current stream of the array's device
+                stream = cupy.cuda.get_current_stream().ptr
+        else:
+            stream = cai.get("stream")  # None, 1 and 2 name the default streams
+    return Destination(int(ptr), nbytes, "cuda", device, stream_handle(stream), obj)
+
+
+def _from_host_buffer(obj: Any, name: str) -> Destination:
+    if isinstance(obj, np.ndarray):
+        arr = obj
+    else:
+        try:
+            mv = memoryview(obj)
+        except TypeError:
+            raise TypeError(
+                f"{name} must be a torch tensor, a cupy/numpy array, or an object with "
+                f"__cuda_array_interface__, __dlpack__ or the buffer protocol; got {type(obj).__name__}"
+            ) from None
+        if mv.readonly:
+            raise ValueError(f"{name} is read-only ({type(obj).__name__})")
+        if not mv.c_contiguous:
+            raise ValueError(f"{name} must be C-contiguous")
+        arr = np.frombuffer(mv.cast("B") if mv.ndim else mv, dtype=np.uint8)
+    if not arr.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous; got strides {arr.strides}")
+    if not arr.flags.writeable:
+        raise ValueError(f"{name} is read-only")
+    return Destination(arr.__array_interface__["data"][0], arr.nbytes, "cpu", -1, 0, (obj, arr))
+
+
+def resolve(obj: Any, *, stream: int | None = None, name: str = "out") -> Destination:
+    """Reduces a destination object to a Destination; TypeError/ValueError name `name`."""
+    if _is_torch_tensor(obj):
+        return _from_torch(obj, stream, name)
+    if isinstance(obj, np.ndarray):
+        return _from_host_buffer(obj, name)
+    if hasattr(obj, "__cuda_array_interface__"):
+        return _from_cai(obj, stream, name)
+    if hasattr(obj, "__dlpack__"):
+        import torch
+
+        return _from_torch(torch.from_dlpack(obj), stream, name)
+    return _from_host_buffer(obj, name)

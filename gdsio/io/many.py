@@ -1,0 +1,110 @@
+"""Small files fast: ``read_many`` (many paths in, tensors out, one C++ call
+over the thread pool with the GIL released) and the one-call path that
+``gdsio.read`` takes for a small file to the CPU (open, fstat, pread and close
+in C++, into memory the tensor owns).
+
+Why: through the general path a 100 KiB read spent most of its time in
+Python (settings, a File, a ReadStats); Python's own open().read() is one C
+call. These paths make the same few system calls and build a ReadStats only
+when asked for one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Sequence
+
+from .. import _core
+from ..config import Settings, current
+from ..device import resolve_device
+from .buffers import HUGE_PAGES_MIN, host_empty
+from .stats import ReadStats
+
+__all__ = ["read_many", "read_small", "small_read_limit"]
+
+
+def small_read_limit(s: Settings) -> int:
+    """Files up to this size take read()'s one-call path (one chunk, and no
+    huge-page buffer, which only larger buffers get)."""
+    return min(s.chunk_bytes, HUGE_PAGES_MIN - 1)
+
+
+def read_small(path: str | bytes | os.PathLike[str] | os.PathLike[bytes], s: Settings, return_stats: bool) -> Any:
+    """(tensor, ReadStats or None) of a whole small file on the CPU, or None when
+    the file is larger than small_read_limit (the caller's parallel path reads it)."""
+    import torch
+
+    t0 = time.perf_counter() if return_stats else 0.0
+    got = _core.read_whole_file(path, max_bytes=small_read_limit(s))
+    if type(got) is int:
+        return None
+    t = torch.from_numpy(got)
+    if not return_stats:
+        return t, None
+    n = t.numel()
+    return t, ReadStats("posix", n, time.perf_counter() - t0, 1, 1 if n else 0, path=os.fsdecode(path),
+                     device="host memory")
+
+
+def read_many(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    device: Any = "cpu",
+    out: Any = None,
+    return_stats: bool = False,
+) -> Any:
+    """Reads whole files, many at once: one call into C++ that stats, opens,
+    reads and closes them over gdsio's reader threads with the GIL released.
+    Returns a list of 1-D uint8 tensors, views of one buffer (``out``, a
+    contiguous uint8 CPU tensor of at least their total size, is filled and
+    reused when given), moved to ``device`` in one copy when it is a GPU.
+
+    Args:
+        paths: the files.
+        device: "cpu" (default) or a CUDA device for the result.
+        out: a reusable host buffer (a 1-D contiguous uint8 CPU tensor).
+        return_stats: also return a ReadStats (backend "posix", chunks = files).
+
+    Returns:
+        list[torch.Tensor] (and a ReadStats when return_stats).
+
+    Raises:
+        FileNotFoundError, PermissionError, IsADirectoryError: naming the path.
+        ValueError: ``out`` too small or not a contiguous uint8 CPU tensor.
+
+    >>> blobs = gdsio.read_many(["a.jpg", "b.jpg"])
+    >>> buf = torch.empty(64 << 20, dtype=torch.uint8)
+    >>> blobs, st = gdsio.read_many(paths, out=buf, return_stats=True)   # no allocation
+    """
+    import torch
+
+    target = resolve_device(device, what=f"cannot read {len(paths)} files into {device}")
+    s = current()
+    names = [os.fsdecode(os.fspath(p)) for p in paths]
+    t0 = time.perf_counter()
+    sizes = _core.file_sizes(names, threads=s.threads)
+    total = sum(sizes)
+    if out is None:
+        buf = host_empty(total)
+    else:
+        if not isinstance(out, torch.Tensor) or out.dtype != torch.uint8 or out.device.type != "cpu" or not out.is_contiguous():
+            raise ValueError("out must be a contiguous uint8 CPU tensor")
+        if out.numel() < total:
+            raise ValueError(f"out holds {out.numel()} bytes; these {len(names)} files need {total}")
+        buf = out.view(-1)
+    base = buf.data_ptr()
+    reads = []
+    off = 0
+    for name, n in zip(names, sizes):
+        reads.append((name, base + off, n, 0))
+        off += n
+    _core.read_paths(reads, threads=s.threads)
+    if target.type == "cuda":
+        buf = buf[:total].to(target)
+    views = list(torch.split(buf[:total], sizes)) if names else []
+    if not return_stats:
+        return views
+    st = ReadStats("posix", total, time.perf_counter() - t0, min(s.threads, max(len(names), 1)), len(names),
+                   device="host memory" if target.type == "cpu" else f"{buf.device} (read into host memory, then one copy)")
+    return views, st

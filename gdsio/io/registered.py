@@ -1,0 +1,43 @@
+"""GPU buffers registered with cuFile, for buffers reused by many reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import _core
+from ..errors import BackendUnavailable
+from ..platform import gds
+from .buffers import resolve
+
+__all__ = ["RegisteredBuffer", "register_buffer"]
+
+
+def register_buffer(out: Any) -> "RegisteredBuffer":
+    """Registers a GPU destination with cuFile, for a buffer reused by many
+    reads (saves cuFile's bounce buffers on the gds path). A context manager;
+    deregisters on exit. Raises BackendUnavailable where cuFile is unusable."""
+    return RegisteredBuffer(out)
+
+
+class RegisteredBuffer:
+    def __init__(self, out: Any) -> None:
+        self.dest = resolve(out)
+        if self.dest.kind != "cuda":
+            raise ValueError("only GPU memory can be registered with cuFile")
+        st = gds.cufile_state(self.dest.device)
+        if not st["driver_open"]:
+            raise BackendUnavailable("cuFile is not usable here: " + st["reason"])
+        ok, reason = _core.cufile_register_buffer(self.dest.ptr, self.dest.nbytes, self.dest.device)
+        self.registered = bool(ok)
+        self.reason = reason
+
+    def __enter__(self) -> "RegisteredBuffer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.registered:
+            _core.cufile_deregister_buffer(self.dest.ptr)
+            self.registered = False

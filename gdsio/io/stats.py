@@ -1,0 +1,55 @@
+"""``ReadStats``: what one read did, and which backend really ran."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+__all__ = ["ReadStats", "stats_from_core"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadStats:
+    """What one read did. ``backend`` is the path that ran: gds,
+    cufile-compat, kvikio, pinned or posix; ``reason`` says why a faster one
+    (or O_DIRECT) was not used, empty when nothing was skipped."""
+
+    backend: str
+    nbytes: int
+    seconds: float
+    threads: int
+    chunks: int
+    direct_io: bool = False
+    reason: str = ""
+    path: str = ""
+    device: str = "cpu"
+
+    @property
+    def gbps(self) -> float:
+        """Gigabytes (1e9 bytes) per second."""
+        return self.nbytes / self.seconds / 1e9 if self.seconds > 0 else float("inf")
+
+    def __str__(self) -> str:
+        s = (
+            f"{self.backend}: {self.nbytes} bytes in {self.seconds * 1e3:.2f} ms "
+            f"({self.gbps:.2f} GB/s, {self.threads} threads, {self.chunks} chunks"
+            f"{', O_DIRECT' if self.direct_io else ''}) -> {self.device}"
+        )
+        return s + (f" [{self.reason}]" if self.reason else "")
+
+
+def stats_from_core(d: dict[str, Any], path: str, device: str, reason: str) -> ReadStats:
+    """The core's result dict as ReadStats; `reason` (why a faster backend was
+    skipped) comes before the core's own."""
+    reasons = [r for r in (reason, d.get("reason", "")) if r]
+    return ReadStats(
+        backend=d["backend"],
+        nbytes=int(d["nbytes"]),
+        seconds=float(d["seconds"]),
+        threads=int(d["threads"]),
+        chunks=int(d["chunks"]),
+        direct_io=bool(d["direct_io"]),
+        reason="; ".join(reasons),
+        path=path,
+        device=device,
+    )

@@ -1,0 +1,358 @@
+"""The ``gdsio`` command: ``bench``, ``doctor``, ``info`` and ``demo``.
+
+    gdsio demo                                  # the main job: the loader on generated JPEGs
+    gdsio bench --sizes 1M,64M,1G --repeat 5 --json out.json --plot out.png
+    gdsio bench /data/shards --cold --paths gdsio-pinned,naive
+    gdsio doctor /data --json
+    gdsio info --json
+
+Option names are the settings' names (``--threads``, ``--chunk-bytes``,
+``--staging-buffers``, ``--direct-io``, ``--huge-pages``), as in ``gdsio.settings`` and the
+``GDSIO_*`` environment variables.
+
+Exit status (``EXIT_CODES``, shown by ``gdsio --help``): 0 success, 1 a check or a
+measurement failed, 2 a user error (a bad argument, a missing or corrupt file, a
+device that cannot run here), printed as one line ``gdsio COMMAND: error: ...``
+on stderr, never as a traceback; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Sequence
+
+DEFAULT_SIZES = "1M,64M,1G"
+DEFAULT_REPEAT = 5
+QUICK_SIZES, QUICK_REPEAT = "64M", 2
+
+
+__all__ = ["EXIT_CODES", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "main", "run_bench_command"]
+
+EXIT_OK = 0  # the command did what was asked (doctor: true GDS is usable, every check passed)
+EXIT_FAILED = 1  # it ran, and a check or a measurement failed: the report says which
+EXIT_USAGE = 2  # a user error, as argparse's own: printed as one line, no traceback
+EXIT_INTERRUPTED = 130  # Ctrl-C
+EXIT_CODES = f"""exit status:
+  {EXIT_OK}    success (doctor: true GPUDirect Storage is usable and every check passed)
+  {EXIT_FAILED}    a check or a measurement failed (doctor: a [FAIL] check, or GDS is not
+       used here; bench: a path failed): the report says which and why
+  {EXIT_USAGE}    a user error, one line on stderr ("gdsio COMMAND: error: ..."): a bad
+       argument, a missing, unreadable or corrupt file, a device or backend that
+       cannot run here
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)"""
+
+
+class _Error(Exception):
+    """A mistake in the command line or its inputs: printed as one line, exit code 2."""
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """What gdsio raises for a user's mistake or an input it cannot use (a
+    missing, unreadable or corrupt file, a device that cannot run here, a bad
+    value): one line, exit 2. Anything else is a bug and keeps its traceback."""
+    from ..errors import SampleError
+    from ..errors import BackendUnavailable
+
+    return (_Error, OSError, ValueError, BackendUnavailable, SampleError)
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:  # "[Errno 2] ..." is noise; the path is what matters
+        msg = e.strerror
+        if e.filename is not None and os.fspath(e.filename) not in msg:
+            msg = f"{os.fspath(e.filename)}: {msg}"
+    else:
+        msg = str(e) or type(e).__name__
+    return " ".join(msg.split())
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an int: {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {v}")
+    return v
+
+
+def _device_index(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a CUDA device index: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"a CUDA device index is >= 0, got {v}")
+    return v
+
+
+def _add_settings(p: argparse.ArgumentParser) -> None:
+    from ..config import parse_bytes
+
+    g = p.add_argument_group("settings (default: GDSIO_* environment variables, then gdsio's defaults)")
+    g.add_argument("--threads", type=int, help="reader threads per read")
+    g.add_argument("--chunk-bytes", type=parse_bytes, metavar="BYTES",
+                   help="bytes per task, e.g. 4M (multiple of 4 KiB)")
+    g.add_argument("--staging-buffers", type=int, metavar="N", help="pinned staging buffers per reader thread")
+    g.add_argument("--huge-pages", action=argparse.BooleanOptionalAction, default=None,
+                   help="transparent huge pages for large host buffers gdsio allocates (default on)")
+    g.add_argument("--direct-io", action=argparse.BooleanOptionalAction, default=None,
+                   help="read with O_DIRECT on gdsio's posix and pinned paths")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .. import __version__
+    from .bench import PATHS
+
+    exits: dict[str, Any] = {"epilog": EXIT_CODES, "formatter_class": argparse.RawDescriptionHelpFormatter}
+    parser = argparse.ArgumentParser(prog="gdsio", description="Files straight into GPU memory: measure, diagnose.",
+                                     **exits)
+    parser.add_argument("--version", action="version", version=f"gdsio {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    b = sub.add_parser("bench", **exits, help="time every copy path side by side, with ceilings measured in the same run",
+                       description="Times every way of getting a file into GPU or host memory, side by side, "
+                                   "with ceilings measured in the same run.")
+    b.add_argument("path", nargs="?", metavar="PATH",
+                   help="a file, or a directory whose files are read (default: generate files of --sizes)")
+    b.add_argument("--sizes", help=f"sizes of the generated files (default {DEFAULT_SIZES}; K, M, G = KiB, MiB, GiB)")
+    b.add_argument("--paths", help="comma list of paths to run (default: all): " + ",".join(PATHS))
+    mode = b.add_mutually_exclusive_group()
+    mode.add_argument("--cold", dest="cold", action="store_true", default=False,
+                      help="evict the file from the page cache before each repetition")
+    mode.add_argument("--warm", dest="cold", action="store_false", help="read from the page cache (default)")
+    b.add_argument("--repeat", type=int, help=f"repetitions; the median is reported (default {DEFAULT_REPEAT})")
+    b.add_argument("--json", metavar="FILE", help="write the results, machine and command as JSON")
+    b.add_argument("--plot", metavar="FILE.png", help="plot GB/s against size (needs matplotlib: gdsio[plot])")
+    b.add_argument("--quick", action="store_true",
+                   help=f"one {QUICK_SIZES}iB file, {QUICK_REPEAT} repetitions, warm (unless given otherwise)")
+    b.add_argument("--device", default="cuda", help="CUDA device of the GPU paths (cuda, cuda:N)")
+    b.add_argument("--tmpdir", metavar="DIR", help="where generated files go (default: the system's temp dir)")
+    _add_settings(b)
+    b.set_defaults(func=_cmd_bench)
+
+    d = sub.add_parser("doctor", **exits, help="explain why GPUDirect Storage is or is not used for a path")
+    d.add_argument("path", nargs="?", default=".", metavar="PATH", help="file or directory (default: .)")
+    d.add_argument("--device", type=_device_index, default=0, help="CUDA device index (default 0)")
+    d.add_argument("--json", action="store_true", help="print the report as JSON")
+    d.set_defaults(func=_cmd_doctor)
+
+    i = sub.add_parser("info", **exits, help="what gdsio knows about this machine: backends, settings, cuFile")
+    i.add_argument("path", nargs="?", metavar="PATH", help="a file whose O_DIRECT support is checked too")
+    i.add_argument("--device", type=_device_index, default=0, help="CUDA device index (default 0)")
+    i.add_argument("--json", action="store_true", help="print as JSON")
+    i.set_defaults(func=_cmd_info)
+
+    m = sub.add_parser("demo", **exits, help="the main job: an epoch of the loader on a generated JPEG ImageFolder (runs anywhere)")
+    m.add_argument("path", nargs="?", metavar="PATH", help="an ImageFolder to load (default: generate one)")
+    m.add_argument("--device", help="cuda, cuda:N or cpu (default: cuda when usable, else cpu)")
+    m.add_argument("--epochs", type=_positive_int, default=1, help="passes over the data (default 1)")
+    m.add_argument("--batch-size", type=_positive_int, default=32, help="images per batch (default 32)")
+    m.add_argument("--no-train", action="store_true", help="time the loader alone, without the small CNN step")
+    m.set_defaults(func=_cmd_demo)
+    return parser
+
+
+# ----------------------------------------------------------------------------- bench
+
+def _bench_config(args: argparse.Namespace) -> Any:
+    import gdsio
+
+    from .bench import BenchConfig
+
+    paths = tuple(p.strip() for p in args.paths.split(",") if p.strip()) if args.paths else ()
+    if not (args.device == "cuda" or (args.device.startswith("cuda:") and args.device[5:].isdigit())):
+        raise _Error(f"--device names the CUDA device of the GPU paths (cuda or cuda:N); got {args.device!r}")
+    overrides = {k: getattr(args, k) for k in ("threads", "chunk_bytes", "staging_buffers", "direct_io", "huge_pages")
+                 if getattr(args, k) is not None}
+    try:
+        with gdsio.settings(**overrides):  # validates the values, env included, before any work
+            pass
+        return BenchConfig(repeat=args.repeat, cold=args.cold, paths=paths, device=args.device, **overrides)
+    except (TypeError, ValueError) as e:
+        raise _Error(str(e)) from None
+
+
+def _write_json(doc: Any, path: str) -> None:
+    """Whole files only (a run killed mid-way keeps the last one); see write_whole."""
+    from .bench.report import write_whole
+
+    write_whole(path, json.dumps(doc, indent=2) + "\n")
+
+
+def _print_row(row: dict[str, Any], done: int, total: int) -> None:
+    from .bench.report import format_row
+
+    print("  " + format_row(row, done, total), flush=True)  # flushed: a pipe or a log shows it now, not at the end
+
+
+def run_bench_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from . import bench
+    from .bench.report import check_plot_available
+
+    if args.quick:
+        args.sizes = QUICK_SIZES if args.sizes is None else args.sizes
+        args.repeat = QUICK_REPEAT if args.repeat is None else args.repeat
+    args.repeat = DEFAULT_REPEAT if args.repeat is None else args.repeat
+    cfg = _bench_config(args)
+    if args.plot:
+        try:
+            check_plot_available()
+        except RuntimeError as e:
+            raise _Error(str(e)) from None
+    gen = None
+    try:
+        if args.path:
+            if args.sizes:
+                print("gdsio bench: --sizes is ignored: PATH is given", file=sys.stderr)
+            files = bench.files_from_path(args.path)
+            where = args.path
+        else:
+            sizes = bench.parse_sizes(DEFAULT_SIZES if args.sizes is None else args.sizes)
+            if args.tmpdir and not os.path.isdir(args.tmpdir):
+                raise _Error(f"--tmpdir: no such directory: '{args.tmpdir}'")
+            gen = bench.generate_files(sizes, args.tmpdir)
+            files, where = gen.files, gen.tmpdir.name
+        print(f"gdsio bench: {len(files)} file(s) in {where}, median of {args.repeat}; each row as it is measured:",
+              flush=True)
+        doc = bench.run_bench(files, cfg, command=["gdsio", *argv], machine_path=where, on_row=_print_row,
+                              on_progress=(lambda d: _write_json(d, args.json)) if args.json else None)
+        print(flush=True)
+    except (FileNotFoundError, ValueError) as e:
+        raise _Error(str(e)) from None
+    finally:
+        if gen is not None:
+            gen.tmpdir.cleanup()
+    bench.print_report(doc)
+    if args.json:
+        _write_json(doc, args.json)
+        print(f"wrote {args.json}")
+    if args.plot:
+        bench.write_plot(doc, args.plot)
+        print(f"wrote {args.plot}")
+    failed = [r for r in doc["results"] + doc["ceilings"] if r["status"] == "failed"]
+    if failed:
+        names = ", ".join(sorted({r.get("path") or r.get("name") for r in failed}))
+        print(f"gdsio bench: {len(failed)} measurement(s) failed ({names}): see the notes above", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    return run_bench_command(args, argv)
+
+
+def _demo_device(text: str | None) -> str | None:
+    """Checks --device before any work, with the hint in the command line's words."""
+    from ..device import parse_device, require_cuda
+
+    if text is None:
+        return None
+    try:
+        d = parse_device(text, arg="--device")
+    except ValueError:
+        raise _Error(f"--device must be cpu, cuda or cuda:N; got {text!r}") from None
+    if d.type == "cuda":
+        require_cuda(f"--device {text}", d.index, arg="--device")
+    return text
+
+
+def _cmd_demo(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from .demo import run_demo
+
+    if args.path is not None and not os.path.exists(args.path):
+        raise _Error(f"no such file or directory: '{args.path}'")
+    run_demo(args.path, device=_demo_device(args.device), epochs=args.epochs, batch_size=args.batch_size,
+             train=not args.no_train, out=sys.stdout)
+    print("\nthe copy paths side by side: gdsio bench --quick; why GDS is or is not used: gdsio doctor")
+    return 0
+
+
+# ----------------------------------------------------------------------------- doctor, info
+
+def _cmd_doctor(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from .doctor import doctor, render_doctor
+
+    # A user error is reported once, alone: no report of a path that is not there.
+    if not os.path.exists(args.path):
+        raise _Error(f"no such file or directory: '{args.path}'")
+    report = doctor(args.path, device=args.device)
+    gpu = next((c for c in report["checks"] if c["id"] == "gpu"), None)
+    count = gpu["details"].get("cuda_status", {}).get("device_count", 0) if gpu else 0
+    if count and args.device >= count:
+        raise _Error(f"--device {args.device}: no such CUDA device ({count} visible)")
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(render_doctor(report), end="")
+    return int(report["exit_code"])
+
+
+def _render_tree(value: Any, indent: int = 0) -> list[str]:
+    pad = "  " * indent
+    out: list[str] = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, (dict, list)) and v:
+                out.append(f"{pad}{k}:")
+                out += _render_tree(v, indent + 1)
+            else:
+                out.append(f"{pad}{k}: {v}")
+    elif isinstance(value, list):
+        for v in value:
+            if isinstance(v, dict):
+                out.append(f"{pad}- " + ", ".join(f"{k}={x}" for k, x in v.items()))
+            else:
+                out.append(f"{pad}- {v}")
+    else:
+        out.append(f"{pad}{value}")
+    return out
+
+
+def _cmd_info(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    import gdsio
+
+    if args.path is not None and not os.path.exists(args.path):
+        raise _Error(f"no such file or directory: '{args.path}'")
+    data = gdsio.info(args.path, device=args.device)
+    print(json.dumps(data, indent=2) if args.json else "\n".join(_render_tree(data)))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``gdsio`` command; returns the exit code.
+
+    >>> from gdsio.tools.cli import main
+    >>> main(["doctor", "/data", "--json"])     # doctest: +SKIP
+    0
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse exits on --help and on mistakes; a caller gets the code
+        return e.code if isinstance(e.code, int) else (EXIT_OK if e.code is None else EXIT_USAGE)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(args.func(args, argv))
+    except BrokenPipeError:  # `gdsio info | head`: the reader left; say nothing more (before OSError)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except _user_errors() as e:
+        try:
+            sys.stdout.flush()  # what the command printed so far comes before its error
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"gdsio {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

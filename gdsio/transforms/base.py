@@ -1,0 +1,47 @@
+"""What the functional transform modules share: how a tensor's device
+reaches the core, and the argument checks every op makes the same way."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import torch
+from PIL import Image
+
+from ..config import current as _current_settings
+
+__all__ = ["check_spatial", "device_args", "elem_size_of", "is_int", "is_pil"]
+
+
+def is_int(v: Any) -> bool:
+    """An integer that is not a bool."""
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def is_pil(v: Any) -> bool:
+    """A PIL image (torchvision's functional ops dispatch those to Pillow)."""
+    return isinstance(v, Image.Image)
+
+
+def device_args(device: torch.device) -> dict[str, int]:
+    """The core's (device, stream) for a CUDA tensor, (device=-1, threads) for a CPU one."""
+    if device.type == "cuda":
+        idx = device.index if device.index is not None else torch.cuda.current_device()
+        return {"device": idx, "stream": torch.cuda.current_stream(idx).cuda_stream}
+    return {"device": -1, "threads": _current_settings().threads}
+
+
+def check_spatial(img: Any, what: str) -> None:
+    """img is a tensor of at least (H, W), or the error naming `what`."""
+    if not isinstance(img, torch.Tensor):
+        raise TypeError(f"{what}: img must be a torch.Tensor or a PIL image, got {type(img).__name__}")
+    if img.ndim < 2:
+        raise ValueError(f"{what}: img must have at least 2 dimensions (..., H, W), got shape {tuple(img.shape)}")
+
+
+def elem_size_of(img: torch.Tensor, what: str) -> int:
+    """The element size of the byte-moving ops (flips, pad), or the error naming `what`."""
+    if img.element_size() not in (1, 2, 4, 8) or img.dtype == torch.complex128:
+        raise TypeError(f"{what} supports 1, 2, 4 and 8-byte dtypes, got {img.dtype}")
+    return img.element_size()
