@@ -45,8 +45,9 @@ class Settings:
     pinned paths; cuFile always uses it). backend: the default backend.
     huge_pages: host buffers gdsio allocates (read(device="cpu"), the tensor
     loaders on the CPU) of 8 MiB or more ask for transparent huge pages, so
-    filling them faults 512x less often (off where THP compaction stalls
-    matter more than read speed).
+    filling fresh ones faults 512x less often (off where THP compaction stalls
+    matter more than read speed). Either way such buffers come from a pool
+    that reuses freed ones (see gdsio/io/buffers.py host_empty).
     """
 
     threads: int = dataclasses.field(default_factory=_default_threads)

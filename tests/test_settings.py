@@ -195,14 +195,13 @@ def _mappings(t) -> list[tuple[int, int, set[str]]]:
 
 def test_large_host_reads_ask_for_huge_pages(make_file):
     """With huge_pages (the default) the buffer of a 32 MiB read(device="cpu")
-    is a mapping of its own, advised MADV_HUGEPAGE (whether the kernel finds
-    2 MiB pages then depends on its memory; the advice is what gdsio controls).
-    Off, the buffer comes from torch's allocator: no mapping of its own (its
-    flags are malloc's business: numpy, for one, advises its large arrays)."""
+    is a mapping of its own, 2 MiB-aligned and advised MADV_HUGEPAGE (whether
+    the kernel finds 2 MiB pages then depends on its memory; the advice is what
+    gdsio controls). Off, a mapping without the advice."""
     path, data = make_file(32 << 20)
     with gdsio.settings(huge_pages=True):
         t = gdsio.read(path, device="cpu")
-    assert np.array_equal(t.numpy(), data)
+    assert np.array_equal(t.numpy(), data) and t.data_ptr() % (2 << 20) == 0
     maps = _mappings(t)
     assert maps[0][0] == t.data_ptr() and maps[-1][1] >= t.data_ptr() + t.numel()  # its own mapping
     assert all("perm:rw-p" in flags for _, _, flags in maps), maps  # private: shared memory gets no THP
@@ -210,10 +209,33 @@ def test_large_host_reads_ask_for_huge_pages(make_file):
         assert all("hg" in flags for _, _, flags in maps), maps
     with gdsio.settings(huge_pages=False):
         u = gdsio.read(path, device="cpu")
-    assert np.array_equal(u.numpy(), data) and _mappings(u)[0][0] != u.data_ptr()
-    lo, hi = maps[0][0], maps[-1][1]
-    del t  # the mapping goes with the tensor
+    assert np.array_equal(u.numpy(), data) and not any("hg" in flags for _, _, flags in _mappings(u))
+
+
+def test_large_host_buffers_are_reused_once_freed(make_file):
+    """A large host buffer goes back to the core's pool when its tensor (and
+    every view of it) is freed, and the next large read of about its size
+    reuses its pages instead of faulting and zeroing fresh ones; trimming the
+    pool unmaps it."""
+    path, data = make_file(32 << 20)
+    gdsio._core.host_pool_trim()
+    t = gdsio.read(path, device="cpu")
+    ptr, view = t.data_ptr(), t[5:9]
+    del t
     gc.collect()
+    assert gdsio._core.host_pool_stats()["idle_blocks"] == 0  # a view still holds it
+    del view
+    gc.collect()
+    st = gdsio._core.host_pool_stats()
+    assert st["idle_blocks"] == 1 and st["idle_bytes"] == 32 << 20 and st["cap_bytes"] > 0
+    u = gdsio.read(path, device="cpu")
+    assert u.data_ptr() == ptr and np.array_equal(u.numpy(), data)
+    assert gdsio._core.host_pool_stats()["idle_blocks"] == 0
+    w = gdsio.read(path, device="cpu")  # the block is in use: a fresh one
+    assert w.data_ptr() != ptr and np.array_equal(w.numpy(), data)
+    del u, w
+    gc.collect()
+    assert gdsio._core.host_pool_trim() == 64 << 20
     with open("/proc/self/maps") as f:
-        still = [line for line in f if line.startswith(f"{lo:x}-")]
+        still = [line for line in f if line.startswith(f"{ptr:x}-")]
     assert not still, still

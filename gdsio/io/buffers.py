@@ -38,22 +38,18 @@ HUGE_PAGES_MIN = 8 << 20  # smaller buffers gain little from 2 MiB pages
 
 def host_empty(nbytes: int, align: int = 0) -> Any:
     """A new uint8 CPU tensor of `nbytes` (starting `align`-aligned when asked,
-    up to the page size). When the huge_pages setting is on and it is large,
-    it is a mapping of its own, advised MADV_HUGEPAGE before its first touch
-    and unmapped with the tensor: advice on malloc's memory would outlive the
-    buffer and reach unrelated allocations later made there."""
-    import mmap
-
+    up to the page size). From 8 MiB on it is a block of the core's host pool
+    (csrc/core/host_pool.hpp): a mapping of its own (with the huge_pages
+    setting, 2 MiB-aligned and advised MADV_HUGEPAGE before its first touch),
+    which goes back to the pool when the tensor and its views are freed, so
+    that the next large read reuses pages already faulted in instead of
+    faulting and zeroing fresh ones (what malloc's heap does for smaller
+    buffers). Idle blocks are lazily freed (MADV_FREE) and capped."""
     import torch
 
-    if nbytes >= HUGE_PAGES_MIN and current().huge_pages and hasattr(mmap, "MADV_HUGEPAGE"):
-        # Private and anonymous (mmap's default, MAP_SHARED, would be shmem: no THP, slower faults); page-aligned.
-        mm = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        try:
-            mm.madvise(mmap.MADV_HUGEPAGE)
-        except OSError:
-            pass  # a kernel without THP: plain pages, still correct
-        return torch.frombuffer(mm, dtype=torch.uint8)  # keeps the mapping alive
+    if nbytes >= HUGE_PAGES_MIN:
+        arr, _ = _core.host_buffer(nbytes, huge_pages=current().huge_pages)
+        return torch.from_numpy(arr)  # page-aligned: any align up to 4096 holds
     if align:
         raw = torch.empty(nbytes + align, dtype=torch.uint8)
         skip = (-raw.data_ptr()) % align

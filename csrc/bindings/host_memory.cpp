@@ -1,0 +1,58 @@
+// gdsio._core host buffers from the reuse pool (csrc/core/host_pool.hpp):
+// a numpy array owning its block, which goes back to the pool when the last
+// view (a torch tensor made by torch.from_numpy) lets go of it.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include "bindings/registry.hpp"
+#include "core/host_pool.hpp"
+
+namespace py = pybind11;
+using namespace gdsio;
+
+namespace {
+
+struct Owned {
+  HostBlock block;
+  bool huge;
+};
+
+}  // namespace
+
+GDSIO_EXPORT(host_memory) {
+  m.def(
+      "host_buffer",
+      [](std::size_t nbytes, bool huge_pages) {
+        HostBlock b;
+        {
+          py::gil_scoped_release nogil;  // munmap of an evicted block, or a large mmap, may take a while
+          b = host_acquire(nbytes, huge_pages);
+        }
+        auto* own = new Owned{b, huge_pages};
+        py::capsule owner(own, [](void* p) {
+          auto* o = static_cast<Owned*>(p);
+          host_release(o->block.data, o->block.bytes, o->huge);
+          delete o;
+        });
+        py::array_t<std::uint8_t> arr({static_cast<py::ssize_t>(nbytes)}, {1}, static_cast<std::uint8_t*>(b.data), owner);
+        return py::make_tuple(arr, b.reused);
+      },
+      py::arg("nbytes"), py::kw_only(), py::arg("huge_pages"),
+      "(array, reused): a 1-D uint8 numpy array of `nbytes` on a page-aligned mapping from the host pool (2 MiB-"
+      "aligned and advised MADV_HUGEPAGE with huge_pages), and whether the mapping was reused.");
+  m.def(
+      "host_pool_stats",
+      [] {
+        const HostPoolStats s = host_pool_stats();
+        py::dict d;
+        d["idle_bytes"] = s.idle_bytes;
+        d["idle_blocks"] = s.idle_blocks;
+        d["cap_bytes"] = s.cap_bytes;
+        d["reuses"] = s.reuses;
+        d["maps"] = s.maps;
+        return d;
+      },
+      "The host pool: idle bytes and blocks, the idle cap, reuses and fresh mappings so far.");
+  m.def("host_pool_trim", &host_pool_trim, py::call_guard<py::gil_scoped_release>(),
+        "Unmaps every idle block of the host pool; returns the bytes given back.");
+}
