@@ -128,3 +128,42 @@ def test_simd_level_names():
     assert _core.tf_cpu_simd() in ("avx2", "scalar")
     with pytest.raises(ValueError, match="level: 'avx2' or 'scalar', got 'sse9'"):
         _core.tf_set_cpu_simd("sse9")
+
+
+@pytest.mark.parametrize("mode,antialias", [("bilinear", True), ("bilinear", False), ("nearest", False),
+                                            ("nearest-exact", True), ("bicubic", True), ("box", True)])
+def test_single_image_shortcut_equals_the_general_path(mode, antialias):
+    """resize() of one uint8 (C,H,W) CPU tensor with [h, w] and a mode name takes
+    a short path; its bytes are those of the general path (reached here through
+    a list of one image and an upper-case name) on every layout."""
+    a = _image(97, 89, 3, seed=5)
+    for name, x in _layouts(a).items():
+        x = x[0] if x.ndim == 4 else x
+        fast = T.resize(x, [45, 61], interpolation=mode, antialias=antialias)
+        general = T.resize([x], (45, 61), interpolation=mode.upper(), antialias=antialias)[0]
+        assert fast.shape == (3, 45, 61) and fast.is_contiguous()
+        assert torch.equal(fast, general), name
+
+
+def test_single_image_shortcut_leaves_other_calls_to_the_general_path():
+    x = torch.from_numpy(_image(40, 30, 3)).permute(2, 0, 1)
+    # bicubic without antialias is torch's interpolate (its uint8 CPU kernel), as torchvision runs it
+    ref = torch.nn.functional.interpolate(x[None], size=[20, 15], mode="bicubic", align_corners=False,
+                                          antialias=False)[0]
+    assert torch.equal(T.resize(x, [20, 15], interpolation="bicubic", antialias=False), ref)
+    with pytest.raises(ValueError, match=r"size must be positive, got \[0, 15\]"):
+        T.resize(x, [0, 15])
+    with pytest.raises(ValueError, match="interpolation 'box' with antialias=False"):
+        T.resize(x, [20, 15], interpolation="box", antialias=False)
+    expanded = torch.arange(30, dtype=torch.uint8).expand(3, 40, 30)  # row stride 0: copied first
+    assert torch.equal(T.resize(expanded, [20, 15]), T.resize(expanded.contiguous(), [20, 15]))
+
+
+def test_expanded_images_are_copied_before_the_kernel():
+    """Zero strides (an expanded tensor) are copied first, in every entry point."""
+    row = torch.arange(30, dtype=torch.uint8)
+    expanded = row.expand(3, 40, 30)
+    ref = T.resize(expanded.contiguous(), [20, 15])
+    assert torch.equal(T.resize([expanded], [20, 15])[0], ref)
+    assert torch.equal(T.resize(expanded[None].expand(2, 3, 40, 30), [20, 15])[1], ref)
+    assert torch.equal(T.resized_crop(expanded, 0, 0, 40, 30, [20, 15]), ref)

@@ -49,6 +49,7 @@ import torch
 from PIL import Image
 
 from .. import _core
+from ..config import current as _current_settings
 from . import pil
 from .base import check_spatial, elem_size_of
 from .base import device_args as _device_args
@@ -202,10 +203,12 @@ def _check_image(t: Any, name: str) -> tuple[int, int, int]:
 def _keeps_layout(t: torch.Tensor, st: Sequence[int], w: int) -> bool:
     """Whether the core reads this (C, H, W) layout as it is: planes (last
     stride 1) anywhere; on the CPU also interleaved pixels (a (C,H,W) view of
-    (H,W,C) memory, a channels_last batch) or any positive strides."""
-    if st[-1] == 1:
-        return True
-    return t.device.type == "cpu" and st[-1] >= 1 and st[-3] >= 1 and st[-2] >= (w - 1) * st[-1] + 1
+    (H,W,C) memory, a channels_last batch) or any positive strides. Rows and
+    channels must not overlap (an expanded tensor's zero strides): the core
+    refuses those, so they are copied first."""
+    if st[-1] != 1 and t.device.type != "cpu":
+        return False
+    return st[-1] >= 1 and st[-2] >= (w - 1) * st[-1] + 1 and (t.shape[-3] == 1 or st[-3] >= 1)
 
 
 class _Batch:
@@ -254,7 +257,7 @@ class _Batch:
                 else:
                     c, h, w = _check_image(t, name if self.single else f"{name}[{i}]")
                 st = t.stride()
-                if st[2] != 1 and not _keeps_layout(t, st, w):
+                if not _keeps_layout(t, st, w):
                     t = t.contiguous()
                     self.keep.append(t)
                     st = t.stride()
@@ -415,6 +418,40 @@ def _as_chw_batch(img: Any) -> tuple[Any, Any]:
     return img, None
 
 
+# (mode, antialias) -> (core filter, antialias), as _parse_interpolation decides them.
+_FAST_FILTERS = {(m, aa): _parse_interpolation(m, aa) for m in ("nearest", "nearest-exact", "bilinear", "bicubic", "box")
+                 for aa in (True, False) if aa or m in ("nearest", "nearest-exact", "bilinear")}
+_U8, _TENSOR = torch.uint8, torch.Tensor
+
+
+def _resize_cpu_image(img: Any, size: Any, interpolation: Any, antialias: Any) -> torch.Tensor | None:
+    """resize() of one uint8 (C, H, W) CPU tensor to [h, w] with a mode given by
+    name: the common case, in a few Python steps (a resize of a small image
+    would otherwise spend more time here than in the kernel). None when the
+    call is any other case; resize() then takes its general path, which makes
+    the same core call."""
+    if type(img) is not _TENSOR or img.dtype is not _U8 or img.dim() != 3 or not img.is_cpu:
+        return None
+    if type(size) not in (list, tuple) or len(size) != 2 or type(size[0]) is not int or type(size[1]) is not int:
+        return None
+    got = _FAST_FILTERS.get((interpolation, antialias)) if type(interpolation) is str and type(antialias) is bool else None
+    if got is None:
+        return None
+    filt, aa = got
+    c, h, w = img.shape
+    out_h, out_w = size
+    if not (1 <= c <= 4 and h > 0 and w > 0 and out_h > 0 and out_w > 0):
+        return None
+    sc, sh, sw = img.stride()
+    if not _keeps_layout(img, (sc, sh, sw), w):
+        return None
+    out = torch.empty((c, out_h, out_w), dtype=_U8)
+    refs = np.array([[img.data_ptr(), sc, sh, h, w, 0, sw]], np.int64)
+    _core.tf_resize(refs, channels=c, out_h=out_h, out_w=out_w, filter=filt, antialias=aa, out=out.data_ptr(),
+                    threads=_current_settings().threads)
+    return out
+
+
 def resize(
     img: ImageInput,
     size: int | Sequence[int] | None,
@@ -460,6 +497,10 @@ def resize(
     >>> resize(img.float() / 255, 256, antialias=None).dtype      # torchvision's float resize
     torch.float32
     """
+    if max_size is None:
+        fast = _resize_cpu_image(img, size, interpolation, antialias)
+        if fast is not None:
+            return fast
     mode = _interpolation_mode(interpolation)
     aa = _antialias(antialias)
     if _is_pil(img):
