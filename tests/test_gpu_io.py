@@ -175,7 +175,7 @@ def test_wrong_device_memory_is_refused(make_file):
     host = np.zeros(4096, np.uint8)
     try:
         with pytest.raises(ValueError, match="destination is host memory"):
-            _core.read(f, "pinned", [(host.ctypes.data, 4096, 0)], threads=1, chunk_bytes=4096,
+            _core.read(f, _core.Engine.pinned, [(host.ctypes.data, 4096, 0)], threads=1, chunk_bytes=4096,
                        staging_buffers=2, direct_io=False, device=0)
     finally:
         f.close()
