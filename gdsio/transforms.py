@@ -37,6 +37,8 @@ import torch
 
 from . import _core
 from .config import current as _current_settings
+from .sizes import is_int as _is_int
+from .sizes import size_arg, size_pair
 
 __all__ = [
     "center_crop",
@@ -63,10 +65,6 @@ _ALL_DTYPES = {torch.uint8: "uint8", **_FLOAT_DTYPES}
 
 
 # ---- argument parsing ----------------------------------------------------------------------
-def _is_int(v: Any) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
 def _parse_interpolation(interpolation: Any, antialias: Any) -> tuple[str, bool]:
     """(filter name, antialias): a name or torchvision's InterpolationMode (by its value)."""
     if not isinstance(antialias, bool):
@@ -97,14 +95,7 @@ def _parse_interpolation(interpolation: Any, antialias: Any) -> tuple[str, bool]
 
 def _output_size(h: int, w: int, size: Any, max_size: int | None) -> tuple[int, int]:
     """torchvision's rule: [h, w], or an int (or [int]) for the shorter side."""
-    if _is_int(size):
-        size = [size]
-    elif isinstance(size, (list, tuple)) and all(_is_int(s) for s in size) and len(size) in (1, 2):
-        size = list(size)
-    else:
-        raise TypeError(f"size must be an int or a sequence of 1 or 2 ints, got {size!r}")
-    if any(s <= 0 for s in size):
-        raise ValueError(f"size must be positive, got {size}")
+    size = size_arg(size, "size")
     if len(size) == 2:
         if max_size is not None:
             raise ValueError("max_size is only allowed when size is a single int (the shorter side)")
@@ -372,14 +363,7 @@ def center_crop(img: torch.Tensor, output_size: int | Sequence[int]) -> torch.Te
         raise TypeError(f"img must be a torch.Tensor, got {type(img).__name__}")
     if img.ndim < 2:
         raise ValueError(f"img must have at least 2 dimensions (..., H, W), got shape {tuple(img.shape)}")
-    if _is_int(output_size):
-        ch, cw = int(output_size), int(output_size)
-    elif isinstance(output_size, (list, tuple)) and len(output_size) in (1, 2) and all(_is_int(s) for s in output_size):
-        ch, cw = int(output_size[0]), int(output_size[-1])
-    else:
-        raise TypeError(f"output_size must be an int or a sequence of 1 or 2 ints, got {output_size!r}")
-    if ch <= 0 or cw <= 0:
-        raise ValueError(f"output_size must be positive, got {output_size!r}")
+    ch, cw = size_pair(output_size, "output_size")
     h, w = img.shape[-2:]
     if ch > h or cw > w:
         pl = (cw - w) // 2 if cw > w else 0
@@ -674,14 +658,7 @@ def resized_crop_flip_normalize(
     box_arr = _as_boxes(boxes, n)
     _check_boxes(batch, box_arr)
     flip_arr = _as_flips(flips, n)
-    if _is_int(size):
-        out_h, out_w = int(size), int(size)
-    elif isinstance(size, (list, tuple)) and len(size) in (1, 2) and all(_is_int(s) for s in size):
-        out_h, out_w = int(size[0]), int(size[-1])
-    else:
-        raise TypeError(f"size must be an int or [h, w], got {size!r}")
-    if out_h <= 0 or out_w <= 0:
-        raise ValueError(f"size must be positive, got {size!r}")
+    out_h, out_w = size_pair(size, "size")
     if (mean is None) != (std is None):
         raise ValueError("mean and std: give both or neither")
     mean_l = std_l = None
