@@ -102,6 +102,9 @@ class Format:
     host_bytes: bool = False
     # Picked by an argument rather than by its bytes (raw=): nothing is sniffed or fetched.
     chosen: Callable[[Options], bool] | None = None
+    # File name endings a Loader's folder scan takes for images of this format
+    # (the format itself is still told from the bytes).
+    extensions: tuple[str, ...] = ()
 
 
 def check_pixels(width: int, height: int, max_pixels: int) -> None:

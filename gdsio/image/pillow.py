@@ -92,6 +92,7 @@ def pillow_format(
     reduced_bits: Callable[[Any, bytes], str] = _no_loss,
     missing: Callable[[], str | None] = _always_there,
     sniff: Callable[[bytes], bool] | None = None,
+    extensions: Sequence[str] = (),
 ) -> Format:
     """The Format record of a format Pillow decodes: told by ``magics`` (or
     ``sniff``), its header read by Pillow when it decodes (the size is capped
@@ -104,7 +105,7 @@ def pillow_format(
 
     return Format(
         name=name, title=title, sniff=sniff or by_magic, parse=_no_header, check=_checked_when_decoded,
-        decode=decode, host_bytes=True,
+        decode=decode, host_bytes=True, extensions=tuple(extensions),
     )
 
 

@@ -14,6 +14,7 @@ from image_helpers import chw, npy_bytes, pil_bytes, pnm_bytes, rand
 from PIL import Image
 
 import gdsio.image as gi
+from gdsio.data import sources
 from gdsio.errors import NeedMoreData
 from gdsio.image import batch, formats
 from gdsio.image.codec import Format, Size
@@ -77,7 +78,8 @@ def _check(item, opts) -> Size:
     return uncompressed.check_fits(item, interleaved_layout(8, h, w, 1, "u8", "uint8"), "XYZ")
 
 
-XYZ = Format(name="xyz", title="XYZ", sniff=_sniff, parse=_parse, check=_check, decode=uncompressed.decode)
+XYZ = Format(name="xyz", title="XYZ", sniff=_sniff, parse=_parse, check=_check, decode=uncompressed.decode,
+             extensions=(".xyz",))
 
 
 def xyz_bytes(a: np.ndarray) -> bytes:
@@ -99,3 +101,10 @@ def test_a_new_format_is_one_record_in_the_registry(monkeypatch, tmp_path):
     (tmp_path / "a.xyz").write_bytes(xyz_bytes(a))
     np.testing.assert_array_equal(gi.read(tmp_path / "a.xyz", device="cpu").numpy(), a[None])
     assert "XYZ" in str(pytest.raises(ValueError, formats.identify, b"\x00" * 12, OPTS).value)
+    assert formats.file_extensions()[-1] == ".xyz"
+
+
+def test_the_loader_scans_the_extensions_the_registry_lists():
+    assert sources.IMAGE_EXTENSIONS == formats.file_extensions()
+    assert {".jpg", ".ppm", ".png", ".gif", ".bmp", ".tif", ".webp"} <= set(sources.IMAGE_EXTENSIONS)
+    assert ".npy" not in sources.IMAGE_EXTENSIONS  # a kind of its own: tensors

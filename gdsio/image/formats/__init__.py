@@ -20,7 +20,7 @@ from __future__ import annotations
 from ..codec import Format, Options
 from . import bmp, gif, jpeg, npy, png, pnm, raw, tiff, webp
 
-__all__ = ["FORMATS", "by_name", "chosen", "identify"]
+__all__ = ["FORMATS", "by_name", "chosen", "file_extensions", "identify"]
 
 # The registry. Order matters only for formats picked by an argument
 # (``chosen``: raw=), which come before any sniffing; magics do not overlap.
@@ -64,3 +64,8 @@ def by_name(name: str) -> Format:
         if f.name == name:
             return f
     raise KeyError(f"no image format {name!r}; gdsio has {[f.name for f in FORMATS]}")
+
+
+def file_extensions() -> tuple[str, ...]:
+    """The file name endings of every format, in registry order (a Loader's folder scan)."""
+    return tuple(e for f in FORMATS for e in f.extensions)

@@ -7,4 +7,4 @@ from ..pillow import pillow_format
 
 __all__ = ["FORMAT"]
 
-FORMAT = pillow_format("bmp", "BMP", [b"BM"], pillow_name="BMP")
+FORMAT = pillow_format("bmp", "BMP", [b"BM"], pillow_name="BMP", extensions=[".bmp"])

@@ -7,4 +7,4 @@ from ..pillow import pillow_format
 
 __all__ = ["FORMAT"]
 
-FORMAT = pillow_format("gif", "GIF", [b"GIF87a", b"GIF89a"], pillow_name="GIF")
+FORMAT = pillow_format("gif", "GIF", [b"GIF87a", b"GIF89a"], pillow_name="GIF", extensions=[".gif"])

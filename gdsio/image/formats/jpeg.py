@@ -277,4 +277,7 @@ def decode_on_host(items: Sequence[Item], target: Any, opts: Options) -> None:
         left = passed
 
 
-FORMAT = Format(name="jpeg", title="JPEG", sniff=sniff, parse=parse_jpeg, check=check, decode=decode)
+FORMAT = Format(
+    name="jpeg", title="JPEG", sniff=sniff, parse=parse_jpeg, check=check, decode=decode,
+    extensions=(".jpg", ".jpeg", ".jpe", ".jfif"),
+)

@@ -100,4 +100,5 @@ def check(item: Item, opts: Options) -> Size:
     return uncompressed.check_fits(item, npy_layout(item.header, opts.npy_layout), "NPY")
 
 
+# No extensions: a Loader takes .npy files as tensors of their own kind (gdsio.load_npy).
 FORMAT = Format(name="npy", title="NPY", sniff=sniff, parse=parse_npy, check=check, decode=uncompressed.decode)

@@ -17,4 +17,5 @@ def _reduced_bits(im: Any, data: bytes) -> str:
     return ""
 
 
-FORMAT = pillow_format("png", "PNG", [b"\x89PNG\r\n\x1a\n"], pillow_name="PNG", reduced_bits=_reduced_bits)
+FORMAT = pillow_format("png", "PNG", [b"\x89PNG\r\n\x1a\n"], pillow_name="PNG", reduced_bits=_reduced_bits,
+                        extensions=[".png"])

@@ -139,4 +139,7 @@ def check(item: Item, opts: Options) -> Size:
     return uncompressed.check_fits(item, pnm_layout(item.header), "PNM")
 
 
-FORMAT = Format(name="pnm", title="PNM", sniff=sniff, parse=parse_pnm, check=check, decode=uncompressed.decode)
+FORMAT = Format(
+    name="pnm", title="PNM", sniff=sniff, parse=parse_pnm, check=check, decode=uncompressed.decode,
+    extensions=(".pnm", ".pbm", ".pgm", ".ppm"),
+)

@@ -23,5 +23,6 @@ def _reduced_bits(im: Any, data: bytes) -> str:
 
 
 FORMAT = pillow_format(
-    "tiff", "TIFF", [b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"], pillow_name="TIFF", reduced_bits=_reduced_bits
+    "tiff", "TIFF", [b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"], pillow_name="TIFF", reduced_bits=_reduced_bits,
+    extensions=[".tif", ".tiff"],
 )

@@ -21,4 +21,5 @@ def _missing() -> str | None:
     return None
 
 
-FORMAT = pillow_format("webp", "WebP", [], pillow_name="WEBP", sniff=_sniff, missing=_missing)
+FORMAT = pillow_format("webp", "WebP", [], pillow_name="WEBP", sniff=_sniff, missing=_missing,
+                        extensions=[".webp"])
