@@ -313,7 +313,7 @@ def _by_decoder(items: Iterable[Item]) -> list[list[Item]]:
     for f in formats.FORMATS:
         groups.setdefault(f.decode, [])
     for it in items:
-        groups[it.format.decode].append(it)
+        groups.setdefault(it.format.decode, []).append(it)
     return [g for g in groups.values() if g]
 
 
