@@ -24,12 +24,12 @@ import pytest
 import torch
 from conftest import in_threads
 from PIL import Image
-from test_decode import CORPUS, as_tensor, chw, npy_bytes, photos, pil_bytes, pil_chw, pnm_bytes, rand
+from image_helpers import CORPUS, as_tensor, chw, npy_bytes, photos, pil_bytes, pil_chw, pnm_bytes, rand
 
 import gdsio
 import gdsio.image as gi
 from gdsio import _core
-from gdsio.image import jpeg as J
+from gdsio.image import nvjpeg as J
 
 pytestmark = pytest.mark.gpu
 
