@@ -38,6 +38,11 @@ def test_the_rule():
 @pytest.mark.parametrize("bad", ["big", 2.5, [2.5, 3], None, True, {"h": 2}])
 def test_a_wrong_type_is_a_type_error(taker, bad):
     name, call = TAKERS[taker]
+    if taker in ("resize", "resized_crop") and bad is None:
+        # v2's resize takes size=None with max_size; without it that is a ValueError naming max_size.
+        with pytest.raises(ValueError, match="size=None needs max_size"):
+            call(bad)
+        return
     with pytest.raises(TypeError, match=f"^{name} must be an int or a sequence of 1 or 2 ints"):
         call(bad)
 
