@@ -415,18 +415,21 @@ void nvjpeg_decode_batch(int device, JpegBackend backend, JpegOutput output, con
   }
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   co.begin(s);
-  // The JPEG engines do not keep stream order on Hopper: they read the bitstream
-  // and write the outputs when nvjpegDecodeBatched is called, ahead of the work
-  // queued on `s` (the H2D copy of the bitstream, kernels still reading a freed
-  // block the allocator now hands out as an output); a device-side wait does not
-  // gate them, a host wait does (torchcodec PR 1634, torchvision PR 9606). So
-  // drain the stream first, and once more after the call, so that no later
-  // kernel on `s` can read an output the engines are still writing.
+  // Both device backends read the bitstream outside stream order: the JPEG
+  // engines read it (and write the outputs) when nvjpegDecodeBatched is
+  // called, ahead of the work queued on `s` (torchcodec PR 1634, torchvision
+  // PR 9606), and the GPU-hybrid backend parses it on the host from device
+  // memory that the H2D copy (non_blocking) or the read queued on `s` may
+  // still be writing. A device-side wait gates neither; a host wait does, as
+  // torchvision's decode_jpegs_cuda waits before decoding. The engines' writes
+  // are also waited for after the call, failed or not, so that no later kernel
+  // on `s` reads an output they are writing, and no output Python frees for the
+  // retry is written after it was reallocated.
   const bool engines = backend == JpegBackend::kHardwareDevice;
-  if (engines) {
+  if (backend != JpegBackend::kHost) {
     const cudaError_t e = cudaStreamSynchronize(s);
     if (e != cudaSuccess) co.discard();
-    GDSIO_CUDA_CHECK(e, "cudaStreamSynchronize (before the nvJPEG hardware decode)");
+    GDSIO_CUDA_CHECK(e, "cudaStreamSynchronize (before the nvJPEG ", jpeg_backend_name(backend), " decode)");
   }
   nvj::Status st = co.initialize(api, static_cast<int>(n), static_cast<int>(output));
   if (st != 0) {
@@ -434,14 +437,15 @@ void nvjpeg_decode_batch(int device, JpegBackend backend, JpegOutput output, con
     throw_status(st, "nvjpegDecodeBatchedInitialize", backend, device, n);
   }
   st = api.DecodeBatched(co.handle(), co.state(), data.data(), lengths.data(), dests.data(), s);
-  if (st != 0) {
-    co.discard();
-    throw_status(st, "nvjpegDecodeBatched", backend, device, n);
-  }
   if (engines) {
     const cudaError_t e = cudaStreamSynchronize(s);
     if (e != cudaSuccess) co.discard();  // its last use did not end cleanly: not trusted again
-    GDSIO_CUDA_CHECK(e, "cudaStreamSynchronize (after the nvJPEG hardware decode)");
+    GDSIO_CUDA_CHECK(e, "cudaStreamSynchronize (after the nvJPEG hardware decode",
+                     st != 0 ? detail::concat(", which failed with ", status_text(st)) : std::string(), ")");
+  }
+  if (st != 0) {
+    co.discard();
+    throw_status(st, "nvjpegDecodeBatched", backend, device, n);
   }
   try {
     co.end(s);
