@@ -670,7 +670,7 @@ def test_long_jpeg_headers_take_several_rounds(tmp_path):
 
 def test_nvjpeg_status_says_why():
     st = gi.nvjpeg_status()
-    assert set(st) == {"loaded", "library", "version", "reason"}
+    assert set(st) == {"loaded", "library", "version", "cudart_version", "reason"}
     if not st["loaded"]:
         assert st["reason"]
         b = gi.nvjpeg_backends(0)

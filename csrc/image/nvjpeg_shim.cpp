@@ -91,6 +91,7 @@ const char* nvjpeg_backend_enum_name(JpegBackend b) {
 struct Api {
   void* lib = nullptr;
   nvj::Status (*GetProperty)(int, int*) = nullptr;
+  nvj::Status (*GetCudartProperty)(int, int*) = nullptr;  // optional: the CUDA runtime it was built with
   nvj::Status (*CreateEx)(int, void*, void*, unsigned, nvj::Handle*) = nullptr;
   nvj::Status (*Destroy)(nvj::Handle) = nullptr;
   nvj::Status (*StateCreate)(nvj::Handle, nvj::State*) = nullptr;
@@ -309,6 +310,7 @@ NvjpegStatus nvjpeg_load(const std::string& path) {
     g_status.reason = "libnvjpeg at " + loaded_from + " lacks " + missing;
     return g_status;
   }
+  sym(lib, "nvjpegGetCudartProperty", &a.GetCudartProperty);
   sym(lib, "nvjpegGetHardwareDecoderInfo", &a.GetHardwareDecoderInfo);
   sym(lib, "nvjpegJpegStreamCreate", &a.StreamCreate);
   sym(lib, "nvjpegJpegStreamDestroy", &a.StreamDestroy);
@@ -321,6 +323,11 @@ NvjpegStatus nvjpeg_load(const std::string& path) {
   a.GetProperty(nvj::kMajorVersion, &g_status.major);
   a.GetProperty(nvj::kMinorVersion, &g_status.minor);
   a.GetProperty(nvj::kPatchLevel, &g_status.patch);
+  if (a.GetCudartProperty) {
+    a.GetCudartProperty(nvj::kMajorVersion, &g_status.cudart_major);
+    a.GetCudartProperty(nvj::kMinorVersion, &g_status.cudart_minor);
+    a.GetCudartProperty(nvj::kPatchLevel, &g_status.cudart_patch);
+  }
   return g_status;
 }
 

@@ -29,7 +29,8 @@ class NvjpegError : public CudaError {
 struct NvjpegStatus {
   bool loaded = false;
   std::string library;  // the path it was loaded from
-  int major = 0, minor = 0, patch = 0;
+  int major = 0, minor = 0, patch = 0;                     // nvjpegGetProperty
+  int cudart_major = 0, cudart_minor = 0, cudart_patch = 0;  // nvjpegGetCudartProperty (0: unknown)
   std::string reason;  // why it is not loaded
 };
 
