@@ -674,7 +674,7 @@ def test_nvjpeg_status_says_why():
     if not st["loaded"]:
         assert st["reason"]
         b = gi.nvjpeg_backends(0)
-        assert not any(v["usable"] for v in b["backends"].values())
+        assert not any(v["usable"] or v["fancy_upsampling"] or v["fancy_upsampling_flag"] for v in b["backends"].values())
 
 
 # --------------------------------------------------------------------------- fuzzing

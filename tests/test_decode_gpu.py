@@ -77,6 +77,25 @@ def assert_close_to_pillow(img: torch.Tensor, data: bytes, sub: str, label: str,
     assert ok, line
 
 
+@pytest.mark.parametrize("backend", (J.HARDWARE, J.HYBRID, J.HOST))
+def test_measured_upsampling_is_what_the_backend_does(backend):
+    """nvjpeg_backends()'s fancy_upsampling is measured on a probe image (not
+    read off the flag nvjpegCreateEx took), and the probe decoded by the
+    backend is within the Pillow bound that value implies."""
+    from gdsio.image import _upsampling as U
+
+    dev = torch.cuda.current_device()
+    b = gi.nvjpeg_backends(dev)["backends"][backend]
+    assert b["usable"], b["reason"]
+    assert b["fancy_upsampling"] is not None, "the probe image did not decode"
+    img = U.decode_probe(dev, backend)
+    assert (U.upsampling_of(img) == "interpolated") == b["fancy_upsampling"]
+    line, ok = compare_to_pillow(img, U.probe_jpeg(), "420", f"probe, {backend} (flag taken: {b['fancy_upsampling_flag']})",
+                                 backend=backend)
+    print(line)
+    assert ok, line
+
+
 # --------------------------------------------------------------------------- our kernels
 
 

@@ -132,7 +132,7 @@ GDSIO_EXPORT(decode) {
           py::dict b;
           b["usable"] = info.backends[k].usable;
           b["reason"] = info.backends[k].reason;
-          b["fancy_upsampling"] = info.backends[k].fancy_upsampling;
+          b["fancy_upsampling_flag"] = info.backends[k].fancy_upsampling_flag;
           backends[jpeg_backend_name(static_cast<JpegBackend>(k))] = b;
         }
         py::dict d;

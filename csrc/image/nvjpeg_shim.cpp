@@ -122,7 +122,7 @@ struct PooledState {
 struct Slot {
   bool tried = false;
   nvj::Handle handle = nullptr;
-  bool fancy = false;  // created with NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION
+  bool fancy_flag = false;  // created with NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION
   std::string reason;
   std::vector<PooledState> idle;
   int busy = 0;
@@ -171,9 +171,9 @@ Slot& slot_locked(int device, JpegBackend backend) {
   // a backend that refuses the flag is created without it (and says so).
   if (at_least(12, 1)) {
     st = g_api.CreateEx(nvjpeg_backend_enum(backend), nullptr, nullptr, flags | nvj::kFlagUpsamplingWithInterpolation, &h);
-    s.fancy = st == 0 && h;
+    s.fancy_flag = st == 0 && h;
   }
-  if (!s.fancy) st = g_api.CreateEx(nvjpeg_backend_enum(backend), nullptr, nullptr, flags, &h);
+  if (!s.fancy_flag) st = g_api.CreateEx(nvjpeg_backend_enum(backend), nullptr, nullptr, flags, &h);
   if (st != 0 || !h) {
     s.reason = detail::concat("nvjpegCreateEx(", nvjpeg_backend_enum_name(backend), ") failed on cuda:", device,
                               ": ", status_text(st));
@@ -352,7 +352,7 @@ NvjpegDeviceInfo nvjpeg_probe(int device) {
     const Slot& s = slot_locked(device, static_cast<JpegBackend>(k));
     info.backends[k].usable = s.handle != nullptr;
     info.backends[k].reason = s.reason;
-    info.backends[k].fancy_upsampling = s.fancy;
+    info.backends[k].fancy_upsampling_flag = s.fancy_flag;
   }
   info.hardware_engines = g_devices[device].engines;
   info.hardware_cores = g_devices[device].cores;

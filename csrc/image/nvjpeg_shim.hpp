@@ -51,7 +51,10 @@ const char* jpeg_backend_name(JpegBackend b);  // "nvjpeg-hardware-device", ...
 struct NvjpegBackendInfo {
   bool usable = false;
   std::string reason;             // why not usable
-  bool fancy_upsampling = false;  // NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION (nvJPEG >= 12.1) took
+  // nvjpegCreateEx took NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION (nvJPEG >=
+  // 12.1); whether the backend then upsamples that way is measured in Python
+  // (gdsio.image.jpeg), since a backend may accept the flag and ignore it.
+  bool fancy_upsampling_flag = false;
 };
 
 struct NvjpegDeviceInfo {

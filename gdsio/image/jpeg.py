@@ -16,7 +16,8 @@ Which backend takes an image, best first:
 
 Every decoded image says which ran and why a better one did not
 (``DecodeInfo.backend`` / ``.reason``). Chroma is upsampled as libjpeg does
-("fancy") where the nvJPEG in use offers it (12.1 and later).
+("fancy") where the nvJPEG in use offers it (12.1 and later); each backend's
+``fancy_upsampling`` in nvjpeg_backends() says what it did on a probe image.
 """
 
 from __future__ import annotations
@@ -49,27 +50,38 @@ def _loaded() -> dict[str, Any]:
 def nvjpeg_status() -> dict[str, Any]:
     """Loads libnvjpeg (once) and says from where, its version, or why not.
 
+    ``version`` is nvjpegGetProperty's, ``cudart_version`` the CUDA runtime
+    the library was built for (nvjpegGetCudartProperty; None when it does not say).
+
     >>> gdsio.image.nvjpeg_status()
-    {'loaded': True, 'library': '.../nvidia/cu13/lib/libnvjpeg.so.13', 'version': (13, 3, 2), 'reason': ''}
+    {'loaded': True, 'library': '.../nvidia/cu13/lib/libnvjpeg.so.13', 'version': (13, 0, 4), 'cudart_version': (13, 0, 88), 'reason': ''}
     """
     return dict(_loaded())
 
 
 @functools.lru_cache(maxsize=None)
 def _probe(device: int) -> dict[str, Any]:
-    return _core.nvjpeg_probe(device)
+    from ._upsampling import measure
+
+    info = _core.nvjpeg_probe(device)
+    for name, b in info["backends"].items():
+        # What the backend does, from its decode of a probe image: it may take the flag and ignore it.
+        b["fancy_upsampling"] = measure(device, name) if b["usable"] else False
+    return info
 
 
 def nvjpeg_backends(device: int = 0) -> dict[str, Any]:
     """Which nvJPEG backends work on cuda:`device`, why the others do not, and
-    whether each upsamples chroma as libjpeg does (``fancy_upsampling``).
+    whether each upsamples chroma as libjpeg does (``fancy_upsampling``:
+    measured on a probe image, None when the probe would not decode;
+    ``fancy_upsampling_flag``: nvjpegCreateEx took the flag that asks for it).
 
     >>> gdsio.image.nvjpeg_backends(0)["backends"]["nvjpeg-hardware-device"]
-    {'usable': True, 'reason': '', 'fancy_upsampling': True}
+    {'usable': True, 'reason': '', 'fancy_upsampling_flag': True, 'fancy_upsampling': True}
     """
     st = _loaded()
     if not st["loaded"]:
-        off = {"usable": False, "reason": st["reason"], "fancy_upsampling": False}
+        off = {"usable": False, "reason": st["reason"], "fancy_upsampling_flag": False, "fancy_upsampling": False}
         return {"backends": {b: dict(off) for b in (HARDWARE, HYBRID, HOST)}, "hardware_engines": 0, "hardware_cores": 0}
     return _probe(device)
 
