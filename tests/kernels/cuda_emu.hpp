@@ -58,6 +58,12 @@ constexpr int warpSize = 32;
 void __syncthreads();
 
 typedef struct CUstream_st* cudaStream_t;
+typedef struct CUevent_st* cudaEvent_t;
+#define cudaEventDefault 0x00
+#define cudaEventBlockingSync 0x01
+#define cudaEventDisableTiming 0x02
+#define cudaHostAllocDefault 0x00
+#define cudaHostAllocPortable 0x01
 
 // The values of CUDA's driver_types.h.
 enum cudaError {
@@ -95,6 +101,17 @@ cudaError_t cudaMalloc(void** p, std::size_t n);
 cudaError_t cudaFree(void* p);
 cudaError_t cudaMallocAsync(void** p, std::size_t n, cudaStream_t s);
 cudaError_t cudaFreeAsync(void* p, cudaStream_t s);
+// Pinned memory: 256-byte aligned and never page-aligned, the least CUDA promises.
+cudaError_t cudaHostAlloc(void** p, std::size_t n, unsigned flags);
+cudaError_t cudaFreeHost(void* p);
+// Events: everything has completed when a call returns, so they only log.
+cudaError_t cudaEventCreate(cudaEvent_t* e);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventQuery(cudaEvent_t e);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags = 0);
 
 // ---- intrinsics: one correctly rounded IEEE operation each ------------------------------------
 inline float __fadd_rn(float a, float b) { return a + b; }

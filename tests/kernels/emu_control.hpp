@@ -34,7 +34,16 @@ std::vector<std::string> take_faults();
 void set_device_count(int count);
 void expect_launch_target(int device, cudaStream_t stream);
 
+// The call log: the runtime calls that order work (stream and event waits,
+// copies, pinned allocations), and whatever the fake NVIDIA libraries log
+// through gdsio_emu_log, in the order made. Off until switched on.
+void set_call_log(bool on);
+std::vector<std::string> take_calls();
+
 // The fiber switch in use ("x86-64 assembly" or "ucontext").
 const char* fiber_switch_name();
 
 }  // namespace gdsio_emu
+
+// For the fake libraries (dlopen'ed; the test executables export it).
+extern "C" void gdsio_emu_log(const char* line);

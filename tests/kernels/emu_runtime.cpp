@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <map>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,23 @@ cudaStream_t g_expect_stream = nullptr;
 std::mutex g_log_mu;
 std::vector<LaunchRecord> g_launches;
 std::vector<std::string> g_faults;
+bool g_call_log = false;
+std::vector<std::string> g_calls;
+
+// Emulated allocations: device memory (cudaMalloc) and pinned memory (cudaHostAlloc -> its raw block).
+std::mutex g_mem_mu;
+std::map<std::uintptr_t, std::size_t> g_device_blocks;
+std::map<void*, void*> g_pinned_blocks;
+
+void log_call(const std::string& s) {
+  std::lock_guard<std::mutex> lk(g_log_mu);
+  if (g_call_log) g_calls.push_back(s);
+}
+std::string ptr(const void* p) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%p", p);
+  return b;
+}
 
 void fault(const std::string& what) {
   std::lock_guard<std::mutex> lk(g_log_mu);
@@ -492,6 +510,18 @@ std::vector<std::string> take_faults() {
 
 void set_device_count(int count) { g_device_count = count; }
 
+void set_call_log(bool on) {
+  std::lock_guard<std::mutex> lk(g_log_mu);
+  g_call_log = on;
+}
+
+std::vector<std::string> take_calls() {
+  std::lock_guard<std::mutex> lk(g_log_mu);
+  std::vector<std::string> v;
+  v.swap(g_calls);
+  return v;
+}
+
 void expect_launch_target(int device, cudaStream_t stream) {
   g_expect = true;
   g_expect_device = device;
@@ -559,8 +589,14 @@ const char* cudaGetErrorString(cudaError_t e) {
 }
 
 // Launches run to completion when made: every stream is always idle.
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  gdsio_emu::log_call("cudaStreamSynchronize " + gdsio_emu::ptr(s));
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize() {
+  gdsio_emu::log_call("cudaDeviceSynchronize");
+  return cudaSuccess;
+}
 cudaError_t cudaGetDevice(int* device) {
   *device = gdsio_emu::t_device;
   return cudaSuccess;
@@ -574,7 +610,9 @@ cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t n, cudaMemcpyKind
   std::memcpy(dst, src, n);
   return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t n, cudaMemcpyKind, cudaStream_t) {
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t n, cudaMemcpyKind, cudaStream_t s) {
+  gdsio_emu::log_call("cudaMemcpyAsync src=" + gdsio_emu::ptr(src) + " n=" + std::to_string(n) + " stream=" +
+                      gdsio_emu::ptr(s));
   std::memcpy(dst, src, n);
   return cudaSuccess;
 }
@@ -584,14 +622,84 @@ cudaError_t cudaMemsetAsync(void* dst, int value, std::size_t n, cudaStream_t) {
 }
 cudaError_t cudaMalloc(void** p, std::size_t n) {
   *p = std::malloc(n ? n : 1);
-  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+  if (!*p) return cudaErrorMemoryAllocation;
+  std::lock_guard<std::mutex> lk(gdsio_emu::g_mem_mu);
+  gdsio_emu::g_device_blocks[reinterpret_cast<std::uintptr_t>(*p)] = n;
+  return cudaSuccess;
 }
 cudaError_t cudaFree(void* p) {
+  {
+    std::lock_guard<std::mutex> lk(gdsio_emu::g_mem_mu);
+    gdsio_emu::g_device_blocks.erase(reinterpret_cast<std::uintptr_t>(p));
+  }
   std::free(p);
   return cudaSuccess;
 }
 cudaError_t cudaMallocAsync(void** p, std::size_t n, cudaStream_t) { return cudaMalloc(p, n); }
 cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return cudaFree(p); }
+
+cudaError_t cudaHostAlloc(void** p, std::size_t n, unsigned) {
+  constexpr std::size_t kOff = 256;  // 256-byte aligned, never page-aligned
+  void* raw = nullptr;
+  if (posix_memalign(&raw, 4096, n + kOff) != 0) return cudaErrorMemoryAllocation;
+  *p = static_cast<char*>(raw) + kOff;  // the block ends right after the n bytes asked for
+  {
+    std::lock_guard<std::mutex> lk(gdsio_emu::g_mem_mu);
+    gdsio_emu::g_pinned_blocks[*p] = raw;
+  }
+  gdsio_emu::log_call("cudaHostAlloc " + gdsio_emu::ptr(*p) + " n=" + std::to_string(n));
+  return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void* p) {
+  void* raw = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(gdsio_emu::g_mem_mu);
+    auto it = gdsio_emu::g_pinned_blocks.find(p);
+    if (it != gdsio_emu::g_pinned_blocks.end()) {
+      raw = it->second;
+      gdsio_emu::g_pinned_blocks.erase(it);
+    }
+  }
+  if (!raw) {
+    gdsio_emu::fault("cudaFreeHost(" + gdsio_emu::ptr(p) + "): not a pointer cudaHostAlloc returned");
+    return gdsio_emu::t_last_error = cudaErrorInvalidValue;
+  }
+  std::free(raw);
+  return cudaSuccess;
+}
+
+namespace {
+struct EmuEvent {
+  int id;
+};
+std::atomic<int> g_next_event{1};
+}  // namespace
+cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
+  *e = reinterpret_cast<cudaEvent_t>(new EmuEvent{g_next_event++});
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete reinterpret_cast<EmuEvent*>(e);
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  gdsio_emu::log_call("cudaEventRecord " + std::to_string(reinterpret_cast<EmuEvent*>(e)->id) + " stream=" +
+                      gdsio_emu::ptr(s));
+  return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  gdsio_emu::log_call("cudaEventSynchronize " + std::to_string(reinterpret_cast<EmuEvent*>(e)->id));
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+  gdsio_emu::log_call("cudaStreamWaitEvent stream=" + gdsio_emu::ptr(s) + " " +
+                      std::to_string(reinterpret_cast<EmuEvent*>(e)->id));
+  return cudaSuccess;
+}
+
+extern "C" void gdsio_emu_log(const char* line) { gdsio_emu::log_call(line); }
 
 // ---- gdsio's device guard (core/cuda_rt.hpp) on the emulated machine ------------------------------------
 namespace gdsio {
@@ -605,5 +713,17 @@ DeviceGuard::DeviceGuard(int device) {
   cuda_use_device(device);
 }
 DeviceGuard::~DeviceGuard() { gdsio_emu::t_device = previous_; }
-void cuda_stream_synchronize(std::uintptr_t) {}
+void cuda_stream_synchronize(std::uintptr_t s) { (void)cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(s)); }
+// Device memory is what cudaMalloc gave; pinned what cudaHostAlloc gave; the rest pageable.
+std::string cuda_pointer_kind(const void* p, int* device) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::lock_guard<std::mutex> lk(gdsio_emu::g_mem_mu);
+  auto it = gdsio_emu::g_device_blocks.upper_bound(a);
+  if (it != gdsio_emu::g_device_blocks.begin() && a < std::prev(it)->first + std::prev(it)->second) {
+    if (device) *device = gdsio_emu::t_device;
+    return "device";
+  }
+  if (device) *device = -1;
+  return "host";
+}
 }  // namespace gdsio

@@ -61,6 +61,12 @@ COMMON_FLAGS = [
 KERNEL_FLAGS = ["-include", str(HERE / "cuda_emu.hpp"), "-D__CUDACC__", "-D__CUDA_ARCH__=900"]
 HARNESS = ["emu_runtime.cpp", "replay.cpp", "ops_transforms.cpp", "ops_decode.cpp"]
 SELFTEST = HERE / "selftest.cu"
+# The call-boundary checks (shim_tests.cpp): the cuFile and nvJPEG shims and the
+# pinned pipeline as they are, on the emulated runtime, with fake NVIDIA libraries.
+SHIM_SOURCES = [CSRC / "io" / n for n in ("cufile_shim.cpp", "file.cpp", "read_plan.cpp", "host_read.cpp",
+                                          "staging_pipeline.cpp", "pinned_reader.cpp", "thread_pool.cpp")]
+SHIM_SOURCES += [CSRC / "image" / "nvjpeg_shim.cpp", HERE / "emu_runtime.cpp", HERE / "shim_tests.cpp"]
+FAKES = {"libfake_cufile.so": HERE / "fakes" / "fake_cufile.cpp", "libfake_nvjpeg.so": HERE / "fakes" / "fake_nvjpeg.cpp"}
 
 
 class RewriteError(ValueError):
@@ -299,6 +305,13 @@ def units() -> list[Unit]:
     return out
 
 
+def shim_units() -> list[Unit]:
+    return [Unit(p, False) for p in SHIM_SOURCES]
+
+
+TARGETS = {"replay": units, "shim_tests": shim_units}
+
+
 def _digest(flags: list[str], extra: str = "") -> str:
     h = hashlib.sha256(" ".join(flags).encode() + extra.encode() + Path(__file__).read_bytes())
     for base in (CSRC, HERE):
@@ -318,9 +331,10 @@ class Build:
 
 
 def build(flavour: str, *, mutant: dict[Path, str] | None = None, name: str | None = None,
-          jobs: int | None = None) -> Build:
-    """Compiles (or reuses) the replay driver for `flavour`; `mutant` replaces
-    the text of some sources (their objects go to a directory of their own)."""
+          jobs: int | None = None, target: str = "replay") -> Build:
+    """Compiles (or reuses) the replay driver (or the shim checks, `target`
+    "shim_tests", with the fake libraries beside it) for `flavour`; `mutant`
+    replaces the text of some sources (their objects go to a directory of their own)."""
     t0 = time.perf_counter()
     base = ROOT / "build" / "kernels-emu" / (flavour + os.environ.get("GDSIO_EMU_BUILD_SUFFIX", ""))
     out_dir = base / "mutants" / name if mutant else base
@@ -329,9 +343,9 @@ def build(flavour: str, *, mutant: dict[Path, str] | None = None, name: str | No
     flags = COMMON_FLAGS + FLAVOURS[flavour]["flags"] + os.environ.get("GDSIO_EMU_CXXFLAGS", "").split()
     cxx = compiler()
     mutant = mutant or {}
-    digest = _digest(flags, "".join(f"{p}{t}" for p, t in sorted(mutant.items())))
-    exe = out_dir / "replay"
-    stamp = out_dir / "stamp"
+    digest = _digest(flags, target + "".join(f"{p}{t}" for p, t in sorted(mutant.items())))
+    exe = out_dir / target
+    stamp = out_dir / ("stamp" if target == "replay" else f"stamp-{target}")
     if exe.exists() and stamp.exists() and stamp.read_text() == digest:
         return Build(exe, time.perf_counter() - t0, True)
     jobs = jobs or os.cpu_count() or 2
@@ -360,15 +374,28 @@ def build(flavour: str, *, mutant: dict[Path, str] | None = None, name: str | No
                                f"{' '.join(cmd)}\n{r.stderr}")
         return obj, [r.stderr] if r.stderr.strip() else []
 
-    us = units()
+    def compile_fake(item: tuple[str, Path]) -> tuple[Path, list[str]]:
+        lib, src = item
+        out = out_dir / "fakes" / lib
+        out.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [cxx, *flags, "-fPIC", "-shared", str(src), "-o", str(out)]
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"compiling {src.relative_to(ROOT)} failed:\n{' '.join(cmd)}\n{r.stderr}")
+        return out, [r.stderr] if r.stderr.strip() else []
+
+    us = TARGETS[target]()
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(compile_unit, us))
+        fakes = list(pool.map(compile_fake, FAKES.items())) if target == "shim_tests" else []
     objs = [o for o, _ in results]
-    log = [w for _, ws in results for w in ws]
-    cmd = [cxx, *flags, *map(str, objs), "-o", str(exe)]
+    log = [w for _, ws in results + fakes for w in ws]
+    # -rdynamic: the fake libraries log through the executable's gdsio_emu_log.
+    link = ["-rdynamic", "-ldl"] if target == "shim_tests" else []
+    cmd = [cxx, *flags, *map(str, objs), *link, "-o", str(exe)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
-        raise RuntimeError(f"linking the {flavour} emulation failed:\n{' '.join(cmd)}\n{r.stderr}")
+        raise RuntimeError(f"linking the {flavour} {target} failed:\n{' '.join(cmd)}\n{r.stderr}")
     stamp.write_text(digest)
     return Build(exe, time.perf_counter() - t0, False, log)
 
@@ -385,11 +412,42 @@ class Run:
         return "; ".join(lines)
 
 
-def run(b: Build, flavour: str, args: list[str], timeout: float = 600) -> Run:
-    env = {**os.environ, **FLAVOURS[flavour]["env"]}
+def run(b: Build, flavour: str, args: list[str], timeout: float = 600, cwd: Path | None = None,
+        unset: tuple[str, ...] = ()) -> Run:
+    env = {k: v for k, v in {**os.environ, **FLAVOURS[flavour]["env"]}.items() if k not in unset}
     t0 = time.perf_counter()
-    r = subprocess.run([str(b.exe), *args], capture_output=True, text=True, env=env, timeout=timeout)
+    r = subprocess.run([str(b.exe), *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
     return Run(r.returncode, r.stdout + r.stderr, time.perf_counter() - t0)
+
+
+def build_plain_fake(lib: str) -> Path:
+    """A fake library (FAKES) built without sanitizers, for loading into
+    Python's own process (an ASan library needs an ASan executable)."""
+    src = FAKES[lib]
+    out = ROOT / "build" / "kernels-emu" / "plain" / lib
+    stamp = out.with_name(lib + ".stamp")
+    digest = hashlib.sha256(src.read_bytes() + (CSRC / "io" / "cufile_api.hpp").read_bytes()).hexdigest()
+    if out.exists() and stamp.exists() and stamp.read_text() == digest:
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [compiler(), "-std=c++17", "-O1", "-fPIC", "-shared", f"-I{CSRC}", str(src), "-o", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"compiling {src.relative_to(ROOT)} failed:\n{' '.join(cmd)}\n{r.stderr}")
+    stamp.write_text(digest)
+    return out
+
+
+def run_shims(work: Path, flavour: str = "asan") -> tuple[Build, dict[str, Run]]:
+    """Every scenario of shim_tests, each in a process of its own (the shims
+    keep their state for the process), run in `work` (their files go there)."""
+    b = build(flavour, target="shim_tests")
+    names = subprocess.run([str(b.exe), "--list"], capture_output=True, text=True, check=True,
+                           env={**os.environ, **FLAVOURS[flavour]["env"]}).stdout.split()
+    # CUFILE_FORCE_COMPAT_MODE would decide the cuFile cases before the driver's properties do.
+    runs = {n: run(b, flavour, [str(b.exe.parent / "fakes"), n], timeout=120, cwd=work,
+                   unset=("CUFILE_FORCE_COMPAT_MODE",)) for n in names}
+    return b, runs
 
 
 # --------------------------------------------------------------------------- mutants
