@@ -349,6 +349,9 @@ def build(flavour: str, *, mutant: dict[Path, str] | None = None, name: str | No
     if exe.exists() and stamp.exists() and stamp.read_text() == digest:
         return Build(exe, time.perf_counter() - t0, True)
     jobs = jobs or os.cpu_count() or 2
+    # An unmutated object is reused while no source and no flag changed (the
+    # replay driver, the shim checks and the mutants share them).
+    tree = _digest(flags)
 
     def compile_unit(u: Unit) -> tuple[Path, list[str]]:
         own = u.source in mutant
@@ -365,13 +368,15 @@ def build(flavour: str, *, mutant: dict[Path, str] | None = None, name: str | No
                 gen.write_text(new)
             src = gen
         cmd = [cxx, *flags, *(KERNEL_FLAGS if u.kernel else []), "-c", str(src), "-o", str(obj)]
-        # Objects of the unmutated build are reused by mutants when fresh.
-        if not own and mutant and obj.exists():
+        fresh = obj.with_name(obj.name + ".stamp")
+        if not own and obj.exists() and fresh.exists() and fresh.read_text() == tree:
             return obj, []
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"compiling {u.source.relative_to(ROOT)} for the {flavour} emulation failed:\n"
                                f"{' '.join(cmd)}\n{r.stderr}")
+        if not own:
+            fresh.write_text(tree)
         return obj, [r.stderr] if r.stderr.strip() else []
 
     def compile_fake(item: tuple[str, Path]) -> tuple[Path, list[str]]:
