@@ -61,7 +61,12 @@ py::dict to_dict(const NvjpegStatus& s) {
   py::dict d;
   d["loaded"] = s.loaded;
   d["library"] = s.library;
-  d["version"] = py::make_tuple(s.major, s.minor, s.patch);
+  d["version"] = py::make_tuple(s.major, s.minor, s.patch);  // nvjpegGetProperty
+  // nvjpegGetCudartProperty: the CUDA runtime this libnvjpeg was built for (None: not told).
+  if (s.cudart_major)
+    d["cudart_version"] = py::make_tuple(s.cudart_major, s.cudart_minor, s.cudart_patch);
+  else
+    d["cudart_version"] = py::none();
   d["reason"] = s.reason;
   return d;
 }
@@ -127,7 +132,7 @@ GDSIO_EXPORT(decode) {
           py::dict b;
           b["usable"] = info.backends[k].usable;
           b["reason"] = info.backends[k].reason;
-          b["fancy_upsampling"] = info.backends[k].fancy_upsampling;
+          b["fancy_upsampling_flag"] = info.backends[k].fancy_upsampling_flag;
           backends[jpeg_backend_name(static_cast<JpegBackend>(k))] = b;
         }
         py::dict d;

@@ -30,7 +30,7 @@ import torch
 from .. import _core
 from ..errors import BackendUnavailable
 from ..platform.nvidia import load_nvidia_lib
-from . import transfer
+from . import transfer, upsampling
 from .codec import Item, Options
 from .core_types import JPEG_OUTPUTS, NVJPEG_HARDWARE, NVJPEG_HOST, NVJPEG_HYBRID, pixel_job
 from .layout import planar_layout
@@ -78,19 +78,25 @@ def nvjpeg_status() -> dict[str, Any]:
     """Loads libnvjpeg (once) and says from where, its version, or why not.
 
     Returns:
-        dict: ``loaded`` (bool), ``library`` (the path), ``version`` (a tuple),
+        dict: ``loaded`` (bool), ``library`` (the path), ``version`` (a tuple,
+        nvjpegGetProperty's), ``cudart_version`` (the CUDA runtime the library
+        was built for, nvjpegGetCudartProperty; None when it does not say),
         ``reason`` (why it did not load; "" when it did).
 
     Example:
         >>> gdsio.image.nvjpeg_status()
-        {'loaded': True, 'library': '.../nvidia/cu13/lib/libnvjpeg.so.13', 'version': (13, 3, 2), 'reason': ''}
+        {'loaded': True, 'library': '.../nvidia/cu13/lib/libnvjpeg.so.13', 'version': (13, 0, 4), 'cudart_version': (13, 0, 88), 'reason': ''}
     """
     return dict(_loaded())
 
 
 @functools.lru_cache(maxsize=None)
 def _probe(device: int) -> dict[str, Any]:
-    return _core.nvjpeg_probe(device)
+    info = _core.nvjpeg_probe(device)
+    for name, b in info["backends"].items():
+        # What the backend does, from its decode of a probe image: it may take the flag and ignore it.
+        b["fancy_upsampling"] = upsampling.measure(device, name) if b["usable"] else False
+    return info
 
 
 def nvjpeg_backends(device: int = 0) -> dict[str, Any]:
@@ -101,17 +107,19 @@ def nvjpeg_backends(device: int = 0) -> dict[str, Any]:
 
     Returns:
         dict: ``backends`` maps each of nvjpeg-hardware-device,
-        nvjpeg-gpu-hybrid-device and nvjpeg-host to ``usable``, ``reason`` and
-        ``fancy_upsampling`` (chroma upsampled as libjpeg does);
+        nvjpeg-gpu-hybrid-device and nvjpeg-host to ``usable``, ``reason``,
+        ``fancy_upsampling`` (chroma upsampled as libjpeg does, measured on a
+        probe image; None when the probe would not decode) and
+        ``fancy_upsampling_flag`` (nvjpegCreateEx took the flag that asks for it);
         ``hardware_engines`` and ``hardware_cores`` (0 when unknown).
 
     Example:
         >>> gdsio.image.nvjpeg_backends(0)["backends"]["nvjpeg-hardware-device"]
-        {'usable': True, 'reason': '', 'fancy_upsampling': True}
+        {'usable': True, 'reason': '', 'fancy_upsampling_flag': True, 'fancy_upsampling': True}
     """
     st = _loaded()
     if not st["loaded"]:
-        off = {"usable": False, "reason": st["reason"], "fancy_upsampling": False}
+        off = {"usable": False, "reason": st["reason"], "fancy_upsampling_flag": False, "fancy_upsampling": False}
         return {"backends": {b: dict(off) for b in LADDER}, "hardware_engines": 0, "hardware_cores": 0}
     return _probe(device)
 

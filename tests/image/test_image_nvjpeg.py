@@ -40,11 +40,11 @@ def test_jpeg_routing_rules():
 
 def test_nvjpeg_status_says_why():
     st = gi.nvjpeg_status()
-    assert set(st) == {"loaded", "library", "version", "reason"}
+    assert set(st) == {"loaded", "library", "version", "cudart_version", "reason"}
     if not st["loaded"]:
         assert st["reason"]
         b = gi.nvjpeg_backends(0)
-        assert not any(v["usable"] for v in b["backends"].values())
+        assert not any(v["usable"] or v["fancy_upsampling"] or v["fancy_upsampling_flag"] for v in b["backends"].values())
 
 
 # --------------------------------------------------------------------------- the GPU orchestration, on a stand-in core
