@@ -79,7 +79,7 @@ def test_deliberate_kernel_bugs_are_caught(report):
 
 def test_the_case_file_holds_every_gpu_test_case(case_file):
     """Every parametrization of the GPU tests is recorded, under its test's name."""
-    import test_decode_gpu as D
+    import test_image_gpu as D  # on sys.path once the case file is written (cases.write_cases)
     import test_transforms_gpu as G
 
     path, n = case_file

@@ -2,7 +2,7 @@
 (gdsio/image/_upsampling.py): each backend's value is what it did on this
 image, not whether nvjpegCreateEx took the flag. Here, on the CPU: the probe
 tells libjpeg's interpolated upsampling (Pillow) from replicated chroma (a
-real half-size decode, replicated); on the GPU, test_decode_gpu checks each
+real half-size decode, replicated); on the GPU, test_image_gpu checks each
 backend's measured value against Pillow."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from PIL import Image
 
 import gdsio.image as gi
 from gdsio.image import upsampling as U
-from gdsio.image import headers as H
+from gdsio.image.formats import jpeg as H
 
 
 def test_the_probe_is_420_baseline_with_flat_luma():

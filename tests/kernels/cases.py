@@ -1,6 +1,6 @@
 """The emulation's case file: the GPU tests' own cases (the ``*_case``
 functions and lists of test_transforms_gpu.py, the pixel cases of
-test_decode_gpu.py), run through gdsio's CPU path while the core calls they
+tests/image/test_image_gpu.py), run through gdsio's CPU path while the core calls they
 make are recorded with the bytes each call may read. The replay driver
 (replay.cpp) runs every recorded call on the CPU twin and on the emulated
 kernels and compares.
@@ -144,8 +144,14 @@ RECORDERS: dict[str, Callable] = {
 
 def write_cases(path: Path) -> int:
     """Writes the case file; returns the number of records. Imports the GPU
-    test modules (tests/ must be on sys.path, as it is under pytest)."""
-    import test_decode_gpu as D
+    test modules (tests/ must be on sys.path, as it is under pytest; the
+    image tests' folder is added here)."""
+    import sys
+
+    image_tests = str(Path(__file__).resolve().parents[1] / "image")
+    if image_tests not in sys.path:
+        sys.path.insert(0, image_tests)
+    import test_image_gpu as D
     import test_transforms_gpu as G
 
     import gdsio.image as gi
