@@ -31,6 +31,8 @@ namespace {
 // made on first use by a cuFile read. A read holds its own references, so a
 // close() from another thread while it runs frees nothing under it: the file
 // goes when the last read ends.
+enum class Engine { posix, pinned, cufile, cufile_batch };
+
 // Messages and paths as Python's os.fsdecode makes them: a file name that is
 // not UTF-8 comes back as the str (with surrogate escapes) the caller passed.
 py::object fs_text(const std::string& text) {
@@ -99,6 +101,9 @@ py::dict to_dict(const CufileStatus& s) {
   d["reason"] = s.reason;
   d["version"] = s.version;
   d["max_batch_io_size"] = s.max_batch_io_size;
+  d["batch_timeout_ms"] = s.batch_timeout_ms;
+  d["use_pci_p2pdma"] = s.use_pci_p2pdma;
+  d["p2pdma_supported"] = s.p2pdma_supported;
   return d;
 }
 
@@ -160,11 +165,16 @@ PYBIND11_MODULE(_core, m) {
       });
 
   using Reqs = std::vector<std::tuple<std::uintptr_t, std::uint64_t, std::uint64_t>>;
+  // The core's read engines; gdsio/io/backends.py maps each backend record to one.
+  py::enum_<Engine>(m, "Engine")
+      .value("posix", Engine::posix)
+      .value("pinned", Engine::pinned)
+      .value("cufile", Engine::cufile)
+      .value("cufile_batch", Engine::cufile_batch);
   m.def(
       "read",
-      [](PyFile& pf, const std::string& backend, const Reqs& reqs, std::size_t threads,
-         std::size_t chunk_bytes, std::size_t staging_buffers, bool direct_io, int device,
-         std::uintptr_t stream) {
+      [](PyFile& pf, Engine engine, const Reqs& reqs, std::size_t threads, std::size_t chunk_bytes,
+         std::size_t staging_buffers, bool direct_io, int device, std::uintptr_t stream) {
         ReadOptions o = make_options(threads, chunk_bytes, staging_buffers, direct_io, device, stream);
         std::vector<ReadRequest> rq = to_requests(reqs);
         ReadResult r;
@@ -173,19 +183,19 @@ PYBIND11_MODULE(_core, m) {
           // Declared in this order, the cuFile handle goes before the file it registered.
           const std::shared_ptr<FileHandle> f = pf.file();
           std::shared_ptr<CufileHandle> cf;
-          if (backend == "cufile" || backend == "cufile-batch") cf = pf.cufile(device);
-          if (backend == "posix") r = posix_read(*f, rq, o);
-          else if (backend == "pinned") r = pinned_read(*f, rq, o);
-          else if (backend == "cufile") r = cufile_read(*f, *cf, rq, o);
-          else if (backend == "cufile-batch") r = cufile_read_batch(*f, *cf, rq, o);
-          else throw ValueError("unknown core backend '" + backend + "'");
+          switch (engine) {
+            case Engine::posix: r = posix_read(*f, rq, o); break;
+            case Engine::pinned: r = pinned_read(*f, rq, o); break;
+            case Engine::cufile: cf = pf.cufile(device); r = cufile_read(*f, *cf, rq, o); break;
+            case Engine::cufile_batch: cf = pf.cufile(device); r = cufile_read_batch(*f, *cf, rq, o); break;
+          }
         }
         return to_dict(r);
       },
-      py::arg("file"), py::arg("backend"), py::arg("requests"), py::kw_only(), py::arg("threads"),
+      py::arg("file"), py::arg("engine"), py::arg("requests"), py::kw_only(), py::arg("threads"),
       py::arg("chunk_bytes"), py::arg("staging_buffers"), py::arg("direct_io"), py::arg("device") = 0,
       py::arg("stream") = 0,
-      "Reads [(dst_ptr, size, file_offset), ...] through one backend; returns the stats.");
+      "Reads [(dst_ptr, size, file_offset), ...] through one engine; returns the stats.");
 
   m.def(
       "staged_read_host_engine",

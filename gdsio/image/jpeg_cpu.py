@@ -7,8 +7,8 @@ that layout as it is, with no copy. The pixels equal Pillow's (the same
 libjpeg-turbo, ISLOW IDCT, fancy upsampling): simplejpeg is called with
 ``fastdct=False, fastupsample=False``.
 
-What this path does not take goes to Pillow, and ``DecodeInfo.reason`` says
-why: 12-bit, lossless or arithmetic-coded files, CMYK / YCCK / RGB-coded
+It is the first of formats/jpeg.py's HOST_DECODERS. What it does not take
+goes to Pillow, and ``DecodeInfo.reason`` says why: 12-bit, lossless or arithmetic-coded files, CMYK / YCCK / RGB-coded
 JPEGs, unusual chroma subsampling, data without an EOI marker, and any file
 libjpeg-turbo warns about (simplejpeg's strict mode), so that Pillow's own
 rules decide what a damaged file gives.
@@ -24,9 +24,10 @@ carry no license file.
 from __future__ import annotations
 
 import concurrent.futures
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from .headers import JpegHeader
+if TYPE_CHECKING:  # formats/jpeg.py imports this module
+    from .formats.jpeg import JpegHeader
 
 __all__ = ["BACKEND", "available", "decode", "decode_many", "refusal"]
 
@@ -80,12 +81,13 @@ def _luma(rgb: Any) -> Any:
     import torch
 
     from .. import _core
-    from ._pixels import PixelLayout, job
+    from .core_types import pixel_job
+    from .layout import interleaved_layout
 
     h, w, _ = rgb.shape
     out = torch.empty((1, h, w), dtype=torch.uint8)
-    lay = PixelLayout(0, h, w, 3, 1, 3 * w, 3, "u8", "uint8")
-    _core.img_decode_pixels_cpu([job(lay, rgb.data_ptr(), rgb.numel(), out.data_ptr(), 1, "luma")], threads=1)
+    lay = interleaved_layout(0, h, w, 3, "u8", "uint8")
+    _core.img_decode_pixels_cpu([pixel_job(lay, rgb.data_ptr(), rgb.numel(), out.data_ptr(), 1, "luma")], threads=1)
     return out
 
 

@@ -65,12 +65,14 @@ class Backend:
 # ---- how each one reads -----------------------------------------------------------------
 
 
-def _core_run(engine: str) -> Callable[[ReadJob], dict[str, Any]]:
+def _core_run(engine: Any, batch_engine: Any = None) -> Callable[[ReadJob], dict[str, Any]]:
+    """How a local backend reads: one of the core's engines (`batch_engine` for read_batch)."""
+
     def run(job: ReadJob) -> dict[str, Any]:
         s = job.settings
-        name = engine + ("-batch" if engine == "cufile" and job.batch else "")
         assert isinstance(job.reader, LocalReader)
-        return _core.read(job.reader.core, name, list(job.requests), threads=s.threads, chunk_bytes=s.chunk_bytes,
+        e = batch_engine if job.batch and batch_engine is not None else engine
+        return _core.read(job.reader.core, e, list(job.requests), threads=s.threads, chunk_bytes=s.chunk_bytes,
                           staging_buffers=s.staging_buffers, direct_io=s.direct_io,
                           device=max(job.dest.device, 0), stream=job.dest.stream)
 
@@ -135,18 +137,18 @@ _CUDA, _CPU, _LOCAL = frozenset({"cuda"}), frozenset({"cpu"}), frozenset({"local
 BACKENDS: dict[str, Backend] = {b.name: b for b in [
     Backend("gds", "true GPUDirect Storage", _CUDA, _LOCAL, batches=True, auto=True,
             summary="cuFile with true GDS (nvidia-fs or PCI P2PDMA): DMA from NVMe to GPU memory",
-            probe=_gds_probe, run=_core_run("cufile")),
+            probe=_gds_probe, run=_core_run(_core.Engine.cufile, _core.Engine.cufile_batch)),
     Backend("cufile", "cuFile", _CUDA, _LOCAL, batches=True, auto=False,
             summary="cuFile whatever its mode; what ran is reported as gds or cufile-compat",
-            probe=_cufile_probe, run=_core_run("cufile")),
+            probe=_cufile_probe, run=_core_run(_core.Engine.cufile, _core.Engine.cufile_batch)),
     Backend("kvikio", "kvikio", _CUDA | _CPU, _LOCAL, batches=False, auto=False,
             summary="the kvikio package (pip install 'gdsio[kvikio]')", probe=_kvikio_probe, run=_kvikio_run),
     Backend("pinned", "the pinned pipeline", _CUDA, _LOCAL, batches=True, auto=True,
             summary="gdsio's pipeline: disk reads into pinned staging buffers overlap the async copies out of them",
-            probe=_pinned_probe, run=_core_run("pinned")),
+            probe=_pinned_probe, run=_core_run(_core.Engine.pinned)),
     Backend("posix", "posix", _CPU, _LOCAL, batches=True, auto=True,
             summary="chunked pread over a thread pool; O_DIRECT on request", probe=_posix_probe,
-            run=_core_run("posix")),
+            run=_core_run(_core.Engine.posix)),
 ]}
 
 # The settings' vocabulary (gdsio.config sits below this package) must be this table's.
