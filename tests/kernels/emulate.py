@@ -59,7 +59,7 @@ COMMON_FLAGS = [
 # The device pass of nvcc: __CUDA_ARCH__ selects the device branches of the
 # __host__ __device__ arithmetic (the __*_rn intrinsics).
 KERNEL_FLAGS = ["-include", str(HERE / "cuda_emu.hpp"), "-D__CUDACC__", "-D__CUDA_ARCH__=900"]
-HARNESS = ["emu_runtime.cpp", "replay.cpp", "ops_transforms.cpp", "ops_decode.cpp"]
+HARNESS = ["emu_runtime.cpp", "replay.cpp", "ops_transforms.cpp", "ops_v2.cpp", "ops_decode.cpp"]
 SELFTEST = HERE / "selftest.cu"
 # The call-boundary checks (shim_tests.cpp): the cuFile and nvJPEG shims and the
 # pinned pipeline as they are, on the emulated runtime, with fake NVIDIA libraries.
