@@ -1,9 +1,10 @@
 """The emulation's case file: the GPU tests' own cases (the ``*_case``
 functions and lists of tests/transforms/test_transforms_gpu.py,
 ``emulated_cases`` of tests/transforms/test_transforms_v2_gpu.py, the pixel
-cases of tests/image/test_image_gpu.py), run through gdsio's CPU path while the core calls they make are recorded
-with the bytes each call may read. The replay driver (replay.cpp) runs every
-recorded call on the CPU twin and on the emulated kernels and compares.
+cases of tests/image/test_image_gpu.py), run through gdsio's CPU path while
+the core calls they make are recorded with the bytes each call may read. The
+replay driver (replay.cpp) runs every recorded call on the CPU twin and on the
+emulated kernels and compares.
 
 Adding a kernel's cases: a recorder in RECORDERS for its ``_core`` function
 (which arguments are pointers, how many bytes each may read), an op handler
