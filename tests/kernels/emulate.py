@@ -504,8 +504,9 @@ MUTATIONS = [
     # The contrast sum's tree reads lanes another thread has not added yet.
     Mutation("colour: the sum tree's __syncthreads() removed", COLOR_CU, "band_kernel(", "__syncthreads();",
              "/* removed */", 2, "tsan", "color", ("ThreadSanitizer: data race",), small=True),
-    # (No bound mutant of the colour pixel kernel: its ASan build alone took 350 s on 2 loaded cores;
-    # pad's bound below is caught the same way in seconds.)
+    # The pixel kernel reads and writes one pixel past each row (past the image on its last row).
+    Mutation("colour: pixel bound x >= width off by one", COLOR_CU, "color_kernel(", "x >= im.width",
+             "x > im.width", 1, "asan", "color", ("AddressSanitizer: heap-buffer-overflow",), small=True),
     # pad writes one column past each output row (past the output on its last row).
     Mutation("pad: column bound x < ow off by one", PAD_CU, "pad_kernel(", "x < ow", "x <= ow", 1, "asan", "pad",
              ("AddressSanitizer: heap-buffer-overflow",)),
