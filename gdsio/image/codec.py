@@ -69,6 +69,7 @@ class Item:
     backend: str = ""  # DecodeInfo.backend
     reason: str = ""  # DecodeInfo.reason
     io: Any = None  # read(): the ReadStats of the file's read
+    file: Any = None  # read(): the gdsio.File open from probe to body read (one open per file)
     orientation: int = 1  # EXIF orientation, as the format found it
 
     def fail(self, msg: str) -> None:

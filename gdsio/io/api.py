@@ -6,10 +6,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..config import current
-from ..device import parse_device, require_cuda
-from .buffers import host_empty
-from .file import File, check_range
+from ..device import parse_device
+from .file import File
 from .stats import ReadStats
 
 __all__ = ["read", "read_into"]
@@ -124,22 +122,6 @@ def read(
         >>> st.backend, st.reason
         ('posix', '')
     """
-    import torch
-
-    target = parse_device(device)
-    s = current()
+    parse_device(device)  # a bad device is named before the file is opened
     with File(path) as f:
-        file_size = f.size()
-        if size is None:
-            if offset < 0 or offset > file_size:
-                check_range(f.path, file_size, offset, 0)
-            size = file_size - offset
-        check_range(f.path, file_size, offset, size)
-        if target.type == "cpu":
-            # O_DIRECT reads straight into page-aligned memory; torch aligns to 64 bytes.
-            out = host_empty(size, 4096 if s.direct_io and size else 0)
-        else:
-            dev = require_cuda(f"cannot read '{f.path}' into {device}", target.index)
-            out = torch.empty(size, dtype=torch.uint8, device=dev)
-        st = f.read_into(out, size, offset, backend=backend)
-    return (out, st) if return_stats else out
+        return f.read(offset=offset, size=size, device=device, backend=backend, return_stats=return_stats)

@@ -9,8 +9,9 @@ import threading
 from typing import Any, Iterable
 
 from ..config import Settings, current
+from ..device import parse_device, require_cuda
 from .backends import BACKENDS, check_name, run
-from .buffers import Destination, resolve
+from .buffers import Destination, host_empty, resolve
 from .readers import open_reader
 from .stats import ReadStats
 
@@ -113,6 +114,61 @@ class File:
         if ex is not None:
             ex.shutdown(wait=True)
         self._reader.close()
+
+    def read(
+        self,
+        *,
+        offset: int = 0,
+        size: int | None = None,
+        device: Any = "cuda",
+        backend: str | None = None,
+        return_stats: bool = False,
+    ) -> Any:
+        """Reads this file (or a range of it) into a new 1-D uint8 torch tensor
+        on `device`, as ``gdsio.read`` does (which opens, calls this and closes).
+        Reading a header with ``read_into`` and then the body with ``read`` from
+        one ``File`` takes both from the same file, even if its path is renamed
+        over in between.
+
+        Args:
+            offset: where in the file to start, in bytes.
+            size: bytes to read; default: to the end of the file (its size now).
+            device: "cuda" (default), "cuda:N", an int N, or "cpu".
+            backend: as in ``read_into``.
+            return_stats: also return the ReadStats.
+
+        Returns:
+            torch.Tensor: 1-D uint8 of `size` bytes; with ``return_stats=True``,
+            ``(tensor, ReadStats)``.
+
+        Raises:
+            ValueError: a range outside the file, a bad device or backend.
+            gdsio.BackendUnavailable: a GPU device where CUDA cannot be used.
+            OSError: the read failed, or the file shrank during it.
+
+        Example:
+            >>> with gdsio.File("cat.npy") as f:
+            ...     f.read_into(head, 128)                    # the header
+            ...     t = f.read(device="cuda")                 # the whole file, the same one
+        """
+        import torch
+
+        target = parse_device(device)
+        s = current()
+        file_size = self.size()
+        if size is None:
+            if offset < 0 or offset > file_size:
+                check_range(self.path, file_size, offset, 0)
+            size = file_size - offset
+        check_range(self.path, file_size, offset, size)
+        if target.type == "cpu":
+            # O_DIRECT reads straight into page-aligned memory; torch aligns to 64 bytes.
+            out = host_empty(size, 4096 if s.direct_io and size else 0)
+        else:
+            dev = require_cuda(f"cannot read '{self.path}' into {device}", target.index)
+            out = torch.empty(size, dtype=torch.uint8, device=dev)
+        st = self.read_into(out, size, offset, backend=backend)
+        return (out, st) if return_stats else out
 
     def read_into(
         self,
