@@ -263,12 +263,6 @@ def _npy_header(f: Any) -> tuple[int, Any, bool, tuple[int, ...]]:
         raise ValueError(f"'{path}': unknown dtype {h.descr!r}: {e}") from None
     if dt.hasobject:
         raise ValueError(f"'{path}': dtype {h.descr!r} holds Python objects; loading it would need pickle, which gdsio never runs")
-    if dt.subdtype is not None:  # numpy.load refuses these too (it reads too many elements)
-        raise ValueError(f"'{path}': the sub-array dtype {h.descr!r} is not an array of scalars (numpy.load refuses it too)")
-    # numpy's own rule (PyArray_NewFromDescr): the bytes of the non-zero dimensions fit in an intp.
-    nonzero = math.prod(d for d in h.shape if d) * max(dt.itemsize, 1)
-    if nonzero >= 2**63:
-        raise ValueError(f"'{path}': shape {h.shape} of {h.descr} is too big: more than 2**63 - 1 bytes")
     need = math.prod(h.shape) * dt.itemsize
     if h.data_offset + need > size:
         raise ValueError(f"'{path}': shape {h.shape} of {h.descr} needs {need} bytes, the file holds {size - h.data_offset}; truncated?")
