@@ -18,36 +18,36 @@ from gdsio.image.layout import planar_layout
 def test_core_validates_pixel_jobs():
     src = np.zeros(16, np.uint8)
     dst = np.zeros(64, np.uint8)
-    ok = [src.ctypes.data, 16, dst.ctypes.data, 4, 4, 0, 4, 1, 1, 1, 0, 0, 0, 0]
-    _core.img_decode_pixels_cpu([tuple(ok)], threads=1)
-
-    def bad(**changes):
-        j = list(ok)
-        names = ["src", "src_bytes", "dst", "h", "w", "sc", "sy", "sx", "cin", "cout", "sample", "out", "convert", "maxval"]
-        for k, v in changes.items():
-            j[names.index(k)] = v
-        return [tuple(j)]
+    ok = dict(src=src.ctypes.data, src_bytes=16, dst=dst.ctypes.data, height=4, width=4, stride_c=0, stride_y=4,
+              stride_x=1, src_channels=1, dst_channels=1, sample=_core.Sample.u8, out=_core.OutType.uint8,
+              convert=_core.Convert.copy, maxval=0)
+    _core.img_decode_pixels_cpu([_core.PixelJob(**ok)], threads=1)
 
     cases = [
         (dict(src_bytes=15), "the samples reach byte 16 but the source holds 15"),
-        (dict(sy=5), "the samples reach byte 19"),
+        (dict(stride_y=5), "the samples reach byte 19"),
         (dict(src=0), "source pointer is null"),
         (dict(dst=0), "destination pointer is null"),
-        (dict(sample=9), "unknown sample type 9"),
-        (dict(convert=2), "luma conversion needs >= 3 source channels"),
-        (dict(cout=2), "copy conversion needs dst_channels <= src_channels"),
-        (dict(sample=1), "cannot be written as output type"),
+        (dict(convert=_core.Convert.luma), "luma conversion needs >= 3 source channels"),
+        (dict(dst_channels=2), "copy conversion needs dst_channels <= src_channels"),
+        (dict(sample=_core.Sample.u16le), "cannot be written as output type"),
         (dict(maxval=300), "maxval 300 exceeds the output range 255"),
-        (dict(h=0), "bad size 0x4"),
-        (dict(sx=-1), "bad strides"),
+        (dict(height=0), "bad size 0x4"),
+        (dict(stride_x=-1), "bad strides"),
     ]
     for changes, match in cases:
         with pytest.raises(ValueError, match=match):
-            _core.img_decode_pixels_cpu(bad(**changes), threads=1)
+            _core.img_decode_pixels_cpu([_core.PixelJob(**{**ok, **changes})], threads=1)
+    # The enums are bound: a number is not a sample type, nor a tuple a job.
+    with pytest.raises(TypeError):
+        _core.PixelJob(**{**ok, "sample": 9})
+    with pytest.raises(TypeError):
+        _core.img_decode_pixels_cpu([tuple(range(14))], threads=1)
+    job = _core.PixelJob(**ok)
+    assert (job.src, job.height, job.sample, job.maxval) == (src.ctypes.data, 4, _core.Sample.u8, 0)
 
 
-# Each mirrored enum value against what the core does with it: a swapped or
-# renumbered value decodes wrongly here.
+# Each enum member against what the core does with it.
 SAMPLES = {"u8": "|u1", "u16le": "<u2", "u16be": ">u2", "f32le": "<f4", "f32be": ">f4"}
 
 
@@ -73,6 +73,7 @@ def test_convert_values_mean_what_the_core_does(convert, channels):
               "luma": np.array(Image.fromarray(a.transpose(1, 2, 0)).convert("L"))[None]}[convert]
     np.testing.assert_array_equal(out, expect)
     assert set(core_types.CONVERT) == {"copy", "replicate", "luma"} and set(core_types.OUT) == {"uint8", "uint16", "float32"}
+    assert (core_types.NVJPEG_HARDWARE, core_types.NVJPEG_HYBRID, core_types.NVJPEG_HOST) == _core.jpeg_backends
 
 
 def test_nvjpeg_names_are_the_ones_the_core_takes():

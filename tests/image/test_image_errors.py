@@ -99,7 +99,9 @@ def test_gpu_requests_fail_clearly_without_a_gpu():
         gi.decode(pnm_bytes(rand((2, 2))), device="cuda")
     with pytest.raises(gdsio.BackendUnavailable):
         gi.read(CORPUS / "empty.bin", device="cuda")
-    job = (1 << 20, 4, 1 << 21, 2, 2, 0, 2, 1, 1, 1, 0, 0, 0, 0)
+    job = _core.PixelJob(src=1 << 20, src_bytes=4, dst=1 << 21, height=2, width=2, stride_c=0, stride_y=2, stride_x=1,
+                         src_channels=1, dst_channels=1, sample=_core.Sample.u8, out=_core.OutType.uint8,
+                         convert=_core.Convert.copy)
     with pytest.raises(gdsio.BackendUnavailable):
         _core.img_decode_pixels_cuda([job], device=0, stream=0)
     with pytest.raises(gdsio.BackendUnavailable):

@@ -122,11 +122,13 @@ def _hflip(r: Recorder, src: int, out: int, *, rows: int, width: int, elem_size:
     r.write("hflip", keys, [_bytes(src, rows * width * elem_size)])
 
 
-def _decode(r: Recorder, jobs: list[tuple], **_: Any) -> None:
+def _decode(r: Recorder, jobs: list[Any], **_: Any) -> None:
     keys, blobs = [], []
-    for src, src_bytes, _dst, *rest in jobs:
+    for j in jobs:  # _core.PixelJob
+        rest = [j.height, j.width, j.stride_c, j.stride_y, j.stride_x, j.src_channels, j.dst_channels,
+                int(j.sample), int(j.out), int(j.convert), j.maxval]
         keys.append(("job", rest))  # height width stride_c stride_y stride_x src_ch dst_ch sample out convert maxval
-        blobs.append(_bytes(src, src_bytes))
+        blobs.append(_bytes(j.src, j.src_bytes))
     r.write("decode", keys, blobs)
 
 
@@ -145,12 +147,13 @@ RECORDERS: dict[str, Callable] = {
 def write_cases(path: Path) -> int:
     """Writes the case file; returns the number of records. Imports the GPU
     test modules (tests/ must be on sys.path, as it is under pytest; the
-    image tests' folder is added here)."""
+    GPU tests' folders are added here)."""
     import sys
 
-    image_tests = str(Path(__file__).resolve().parents[1] / "image")
-    if image_tests not in sys.path:
-        sys.path.insert(0, image_tests)
+    for folder in ("image", "transforms"):  # the GPU tests' folders
+        where = str(Path(__file__).resolve().parents[1] / folder)
+        if where not in sys.path:
+            sys.path.insert(0, where)
     import test_image_gpu as D
     import test_transforms_gpu as G
 
