@@ -120,6 +120,11 @@ def _tokens(text: str, python2_longs: bool) -> list[tuple[int, str]]:
             toks.append((t.type, t.string))
     except (tokenize.TokenError, SyntaxError) as e:  # IndentationError is a SyntaxError
         raise ValueError(f"not a literal: {e}") from None
+    # Python's parser (not tokenize) refuses a last line of blanks with no line
+    # break after it as an "unexpected indent" (a form feed resets the column).
+    head, brk, last = source.rpartition("\n")
+    if not python2_longs and brk and last and not last.strip(" \t\x0c") and last.split("\x0c")[-1] and not head.endswith("\\"):
+        raise ValueError("not a literal: unexpected indent on the last line")
     return toks
 
 
@@ -127,8 +132,9 @@ def literal(text: str, *, python2_longs: bool = False) -> Any:
     """The value of `text`, one literal as ``ast.literal_eval`` reads it, of
     str, bytes, int, float, complex, bool, None, tuple, list and dict;
     ValueError for anything else (names, calls, operators, sets).
-    ``python2_longs``: ints spelled 3L are taken as 3 (numpy does so for
-    headers of format versions 1.0 and 2.0)."""
+    ``python2_longs``: as numpy reads headers of format versions 1.0 and 2.0
+    (re-tokenized by its _filter_header when literal_eval refuses them): ints
+    spelled 3L are taken as 3, and a last line of blanks is no indent."""
     toks = _tokens(text, python2_longs)
     if not toks:
         raise ValueError("empty literal")

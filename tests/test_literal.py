@@ -43,7 +43,7 @@ def test_headers_numpy_writes(descr, shape):
     "{'a': __import__('os').system('true')}", "{'a': 1+2}", "{'a': 1", "{'a':}", "lambda: 1", "",
     "   ", "{'a': 1}}", "[1 2]", "{[1]: 2}", "{(1, [2]): 3}", "{'a': \u0661}", "'\\x4'", "f'{x}'",
     "(" * 201 + ")" * 201, "-(-1)", "-True", "{}\n1", "\n  {}", "{} \\", "0_7", "1__0", "b'\u20ac'", "'a' b'b'",
-    "{'a': 1}\x00", "x", "{'a': ...}", "(3L,)",
+    "{'a': 1}\x00", "x", "{'a': ...}", "(3L,)", "{}\n  ", "{}  #x\n\t", "{\n}\n ",
 ])
 def test_refuses_what_is_not_a_plain_literal(text):
     with pytest.raises(ValueError):
