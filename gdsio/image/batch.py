@@ -125,7 +125,9 @@ def options(mode: Any, on_error: str, exif: bool, raw: Any, npy_layout: str, max
         raise ValueError(f"npy_layout must be 'auto', 'HWC', 'CHW' or 'HW', got {npy_layout!r}")
     if max_pixels is None:
         max_pixels = sys.modules[__package__].MAX_IMAGE_PIXELS  # read at each call: users may set it
-    if type(max_pixels) is not int or max_pixels < 1:
+    if type(max_pixels) is not int:
+        raise TypeError(f"max_pixels must be a positive int, got {max_pixels!r} ({type(max_pixels).__name__})")
+    if max_pixels < 1:
         raise ValueError(f"max_pixels must be a positive int, got {max_pixels!r}")
     return Options(_mode(mode), on_error, bool(exif), raw, npy_layout, max_pixels, current_settings().threads)
 

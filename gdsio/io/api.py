@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from ..device import parse_device
-from .file import File
+from .file import File, int_arg
 from .stats import ReadStats
 
 __all__ = ["read", "read_into"]
@@ -54,7 +54,8 @@ def read_into(
         ValueError: a negative offset, a range past the end of the file, `out`
             too small, non-contiguous or read-only, a backend that does not
             fit the destination.
-        TypeError: `out` or `stream` of a type gdsio cannot read into.
+        TypeError: `out` or `stream` of a type gdsio cannot read into, an
+            offset or size that is not an int (1.5, True), naming it.
         gdsio.BackendUnavailable: the backend asked for cannot run here, with why.
         OSError: the read failed, or the file shrank during it ("ended early").
         RuntimeError: a CUDA call failed (the message carries the CUDA error).
@@ -65,6 +66,7 @@ def read_into(
         >>> st.backend, st.gbps
         ('posix', 3.1)
     """
+    offset = int_arg(offset, "offset")  # named as the caller named it, not file_offset
     with File(path) as f:
         return f.read_into(out, size, offset, backend=backend, stream=stream)
 
@@ -109,6 +111,7 @@ def read(
             file, a device that is not "cpu", "cuda", "cuda:N" or an int (or
             names a GPU that does not exist), a backend that does not fit the
             device (posix for GPU memory, gds/cufile/pinned for host memory).
+        TypeError: an offset or size that is not an int (1.5, True), naming it.
         gdsio.BackendUnavailable: a GPU device where CUDA cannot be used (no
             driver, no GPU, a CPU-only torch; the message says which and to
             pass device="cpu"), or a backend asked for that cannot run here.
@@ -122,6 +125,8 @@ def read(
         >>> st.backend, st.reason
         ('posix', '')
     """
-    parse_device(device)  # a bad device is named before the file is opened
+    # A bad device or a size of the wrong type is named before the file is opened.
+    offset, size = int_arg(offset, "offset"), None if size is None else int_arg(size, "size")
+    parse_device(device)
     with File(path) as f:
         return f.read(offset=offset, size=size, device=device, backend=backend, return_stats=return_stats)
