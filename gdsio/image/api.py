@@ -54,8 +54,12 @@ def decode(
         raw: a RawFormat: every input is a headerless record of that layout.
         npy_layout: how 3-D NPY arrays are read: "auto" (HWC when the last
             dimension is 1..4, else CHW when the first is), "HWC", "CHW", or "HW".
-        max_pixels: refuse images with more pixels, before anything is
-            allocated. Default: gdsio.image.MAX_IMAGE_PIXELS.
+        max_pixels: a hard cap: refuse images with more pixels, from the
+            header, before anything is allocated. Default (None): Pillow's
+            decompression-bomb rule on the ``max_image_pixels`` setting
+            (GDSIO_MAX_IMAGE_PIXELS, default 89,478,485, Pillow's): a
+            gdsio.DecompressionBombWarning above it, a
+            gdsio.DecompressionBombError (a ValueError) above twice it.
         return_info: also return a DecodeInfo per returned image (format,
             the backend that ran, why a faster one did not).
 

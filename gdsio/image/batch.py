@@ -33,7 +33,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import enum
-import sys
 import threading
 from typing import Any, Iterable, Sequence
 
@@ -43,6 +42,7 @@ import torch
 from .. import io as gdsio_io
 from ..config import current as current_settings
 from ..device import parse_device, require_cuda
+from ..errors import DecompressionBombError
 from ..io import ReadStats
 from . import formats
 from .codec import MAX_HEADER_BYTES, SNIFF_BYTES, Item, NeedMoreData, Options, check_pixels
@@ -116,7 +116,7 @@ def _mode(mode: Any) -> str:
 
 def options(mode: Any, on_error: str, exif: bool, raw: Any, npy_layout: str, max_pixels: Any) -> Options:
     """The arguments of decode/read, checked; ValueError/TypeError naming the one that is wrong.
-    ``max_pixels=None`` is gdsio.image.MAX_IMAGE_PIXELS as it is now."""
+    ``max_pixels=None``: the decompression-bomb rule on the max_image_pixels setting."""
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     if raw is not None and not isinstance(raw, RawFormat):
@@ -124,12 +124,13 @@ def options(mode: Any, on_error: str, exif: bool, raw: Any, npy_layout: str, max
     if npy_layout not in ("auto", "HWC", "CHW", "HW"):
         raise ValueError(f"npy_layout must be 'auto', 'HWC', 'CHW' or 'HW', got {npy_layout!r}")
     if max_pixels is None:
-        max_pixels = sys.modules[__package__].MAX_IMAGE_PIXELS  # read at each call: users may set it
-    if type(max_pixels) is not int:
+        pass
+    elif type(max_pixels) is not int:
         raise TypeError(f"max_pixels must be a positive int, got {max_pixels!r} ({type(max_pixels).__name__})")
-    if max_pixels < 1:
+    elif max_pixels < 1:
         raise ValueError(f"max_pixels must be a positive int, got {max_pixels!r}")
-    return Options(_mode(mode), on_error, bool(exif), raw, npy_layout, max_pixels, current_settings().threads)
+    s = current_settings()
+    return Options(_mode(mode), on_error, bool(exif), raw, npy_layout, max_pixels, s.max_image_pixels, s.threads)
 
 
 def target(device: Any) -> torch.device | None:
@@ -233,10 +234,10 @@ def check(it: Item, opts: Options) -> None:
     try:
         size = it.format.check(it, opts)
         if size is not None:  # None: the decoder checks when it reads the header
-            check_pixels(size.width, size.height, opts.max_pixels)
+            check_pixels(size.width, size.height, opts, it.name)
             channel_plan(size.channels, opts.mode)
     except ValueError as e:
-        it.fail(str(e))
+        it.fail(str(e), type(e) if isinstance(e, DecompressionBombError) else ValueError)
 
 
 def _host_bytes(f: Any, size: int, offset: int) -> bytes:

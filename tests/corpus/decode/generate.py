@@ -115,7 +115,7 @@ CASES: dict[str, tuple[bytes, str]] = {
     "jpeg_bad_sof_length.jpg": (b"\xff\xd8" + seg(0xC0, struct.pack(">BHHB", 8, 8, 8, 3) + b"\x01\x11\x00") + SOS1 + b"\xff\xd9", "does not fit 3 components"),
     "jpeg_bad_sampling.jpg": (b"\xff\xd8" + sof(8, 8, [(1, 0, 1)]) + SOS1 + b"\xff\xd9", "sampling factors 0x1"),
     "jpeg_two_sof.jpg": (b"\xff\xd8" + sof(8, 8, GRAY) + sof(8, 8, GRAY) + SOS1 + b"\xff\xd9", "more than one frame header"),
-    "jpeg_huge.jpg": (b"\xff\xd8" + sof(65000, 65000, GRAY) + SOS1 + b"\x00" * 64 + b"\xff\xd9", "pixels is more than the cap"),
+    "jpeg_huge.jpg": (b"\xff\xd8" + sof(65000, 65000, GRAY) + SOS1 + b"\x00" * 64 + b"\xff\xd9", "pixels is more than twice max_image_pixels"),
     "jpeg_five_components.jpg": (b"\xff\xd8" + sof(8, 8, [(k, 1, 1) for k in range(1, 6)]) + seg(0xDA, bytes([1, 1, 0, 0, 63, 0])) + b"\xff\xd9", "5 components is not supported"),
     "jpeg_truncated_header.jpg": (b"\xff\xd8\xff\xe1\x10\x00Exif\x00\x00", "truncated JPEG header"),
 }
