@@ -108,7 +108,7 @@ CASES: dict[str, tuple[bytes, str]] = {
     "npy_truncated_header.npy": (b"\x93NUMPY\x01\x00" + struct.pack("<H", 118) + b"{'descr'", "truncated NPY header"),
     "jpeg_eoi_first.jpg": (b"\xff\xd8\xff\xd9", "EOI before any scan"),
     "jpeg_sos_before_sof.jpg": (b"\xff\xd8" + SOS1 + b"\x00" * 8 + b"\xff\xd9", "before the frame header"),
-    "jpeg_bad_marker.jpg": (b"\xff\xd8\x12\x34\x56\x78", "expected a marker at byte 2"),
+    "jpeg_bad_marker.jpg": (b"\xff\xd8\x12\x34\x56\x78", "no marker after byte 2"),
     "jpeg_segment_len1.jpg": (b"\xff\xd8\xff\xe0\x00\x01" + b"\x00" * 8, "has length 1"),
     "jpeg_dnl.jpg": (b"\xff\xd8" + sof(0, 64, GRAY) + SOS1 + b"\x00" * 8 + b"\xff\xd9", "DNL marker"),
     "jpeg_zero_width.jpg": (b"\xff\xd8" + sof(64, 0, GRAY) + SOS1 + b"\x00" * 8 + b"\xff\xd9", "width 0"),
