@@ -272,6 +272,9 @@ def probe_file(it: Item, opts: Options) -> None:
         _probe_open(it, opts)
     except OSError as e:
         it.error = e
+    except BaseException:  # a warning made an error, an interrupt: the file is not left open
+        release(it)
+        raise
     if it.error is not None:
         release(it)
 

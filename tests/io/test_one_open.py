@@ -223,3 +223,12 @@ def test_the_o_direct_descriptor_reads_the_file_opened_not_the_path(tmp_path):
         with gdsio.settings(direct_io=True):
             t, st = f.read(device="cpu", backend="posix", return_stats=True)
     assert t.numpy().tobytes() == bytes(range(256)) * 64, st
+
+
+def test_a_warning_made_an_error_leaves_no_file_open(tmp_path):
+    p = tmp_path / "w.pgm"
+    p.write_bytes(_pgm(10, 20, 3))
+    before = len(os.listdir("/proc/self/fd"))
+    with gdsio.settings(max_image_pixels=100), pytest.raises(gdsio.DecompressionBombWarning):
+        gi.read(str(p), device="cpu")  # pytest makes warnings errors
+    assert len(os.listdir("/proc/self/fd")) <= before
