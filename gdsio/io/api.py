@@ -7,9 +7,8 @@ import os
 from typing import Any
 
 from ..config import current
-from ..device import parse_device, require_cuda
-from .buffers import host_empty
-from .file import File, check_range
+from ..device import parse_device
+from .file import File, int_arg
 from .many import read_small
 from .stats import ReadStats
 
@@ -57,7 +56,8 @@ def read_into(
         ValueError: a negative offset, a range past the end of the file, `out`
             too small, non-contiguous or read-only, a backend that does not
             fit the destination.
-        TypeError: `out` or `stream` of a type gdsio cannot read into.
+        TypeError: `out` or `stream` of a type gdsio cannot read into, an
+            offset or size that is not an int (1.5, True), naming it.
         gdsio.BackendUnavailable: the backend asked for cannot run here, with why.
         OSError: the read failed, or the file shrank during it ("ended early").
         RuntimeError: a CUDA call failed (the message carries the CUDA error).
@@ -68,6 +68,7 @@ def read_into(
         >>> st.backend, st.gbps
         ('posix', 3.1)
     """
+    offset = int_arg(offset, "offset")  # named as the caller named it, not file_offset
     with File(path) as f:
         return f.read_into(out, size, offset, backend=backend, stream=stream)
 
@@ -112,6 +113,7 @@ def read(
             file, a device that is not "cpu", "cuda", "cuda:N" or an int (or
             names a GPU that does not exist), a backend that does not fit the
             device (posix for GPU memory, gds/cufile/pinned for host memory).
+        TypeError: an offset or size that is not an int (1.5, True), naming it.
         gdsio.BackendUnavailable: a GPU device where CUDA cannot be used (no
             driver, no GPU, a CPU-only torch; the message says which and to
             pass device="cpu"), or a backend asked for that cannot run here.
@@ -125,8 +127,8 @@ def read(
         >>> st.backend, st.reason
         ('posix', '')
     """
-    import torch
-
+    # A bad device or a size of the wrong type is named before the file is opened.
+    offset, size = int_arg(offset, "offset"), None if size is None else int_arg(size, "size")
     target = parse_device(device)
     s = current()
     if target.type == "cpu" and offset == 0 and size is None and not s.direct_io and isinstance(path, (str, bytes, os.PathLike)):
@@ -136,17 +138,4 @@ def read(
             if got is not None:
                 return got if return_stats else got[0]
     with File(path) as f:
-        file_size = f.size()
-        if size is None:
-            if offset < 0 or offset > file_size:
-                check_range(f.path, file_size, offset, 0)
-            size = file_size - offset
-        check_range(f.path, file_size, offset, size)
-        if target.type == "cpu":
-            # O_DIRECT reads straight into page-aligned memory; torch aligns to 64 bytes.
-            out = host_empty(size, 4096 if s.direct_io and size else 0)
-        else:
-            dev = require_cuda(f"cannot read '{f.path}' into {device}", target.index)
-            out = torch.empty(size, dtype=torch.uint8, device=dev)
-        st = f.read_into(out, size, offset, backend=backend)
-    return (out, st) if return_stats else out
+        return f.read(offset=offset, size=size, device=device, backend=backend, return_stats=return_stats)
