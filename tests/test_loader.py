@@ -751,7 +751,7 @@ def test_gpu_loader_image_steps_on_the_cpu(tmp_path):
     from PIL import Image
 
     from gdsio import image as gi
-    from gdsio.data import _decode
+    from gdsio.data import decode as _decode
 
     rng = np.random.default_rng(3)
     paths = []

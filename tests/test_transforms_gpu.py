@@ -2,11 +2,19 @@
 checked against Pillow and OpenCV in test_transforms.py): uint8 outputs and
 filter windows equal bit for bit, float outputs within 1e-5 relative.
 Marker `gpu`: skipped centrally (conftest.py) where no CUDA device is
-visible; run on a GPU machine by bench/device_check.sh."""
+visible; run on a GPU machine by bench/device_check.sh.
+
+The cases are the ``*_case`` functions and the lists below, run on either
+device: tests/kernels/cases.py runs the same ones on the CPU and replays
+their core calls on the kernels emulated on the host (test_kernels_emulated.py),
+so a case added here is checked in CI too."""
 
 from __future__ import annotations
 
 import functools
+import os
+import re
+import warnings
 
 import numpy as np
 import pytest
@@ -46,38 +54,88 @@ def _assert_float_close(gpu: torch.Tensor, cpu: torch.Tensor) -> None:
     torch.testing.assert_close(gpu.cpu().float(), cpu.float(), rtol=1e-5, atol=1e-6)
 
 
+RESIZE_SHAPES = [
+    ((3, 375, 500), (224, 224)),
+    ((3, 512, 512), (512, 512)),
+    ((1, 97, 89), (45, 44)),
+    ((4, 64, 48), (333, 251)),
+    ((3, 1, 1), (5, 9)),
+    ((3, 1, 97), (1, 13)),
+    ((2, 89, 1), (17, 1)),
+    ((3, 300, 4000), (300, 7)),
+    ((3, 3000, 4000), (7, 7)),
+]
+WINDOW_SHAPES = [(375, 500), (4000, 7), (13, 3000), (1, 1), (640, 427)]
+WINDOW_SIZE = (224, 231)
+LIST_SHAPES = [(375, 500), (500, 375), (333, 444), (1024, 768), (64, 64), (3000, 20)]
+FUSED_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.uint8]
+POINTWISE_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def resize_case(device: str, filt: str, antialias: bool, shape: tuple, size: tuple) -> torch.Tensor:
+    return T.resize(_image(*shape).to(device), list(size), interpolation=filt, antialias=antialias)
+
+
+def window_images() -> list[torch.Tensor]:
+    return [_image(3, h, w, seed=h) for h, w in WINDOW_SHAPES]
+
+
+def list_images() -> list[torch.Tensor]:
+    return [_image(3, h, w, seed=i) for i, (h, w) in enumerate(LIST_SHAPES)]
+
+
+def big_batch_case(device: str) -> torch.Tensor:
+    """More images than one launch's table holds: the launcher splits the batch."""
+    imgs = [_image(3, 20 + i % 17, 30 + i % 13, seed=i) for i in range(_core.tf_max_images_per_launch + 37)]
+    return T.resize([t.to(device) for t in imgs], [16, 24])
+
+
+def view_cases(device: str) -> list[torch.Tensor]:
+    """A batch tensor, and a crop that is a view."""
+    img = _image(3, 300, 451)
+    batch = torch.stack([img, img.flip(-1).contiguous(), 255 - img])
+    return [
+        T.resize(batch.to(device), [100, 150]),
+        T.resized_crop(img.to(device), 17, 33, 201, 303, [64, 80], interpolation="bicubic"),
+    ]
+
+
+def fused_case(device: str, dtype: torch.dtype, filt: str, antialias: bool) -> torch.Tensor:
+    imgs = [_image(3, h, w, seed=h) for h, w in [(375, 500), (500, 333), (90, 70), (1200, 1600)]]
+    boxes = T.random_resized_crop_params([t.shape[1] for t in imgs], [t.shape[2] for t in imgs], generator=7)
+    flips = [True, False, True, False]
+    norm = (None, None) if dtype == torch.uint8 else ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+    kw = {"interpolation": filt, "antialias": antialias, "dtype": dtype}
+    return T.resized_crop_flip_normalize([t.to(device) for t in imgs], boxes, flips, [224, 192], *norm, **kw)
+
+
+def pointwise_cases(device: str, dtype: torch.dtype) -> list[tuple[torch.Tensor, bool]]:
+    """(result, exact?): to_dtype with and without scale, normalize, hflip of floats and of bytes."""
+    img = _image(3, 123, 457).to(device)
+    out = [(T.to_dtype(img, dtype, scale=scale), False) for scale in (True, False)]
+    x = T.to_dtype(torch.stack([img, 255 - img]), dtype, scale=True)
+    out.append((T.normalize(x, [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]), False))
+    out += [(T.hflip(x), True), (T.hflip(img), True)]
+    return out
+
+
 @pytest.mark.parametrize("filt,antialias", FILTERS)
-@pytest.mark.parametrize(
-    "shape,size",
-    [
-        ((3, 375, 500), (224, 224)),
-        ((3, 512, 512), (512, 512)),
-        ((1, 97, 89), (45, 44)),
-        ((4, 64, 48), (333, 251)),
-        ((3, 1, 1), (5, 9)),
-        ((3, 1, 97), (1, 13)),
-        ((2, 89, 1), (17, 1)),
-        ((3, 300, 4000), (300, 7)),
-        ((3, 3000, 4000), (7, 7)),
-    ],
-    ids=str,
-)
+@pytest.mark.parametrize("shape,size", RESIZE_SHAPES, ids=str)
 def test_resize_equals_cpu(filt: str, antialias: bool, shape: tuple, size: tuple) -> None:
-    img = _image(*shape)
-    cpu = T.resize(img, list(size), interpolation=filt, antialias=antialias)
-    gpu = T.resize(img.cuda(), list(size), interpolation=filt, antialias=antialias)
+    cpu = resize_case("cpu", filt, antialias, shape, size)
+    gpu = resize_case("cuda", filt, antialias, shape, size)
     assert gpu.is_cuda and torch.equal(gpu.cpu(), cpu)
 
 
 @pytest.mark.parametrize("filt,antialias", FILTERS)
 def test_device_windows_equal_host_windows(filt: str, antialias: bool) -> None:
     """The window kernel's double arithmetic is the host's, bit for bit."""
-    imgs = [_image(3, h, w, seed=h).cuda() for h, w in [(375, 500), (4000, 7), (13, 3000), (1, 1), (640, 427)]]
+    imgs = [t.cuda() for t in window_images()]
     refs = np.array([(t.data_ptr(), t.stride(0), t.stride(1), t.shape[1], t.shape[2], 0) for t in imgs], np.int64)
-    kw = {"channels": 3, "out_h": 224, "out_w": 231, "filter": filt, "antialias": antialias}
+    kw = {"channels": 3, "out_h": WINDOW_SIZE[0], "out_w": WINDOW_SIZE[1], "filter": filt, "antialias": antialias}
     nbytes = _core.tf_resize_workspace_bytes(refs, **kw)
     ws = torch.zeros(nbytes, dtype=torch.uint8, device="cuda")
-    out = torch.empty((len(imgs), 3, 224, 231), dtype=torch.uint8, device="cuda")
+    out = torch.empty((len(imgs), 3, *WINDOW_SIZE), dtype=torch.uint8, device="cuda")
     stream = torch.cuda.current_stream().cuda_stream
     _core.tf_resize(
         refs, **kw, out=out.data_ptr(), device=0, stream=stream, workspace=ws.data_ptr(), workspace_bytes=nbytes
@@ -86,16 +144,30 @@ def test_device_windows_equal_host_windows(filt: str, antialias: bool) -> None:
     assert np.array_equal(ws.cpu().numpy().view(np.int32), host)
 
 
+def _from_the_profiler(w: warnings.WarningMessage) -> bool:
+    """A warning torch.profiler (or the CUPTI/kineto layer under it) raised."""
+    base = os.path.dirname(torch.__file__)
+    where = (os.path.join(base, "profiler"), os.path.join(base, "autograd", "profiler"))
+    return w.filename.startswith(where) or re.search(r"(?i)cupti|kineto|profil", str(w.message)) is not None
+
+
 def test_list_of_different_sizes_is_one_launch_per_stage() -> None:
-    shapes = [(375, 500), (500, 375), (333, 444), (1024, 768), (64, 64), (3000, 20)]
-    imgs = [_image(3, h, w, seed=i) for i, (h, w) in enumerate(shapes)]
+    imgs = list_images()
     cpu = T.resize(imgs, [224, 224], interpolation="bicubic")
     gpu_imgs = [t.cuda() for t in imgs]
     T.resize(gpu_imgs, [224, 224], interpolation="bicubic")  # warm up
     torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        gpu = T.resize(gpu_imgs, [224, 224], interpolation="bicubic")
-        torch.cuda.synchronize()
+    # filterwarnings=error stays on for gdsio: only the profiler's own
+    # warnings (CUPTI and kineto ones, which vary with the driver) are let through.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            gpu = T.resize(gpu_imgs, [224, 224], interpolation="bicubic")
+            torch.cuda.synchronize()
+    theirs = [w for w in caught if _from_the_profiler(w)]
+    for w in theirs:
+        print(f"torch.profiler warned: {w.category.__name__}: {w.message}")
+    assert not [w for w in caught if w not in theirs], [f"{w.filename}: {w.message}" for w in caught if w not in theirs]
     assert torch.equal(gpu.cpu(), cpu)
     names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     assert sum("resample_kernel" in n for n in names) == 1, names
@@ -103,20 +175,12 @@ def test_list_of_different_sizes_is_one_launch_per_stage() -> None:
 
 
 def test_batch_larger_than_one_launch() -> None:
-    """Past the image table's capacity the launcher splits the batch."""
-    imgs = [_image(3, 20 + i % 17, 30 + i % 13, seed=i) for i in range(_core.tf_max_images_per_launch + 37)]
-    cpu = T.resize(imgs, [16, 24])
-    assert torch.equal(T.resize([t.cuda() for t in imgs], [16, 24]).cpu(), cpu)
+    assert torch.equal(big_batch_case("cuda").cpu(), big_batch_case("cpu"))
 
 
 def test_batch_tensor_and_crop_views() -> None:
-    img = _image(3, 300, 451)
-    batch = torch.stack([img, img.flip(-1).contiguous(), 255 - img])
-    assert torch.equal(T.resize(batch.cuda(), [100, 150]).cpu(), T.resize(batch, [100, 150]))
-    assert torch.equal(
-        T.resized_crop(img.cuda(), 17, 33, 201, 303, [64, 80], interpolation="bicubic").cpu(),
-        T.resized_crop(img, 17, 33, 201, 303, [64, 80], interpolation="bicubic"),
-    )
+    for gpu, cpu in zip(view_cases("cuda"), view_cases("cpu")):
+        assert torch.equal(gpu.cpu(), cpu)
 
 
 def test_non_default_stream_is_honoured() -> None:
@@ -141,16 +205,11 @@ def test_non_default_stream_is_honoured() -> None:
     _assert_float_close(fused[0], T.normalize(T.to_dtype(cpu, torch.float32, scale=True), [0.5] * 3, [0.25] * 3))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.uint8])
+@pytest.mark.parametrize("dtype", FUSED_DTYPES)
 @pytest.mark.parametrize("filt,antialias", FILTERS)
 def test_fused_equals_cpu(dtype: torch.dtype, filt: str, antialias: bool) -> None:
-    imgs = [_image(3, h, w, seed=h) for h, w in [(375, 500), (500, 333), (90, 70), (1200, 1600)]]
-    boxes = T.random_resized_crop_params([t.shape[1] for t in imgs], [t.shape[2] for t in imgs], generator=7)
-    flips = [True, False, True, False]
-    norm = (None, None) if dtype == torch.uint8 else ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
-    kw = {"interpolation": filt, "antialias": antialias, "dtype": dtype}
-    cpu = T.resized_crop_flip_normalize(imgs, boxes, flips, [224, 192], *norm, **kw)
-    gpu = T.resized_crop_flip_normalize([t.cuda() for t in imgs], boxes, flips, [224, 192], *norm, **kw)
+    cpu = fused_case("cpu", dtype, filt, antialias)
+    gpu = fused_case("cuda", dtype, filt, antialias)
     assert gpu.dtype == dtype and gpu.shape == cpu.shape
     if dtype == torch.uint8:
         assert torch.equal(gpu.cpu(), cpu)
@@ -158,16 +217,14 @@ def test_fused_equals_cpu(dtype: torch.dtype, filt: str, antialias: bool) -> Non
         _assert_float_close(gpu, cpu)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dtype", POINTWISE_DTYPES)
 def test_pointwise_equal_cpu(dtype: torch.dtype) -> None:
-    img = _image(3, 123, 457)
-    for scale in (True, False):
-        _assert_float_close(T.to_dtype(img.cuda(), dtype, scale=scale), T.to_dtype(img, dtype, scale=scale))
-    x = T.to_dtype(torch.stack([img, 255 - img]), dtype, scale=True)
-    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
-    _assert_float_close(T.normalize(x.cuda(), mean, std), T.normalize(x, mean, std))
-    assert torch.equal(T.hflip(x.cuda()).cpu(), T.hflip(x))
-    assert torch.equal(T.hflip(img.cuda()).cpu(), img.flip(-1))
+    for (gpu, exact), (cpu, _) in zip(pointwise_cases("cuda", dtype), pointwise_cases("cpu", dtype)):
+        assert gpu.is_cuda and gpu.dtype == cpu.dtype
+        if exact:
+            assert torch.equal(gpu.cpu(), cpu)
+        else:
+            _assert_float_close(gpu, cpu)
 
 
 def test_mixed_devices_are_refused() -> None:

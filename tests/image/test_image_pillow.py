@@ -3,7 +3,7 @@ format is sniffed from the bytes, the channels follow torchvision's
 decode_image, the pixel cap holds before decoding, bad files are ValueErrors
 naming the file, and a GPU destination gets one upload per batch. (Corrupt
 and truncated files of each format are in tests/corpus/decode, run by
-test_decode.py::test_corpus_of_bad_files.)"""
+test_image_errors.py::test_corpus_of_bad_files.)"""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from image_helpers import pnm_bytes
 from PIL import Image
 
 import gdsio
 import gdsio.image as gi
-from gdsio.image import _decode as D
-from gdsio.image import headers as H
+from gdsio.image import batch, formats, pillow, transfer
 
 rng = np.random.default_rng(99)
 RGB = rng.integers(0, 256, (11, 13, 3), dtype=np.uint8)
@@ -43,7 +43,7 @@ LOSSLESS = [("png", "PNG", {}), ("bmp", "BMP", {}), ("tiff", "TIFF", {}), ("tiff
 @pytest.mark.parametrize("kind, fmt, kw", LOSSLESS, ids=lambda v: str(v))
 def test_rgb_round_trips_in_every_mode(kind, fmt, kw):
     data = encode(Image.fromarray(RGB), fmt, **kw)
-    assert H.sniff(data[:12]) == kind
+    assert formats.identify(data[:12], batch.options("UNCHANGED", "raise", False, None, "auto", None)).name == kind
     for mode in ("UNCHANGED", "RGB"):
         img, info = gi.decode(data, mode=mode, return_info=True)
         assert img.dtype == torch.uint8 and img.is_contiguous()
@@ -52,8 +52,6 @@ def test_rgb_round_trips_in_every_mode(kind, fmt, kw):
     gray = gi.decode(data, mode="GRAY")
     np.testing.assert_array_equal(gray.numpy(), chw(np.array(Image.fromarray(RGB).convert("L"))))
     # GRAY is gdsio's one rule: the same luma as for a PNM of the same pixels.
-    from test_decode import pnm_bytes
-
     assert torch.equal(gray, gi.decode(pnm_bytes(RGB), mode="GRAY"))
 
 
@@ -160,15 +158,15 @@ def test_a_batch_of_mixed_formats_and_a_bad_one():
 
 def test_gpu_destination_uploads_once_per_batch(monkeypatch):
     """No GPU here: the orchestration for a cuda target runs with the pinned
-    upload (_stage) replaced by a copy, as in test_decode.py's stand-in."""
+    upload (transfer.stage) replaced by a copy, as in test_image_nvjpeg.py's stand-in."""
     staged = []
-    monkeypatch.setattr(D, "_stage", lambda tensors, d: staged.append(len(tensors)) or [t.clone() for t in tensors])
+    monkeypatch.setattr(transfer, "stage", lambda tensors, d: staged.append(len(tensors)) or [t.clone() for t in tensors])
     datas = [encode(Image.fromarray(RGB), "PNG"), encode(Image.fromarray(GRAY16), "TIFF"), encode(Image.fromarray(RGBA, "RGBA"), "WEBP", lossless=True)]
-    opts = D._options("UNCHANGED", "raise", False, None, "auto", None)
-    items = [D._Item(i, f"data[{i}]", torch.frombuffer(bytearray(d), dtype=torch.uint8), len(d)) for i, d in enumerate(datas)]
-    D._read_headers(items, opts)
-    assert [it.kind for it in items] == ["png", "tiff", "webp"]
-    D._decode_with_pillow(items, torch.device("cuda", 0), opts)
+    opts = batch.options("UNCHANGED", "raise", False, None, "auto", None)
+    items = [batch.Item(i, f"data[{i}]", torch.frombuffer(bytearray(d), dtype=torch.uint8), len(d)) for i, d in enumerate(datas)]
+    batch.read_headers(items, opts)
+    assert [it.format.name for it in items] == ["png", "tiff", "webp"]
+    pillow.decode(items, torch.device("cuda", 0), opts)
     assert staged == [3]  # one pinned copy for the batch
     assert [it.result.dtype for it in items] == [torch.uint8, torch.uint16, torch.uint8]
     np.testing.assert_array_equal(items[1].result.numpy(), GRAY16[None])
@@ -177,20 +175,20 @@ def test_gpu_destination_uploads_once_per_batch(monkeypatch):
 
 
 def test_gpu_requests_read_pillow_formats_to_the_host(tmp_path, monkeypatch):
-    """_read_bodies sends Pillow's formats to host memory whatever the target."""
+    """read_bodies sends Pillow's formats to host memory whatever the target."""
     p, q = tmp_path / "a.png", tmp_path / "b.ppm"
     p.write_bytes(encode(Image.fromarray(RGB), "PNG"))
     q.write_bytes(encode(Image.fromarray(RGB), "PPM"))
-    opts = D._options("RGB", "raise", False, None, "auto", None)
-    items = [D._Item(0, str(p)), D._Item(1, str(q))]
+    opts = batch.options("RGB", "raise", False, None, "auto", None)
+    items = [batch.Item(0, str(p)), batch.Item(1, str(q))]
     for it in items:
-        D._probe_file(it, opts)
+        batch.probe_file(it, opts)
     asked = []
     monkeypatch.setattr(gdsio.io, "read", lambda path, device, backend, return_stats: asked.append((path, device, backend))
                         or (torch.zeros(1, dtype=torch.uint8), None))
     monkeypatch.setattr(torch.Tensor, "record_stream", lambda self, s: None)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda d: None)
-    D._read_bodies(items, torch.device("cuda", 0), "pinned", 1)
+    batch.read_bodies(items, torch.device("cuda", 0), "pinned", 1)
     assert asked == [(str(p), "cpu", None), (str(q), "cuda:0", "pinned")]
 
 

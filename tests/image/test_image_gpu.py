@@ -2,6 +2,8 @@
 nvJPEG against Pillow (within the tolerance below), device-bitstream decode of
 files read by gdsio.read(device="cuda"), batches of mixed sizes, and the
 fallbacks that must say so. Skipped centrally without a GPU (conftest.py).
+Our kernels' cases (pixel_cases, MODES, many_images, BIG_SHAPE) are also
+replayed on the kernels emulated on the host in CI (test_kernels_emulated.py).
 
 Tolerance of nvJPEG against Pillow (libjpeg-turbo, islow IDCT, fancy
 upsampling), per image, on photographs saved by Pillow at quality 90:
@@ -24,12 +26,12 @@ import pytest
 import torch
 from conftest import in_threads
 from PIL import Image
-from test_decode import CORPUS, as_tensor, chw, npy_bytes, photos, pil_bytes, pil_chw, pnm_bytes, rand
+from image_helpers import CORPUS, as_tensor, chw, npy_bytes, photos, pil_bytes, pil_chw, pnm_bytes, rand
 
 import gdsio
 import gdsio.image as gi
 from gdsio import _core
-from gdsio.image import jpeg as J
+from gdsio.image import nvjpeg as J
 
 pytestmark = pytest.mark.gpu
 
@@ -75,6 +77,25 @@ def assert_close_to_pillow(img: torch.Tensor, data: bytes, sub: str, label: str,
     assert ok, line
 
 
+@pytest.mark.parametrize("backend", (J.HARDWARE, J.HYBRID, J.HOST))
+def test_measured_upsampling_is_what_the_backend_does(backend):
+    """nvjpeg_backends()'s fancy_upsampling is measured on a probe image (not
+    read off the flag nvjpegCreateEx took), and the probe decoded by the
+    backend is within the Pillow bound that value implies."""
+    from gdsio.image import upsampling as U
+
+    dev = torch.cuda.current_device()
+    b = gi.nvjpeg_backends(dev)["backends"][backend]
+    assert b["usable"], b["reason"]
+    assert b["fancy_upsampling"] is not None, "the probe image did not decode"
+    img = U.decode_probe(dev, backend)
+    assert (U.upsampling_of(img) == "interpolated") == b["fancy_upsampling"]
+    line, ok = compare_to_pillow(img, U.probe_jpeg(), "420", f"probe, {backend} (flag taken: {b['fancy_upsampling_flag']})",
+                                 backend=backend)
+    print(line)
+    assert ok, line
+
+
 # --------------------------------------------------------------------------- our kernels
 
 
@@ -86,7 +107,8 @@ def pixel_cases() -> list[tuple[str, bytes, dict]]:
     cases.append(("p5-16", pnm_bytes(rand((9, 11), np.uint16)), {}))
     cases.append(("p6-16", pnm_bytes(rand((9, 11, 3), np.uint16)), {}))
     for maxval in (1, 7, 200, 1000, 65534):
-        a = rand((6, 40, 3), np.uint16) % (maxval + 20)
+        # Some samples above maxval (clamped by the decoder); int64 first: 65534 + 20 does not fit uint16.
+        a = np.minimum(rand((6, 40, 3), np.uint16).astype(np.int64) % (maxval + 20), 65535)
         cases.append((f"maxval-{maxval}", pnm_bytes(a.astype(np.uint8 if maxval < 256 else np.uint16), maxval=maxval), {}))
     for dtype in ("u1", "<u2", ">u2", "<f4", ">f4"):
         for shape in ((6, 9), (6, 9, 1), (6, 9, 3), (6, 9, 4), (3, 6, 9), (2, 6, 7)):
@@ -101,7 +123,16 @@ def pixel_cases() -> list[tuple[str, bytes, dict]]:
     return cases
 
 
-@pytest.mark.parametrize("mode", ["UNCHANGED", "RGB", "GRAY"])
+MODES = ["UNCHANGED", "RGB", "GRAY"]
+BIG_SHAPE = (1999, 3001, 3)
+
+
+def many_images() -> list[np.ndarray]:
+    """300 small RGB images: three launches of 128 jobs."""
+    return [rand((3 + k % 7, 5 + k % 11, 3)) for k in range(300)]
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_kernels_equal_the_cpu_twin(mode):
     cases = pixel_cases()
     for name, data, kw in cases:
@@ -121,7 +152,7 @@ def test_kernels_equal_the_cpu_twin(mode):
 
 
 def test_one_launch_per_128_images():
-    arrays = [rand((3 + k % 7, 5 + k % 11, 3)) for k in range(300)]
+    arrays = many_images()
     data = [on_gpu(pnm_bytes(a)) for a in arrays]
     imgs = gi.decode(data, mode="GRAY")
     for a, img in zip(arrays, imgs):
@@ -132,7 +163,9 @@ def test_one_launch_per_128_images():
     for a, d, o in zip(arrays, data, outs):
         off = len(pnm_bytes(a)) - a.size
         w, h = a.shape[1], a.shape[0]
-        jobs.append((d.data_ptr() + off, a.size, o.data_ptr(), h, w, 1, w * 3, 3, 3, 3, 0, 0, 0, 0))
+        jobs.append(_core.PixelJob(src=d.data_ptr() + off, src_bytes=a.size, dst=o.data_ptr(), height=h, width=w,
+                                   stride_c=1, stride_y=w * 3, stride_x=3, src_channels=3, dst_channels=3,
+                                   sample=_core.Sample.u8, out=_core.OutType.uint8, convert=_core.Convert.copy))
     stream = torch.cuda.current_stream().cuda_stream
     assert _core.img_decode_pixels_cuda(jobs, device=torch.cuda.current_device(), stream=stream) == 3
     for a, o in zip(arrays, outs):
@@ -140,7 +173,7 @@ def test_one_launch_per_128_images():
 
 
 def test_big_image_and_side_stream():
-    a = rand((1999, 3001, 3))
+    a = rand(BIG_SHAPE)
     data = on_gpu(pnm_bytes(a))
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
