@@ -10,34 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gpu_gate import gate_gpu_items
+from gpu_gate import gate_gpu_items, gate_ray_items
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     gate_gpu_items(items)
     gate_ray_items(items)
-
-
-def _ray_missing() -> str | None:
-    """Why the Ray tests cannot run here, or None. Looked up without importing
-    ray: it must be imported only after RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 is set."""
-    import importlib.util
-
-    for name in ("ray", "pyarrow", "pydantic"):
-        if importlib.util.find_spec(name) is None:
-            return f"needs Ray Data ({name} is not installed): pip install \"gdsio[ray]\""
-    return None
-
-
-def gate_ray_items(items: list[pytest.Item]) -> None:
-    ray_items = [it for it in items if "ray" in it.keywords]
-    why = _ray_missing() if ray_items else None
-    if not why:
-        return
-    if os.environ.get("GDSIO_REQUIRE_RAY") == "1":  # CI's Ray step: a skip there would hide a broken install
-        raise pytest.UsageError(f"GDSIO_REQUIRE_RAY=1, but the Ray tests cannot run: {why}")
-    for it in ray_items:
-        it.add_marker(pytest.mark.skip(reason=why))
 
 
 def run_python(code: str) -> "subprocess.CompletedProcess[str]":
