@@ -44,10 +44,11 @@ import numpy as np
 from .flow import POLL_S, ByteBudget, batch_nbytes
 from .loader import Loader as _GdsioLoader
 from .meter import LoaderStats, Meter
+from .offload_plan import OffloadPlan, offload_plan
 from .producer import PassPlan, Producer
 from .sampler import ShardedOrder
 
-__all__ = ["EXTRA", "Loader", "OffloadStats", "dataset"]
+__all__ = ["EXTRA", "Loader", "OffloadPlan", "OffloadStats", "dataset", "offload_plan"]
 
 log = logging.getLogger("gdsio")
 
@@ -372,6 +373,7 @@ class OffloadStats(LoaderStats):
     local_samples / remote_samples: samples this node made / the CPU nodes
     made (handed to the consumer). remote_nodes: samples per Ray node id.
     local_share: the share this node makes now (the last value "auto" chose).
+    path: "local", "ray" or "local+ray", from the counts.
     remote_ms_per_sample: the actors' mean time per sample (read, decode,
     transform on ``cpus_per_actor`` cores): the cost ``gdsio offload-plan`` takes.
     """
@@ -382,8 +384,16 @@ class OffloadStats(LoaderStats):
     local_share: float = 1.0
     remote_ms_per_sample: float | None = None
 
+    @property
+    def path(self) -> str:
+        """Which path made the samples handed out: ``"local"`` (this node
+        only), ``"ray"`` (the CPU nodes only) or ``"local+ray"``."""
+        if self.remote_samples == 0:
+            return "local"
+        return "ray" if self.local_samples == 0 else "local+ray"
+
     def __str__(self) -> str:
-        made = (f"; made here {self.local_samples}, on CPU nodes {self.remote_samples} "
+        made = (f"; path {self.path}: made here {self.local_samples}, on CPU nodes {self.remote_samples} "
                 f"({len(self.remote_nodes)} node(s)), local_share {self.local_share:.2f}")
         return super().__str__() + made
 

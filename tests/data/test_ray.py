@@ -78,6 +78,32 @@ class RecordNode(gd.BatchTransform):
 # ---- the cluster ------------------------------------------------------------------------
 
 
+class _Cluster:
+    """The module's cluster; close() is idempotent (the last test calls it, to check what it leaves behind)."""
+
+    def __init__(self, tmp: str) -> None:
+        import ray
+        from ray.cluster_utils import Cluster
+
+        self.ray, self.tmp = ray, tmp
+        self.c = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, include_dashboard=False,
+                                                                   labels={ROLE: "trainer"}, **NODE))
+        self.head = self.c.head_node
+        self.pre = self.c.add_node(num_cpus=1, labels=PRE, resources={"preprocess": 1}, **NODE)
+        self.c.connect()
+        self.closed = False
+
+    def close(self) -> set[int]:
+        """Shuts the cluster down; returns the pids its processes had (this process excluded)."""
+        if self.closed:
+            return set()
+        self.closed = True
+        pids = _family_pids() - {os.getpid()}
+        self.ray.shutdown()
+        self.c.shutdown()
+        return pids
+
+
 @pytest.fixture(scope="module")
 def cluster():
     tmp = tempfile.mkdtemp(prefix="gdsio-ray-", dir="/tmp")  # short: Ray's unix sockets live under it
@@ -85,21 +111,15 @@ def cluster():
     os.environ["RAY_TMPDIR"] = tmp  # sessions, logs and the cluster's address file stay in it
     import ray
     import ray.cloudpickle
-    from ray.cluster_utils import Cluster
 
     assert ray._private.ray_constants.ENABLE_RAY_CLUSTER is False, "ray was imported before the loopback setting"
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # this module's transforms travel to the actors
-    ctx = ray.data.DataContext.get_current()
-    ctx.enable_progress_bars = False
-    c = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, include_dashboard=False,
-                                                          labels={ROLE: "trainer"}, **NODE))
-    pre = c.add_node(num_cpus=1, labels=PRE, resources={"preprocess": 1}, **NODE)
-    c.connect()
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    c = _Cluster(tmp)
     try:
-        yield types.SimpleNamespace(c=c, head=c.head_node, pre=pre, ray=ray)
+        yield c
     finally:
-        ray.shutdown()
-        c.shutdown()
+        c.close()
         ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
         if old_tmp is None:
             os.environ.pop("RAY_TMPDIR", None)
@@ -262,6 +282,7 @@ def test_all_remote_equals_the_cpu_loader_byte_for_byte(cluster, folder):
     s = loader.stats()
     assert (s.local_samples, s.remote_samples) == (0, 18)
     assert s.remote_nodes == {cluster.pre.node_id: 18}  # made on the preprocessing node
+    assert s.path == "ray" and "path ray" in str(s)
     assert s.remote_ms_per_sample is not None and s.remote_ms_per_sample > 0
     assert s.batches == 5 and loader.epoch == 2
     assert_loopback_only()  # the actors' worker processes included
@@ -275,7 +296,7 @@ def test_a_fixed_share_splits_a_rank_and_gives_the_rank_its_gdsio_shard(cluster,
         assert_same(got, cpu_batches(folder, 2, 0, rank=rank, world_size=2))
         s = loader.stats()
         assert s.local_samples + s.remote_samples == 9 and s.local_samples > 0 and s.remote_samples > 0
-        assert set(s.remote_nodes) == {cluster.pre.node_id}
+        assert set(s.remote_nodes) == {cluster.pre.node_id} and s.path == "local+ray"
 
 
 @pytest.mark.ray
@@ -367,6 +388,45 @@ def test_the_only_node_lost_raises_naming_it_and_never_hangs(cluster, folder):
             cluster.c.remove_node(lone)
 
 
+# ---- shutdown (last of the module's Ray tests: it ends the cluster) ---------------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie holds nothing but its pid
+    except OSError:
+        return False
+
+
+def _mentioning(text: str) -> list[str]:
+    """Processes whose command line names `text` (Ray's processes name their session dir, under RAY_TMPDIR)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmd and _alive(int(name)):
+                out.append(f"{name}: {cmd[:200]}")
+    return out
+
+
+@pytest.mark.ray
+def test_shutdown_leaves_no_ray_process_or_socket_behind(cluster):
+    assert _mentioning(cluster.tmp), "the check must see the cluster's processes while it runs"
+    pids = cluster.close()
+    assert len(pids) >= 4  # GCS, two raylets, their workers (and what else Ray started)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and ([p for p in pids if _alive(p)] or _mentioning(cluster.tmp)):
+        time.sleep(0.5)
+    assert not [p for p in pids if _alive(p)], "Ray processes alive after shutdown"
+    assert not _mentioning(cluster.tmp), "processes of the cluster's session alive after shutdown"
+    assert not [s for s in ray_sockets() if "LISTEN" in s[1]], "sockets still listening after shutdown"
+
+
 # ---- without ray (no marker) ------------------------------------------------------------
 
 
@@ -392,6 +452,8 @@ def test_local_share_one_is_a_plain_loader_without_ray(tmp_path):
         f"a = list(gray.Loader({str(tmp_path / 'train')!r}, 4, device='cpu', transform=tf, local_share=1.0))\n"
         f"b = list(gd.Loader({str(tmp_path / 'train')!r}, 4, device='cpu', transform=tf, shuffle=True))\n"
         "assert all(torch.equal(x, y) for (x, _), (y, _) in zip(a, b)) and len(a) == len(b) == 2\n"
+        f"l = gray.Loader({str(tmp_path / 'train')!r}, 4, device='cpu', local_share=1.0); list(l)\n"
+        "assert l.stats().path == 'local' and l.stats().local_samples == 6\n"
         "assert 'ray' not in sys.modules\n"
         "print('ok')\n"
     )
