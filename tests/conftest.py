@@ -8,6 +8,11 @@ import os
 import subprocess
 from pathlib import Path
 
+# Before any test imports ray: without it Ray rewrites 127.0.0.1 to the
+# machine's own address (ray/_private/services.py, resolve_ip_for_localhost)
+# and its processes listen there; tests talk only to loopback.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
 import numpy as np
 import pytest
 from gpu_gate import gate_gpu_items, gate_ray_items

@@ -25,7 +25,10 @@ system), and the transform must pickle.
 >>> loader = gray.Loader("imagenet/train", 256, device="cuda", transform=train_tf, shuffle=True,
 ...                      local_share="auto", resources={"gdsio-role": "preprocess"})
 >>> for images, labels in loader: ...
->>> loader.stats().remote_samples, loader.stats().local_share
+>>> loader.stats().path, loader.stats().remote_samples, loader.stats().local_share
+
+How many CPU nodes to add: ``offload_plan`` (``gdsio offload-plan``), from the
+measured cost per image, the GPU's step rate and the instances' prices.
 """
 
 from __future__ import annotations
