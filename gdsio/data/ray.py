@@ -504,7 +504,8 @@ class Loader:
             on the CPU nodes, 1.0: a plain gdsio.Loader, Ray unused), or
             ``"auto"``: starts at 0.5 and moves by where the consumer waited
             (a batch made here it waited for: more to the CPU nodes; one made
-            there: more here).
+            there: more here; each side's first batch of a pass, its
+            start-up, does not count).
         resources: which nodes run the actors (see ``dataset``).
         actors, cpus_per_actor: the actor pool (see ``dataset``).
         timeout: seconds the consumer waits for one batch before raising
@@ -788,6 +789,7 @@ class _OffloadPass:
             self._feed = _RemoteFeed(ds, self._queues["remote"], self._stop, inner.device.type == "cuda", inner.prefetch)
             self._threads["remote"] = threading.Thread(target=self._feed.run, name="gdsio-ray", daemon=True)
         self._lost_reported: set[str] = set()
+        self._started: set[str] = set()  # the sides that handed over a batch in this pass ("auto" steering)
         for t in self._threads.values():
             t.start()
 
@@ -894,9 +896,15 @@ class _OffloadPass:
         return side, images, labels
 
     def _steer(self, side: str, wait: float, wall: float) -> None:
-        """local_share="auto": a batch the consumer waited for moves the share away from the side that made it."""
+        """local_share="auto": a batch the consumer waited for moves the share away from the side that made it.
+        A side's first batch of the pass does not count: its wait is the start (Ray Data starts an actor pool
+        per pass, seconds), not a sign that the side lags."""
         loader = self._loader
-        if self._board is None or wall <= 0 or wait < AUTO_WAITED * wall:
+        if self._board is None:
+            return
+        first = side not in self._started
+        self._started.add(side)
+        if first or wall <= 0 or wait < AUTO_WAITED * wall:
             return
         step = AUTO_STEP if side == "remote" else -AUTO_STEP
         share = min(1.0, max(0.0, loader._share + step))
