@@ -25,6 +25,7 @@ import threading
 import time
 import types
 
+import hypothesis  # noqa: F401 - now, single-threaded: see below
 import numpy as np
 import pytest
 import torch
@@ -34,6 +35,11 @@ from gdsio.errors import SampleError
 from gdsio.tools.demo import write_jpeg_folder
 
 from conftest import run_python
+
+# hypothesis is imported above so that its pytest plugin does not import (and
+# assertion-rewrite) it lazily during a test while Ray's threads run: CPython
+# 3.11.7's AST recursion counter is not thread-safe (gh-106905) and once failed
+# such an import with "AST constructor recursion depth mismatch".
 
 # Ray 2.60's DataContext() sets its own deprecated fields while it is made, so
 # its first use warns whatever the caller does: those warnings (raised in
