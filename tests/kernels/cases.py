@@ -147,12 +147,13 @@ RECORDERS: dict[str, Callable] = {
 def write_cases(path: Path) -> int:
     """Writes the case file; returns the number of records. Imports the GPU
     test modules (tests/ must be on sys.path, as it is under pytest; the
-    image tests' folder is added here)."""
+    GPU tests' folders are added here)."""
     import sys
 
-    image_tests = str(Path(__file__).resolve().parents[1] / "image")
-    if image_tests not in sys.path:
-        sys.path.insert(0, image_tests)
+    for folder in ("image", "transforms"):  # the GPU tests' folders
+        where = str(Path(__file__).resolve().parents[1] / folder)
+        if where not in sys.path:
+            sys.path.insert(0, where)
     import test_image_gpu as D
     import test_transforms_gpu as G
 

@@ -18,7 +18,7 @@ from gdsio.platform import nvidia
 from gdsio.io.backends import BackendInfo
 from gdsio.tools.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 NO_DRIVER = "no NVIDIA driver is installed (libcuda.so.1 not found)"
 
 

@@ -18,7 +18,7 @@ from PIL import Image
 
 from gdsio import transforms as T
 
-REFERENCE = Path(__file__).resolve().parent / "corpus" / "torchvision" / "reference.npz"
+REFERENCE = Path(__file__).resolve().parents[1] / "corpus" / "torchvision" / "reference.npz"
 _DATA = np.load(REFERENCE)
 CASES = json.loads(str(_DATA["cases"]))
 EXACT = {"pad", "hflip", "vflip", "crop", "center_crop"}
