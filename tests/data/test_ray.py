@@ -23,7 +23,6 @@ import sys
 import tempfile
 import threading
 import time
-import types
 
 import hypothesis  # noqa: F401 - now, single-threaded: see below
 import numpy as np
@@ -464,7 +463,7 @@ def test_shutdown_leaves_no_ray_process_or_socket_behind(cluster):
 
 
 def test_the_auto_board_decides_each_batch_once_and_spreads_the_share():
-    from gdsio.data.ray import _BoardImpl
+    from gdsio.data.ray.passes import _BoardImpl
 
     board = _BoardImpl()
     board.begin(1, 0.25)
