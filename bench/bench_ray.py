@@ -35,6 +35,8 @@ from typing import Any
 # Before ray is imported: keep every Ray process on 127.0.0.1 (Ray rewrites it
 # to the machine's address otherwise; ray/_private/services.py).
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # no usage reports off the machine (Ray's, Ray Data's poller)
+os.environ["RAY_DATA_USAGE_DISABLED"] = "1"
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

@@ -12,6 +12,10 @@ from pathlib import Path
 # machine's own address (ray/_private/services.py, resolve_ip_for_localhost)
 # and its processes listen there; tests talk only to loopback.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+# And no usage reports: Ray's own (to its servers) and Ray Data's poller of a
+# Prometheus on localhost:9090 (a thread that outlives the cluster).
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+os.environ["RAY_DATA_USAGE_DISABLED"] = "1"
 
 import numpy as np
 import pytest

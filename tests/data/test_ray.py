@@ -132,6 +132,9 @@ def cluster():
     import ray.cloudpickle
 
     assert ray._private.ray_constants.ENABLE_RAY_CLUSTER is False, "ray was imported before the loopback setting"
+    from ray._common.usage.usage_lib import usage_stats_enabled
+
+    assert not usage_stats_enabled(), "Ray would report usage off this machine (RAY_USAGE_STATS_ENABLED=0 unset)"
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # this module's transforms travel to the actors
     ray.data.DataContext.get_current().enable_progress_bars = False
     c = _Cluster(tmp)
