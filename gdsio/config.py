@@ -46,7 +46,10 @@ class Settings:
     huge_pages: host buffers gdsio allocates (read(device="cpu"), the tensor
     loaders on the CPU) of 8 MiB or more ask for transparent huge pages, so
     filling them faults 512x less often (off where THP compaction stalls
-    matter more than read speed).
+    matter more than read speed). max_image_pixels: gdsio.image's
+    decompression-bomb rule, Pillow's (``PIL.Image.MAX_IMAGE_PIXELS``, the same
+    default): an image of more pixels is decoded with a DecompressionBombWarning,
+    one of more than twice as many refused (DecompressionBombError), from its header.
     """
 
     threads: int = dataclasses.field(default_factory=_default_threads)
@@ -55,6 +58,7 @@ class Settings:
     direct_io: bool = False
     backend: str = "auto"
     huge_pages: bool = True
+    max_image_pixels: int = 89_478_485  # Pillow's: 1 GiB of 4-byte pixels, over 3
 
     def __post_init__(self) -> None:
         _check("threads", self.threads, int, lambda v: 1 <= v <= 256, "between 1 and 256")
@@ -69,6 +73,7 @@ class Settings:
         _check("direct_io", self.direct_io, bool, lambda v: True, "a bool")
         _check("backend", self.backend, str, lambda v: v in BACKENDS, "one of " + ", ".join(BACKENDS))
         _check("huge_pages", self.huge_pages, bool, lambda v: True, "a bool")
+        _check("max_image_pixels", self.max_image_pixels, int, lambda v: v >= 1, "a positive int")
 
 
 def _check(name: str, value: Any, typ: type, ok: Any, what: str) -> None:
@@ -102,6 +107,7 @@ _PARSERS = {
     "direct_io": _parse_bool,
     "backend": lambda s: s.strip().lower(),
     "huge_pages": _parse_bool,
+    "max_image_pixels": int,
 }
 
 # Read-only default: blocks replace the mapping, never mutate it.
@@ -168,7 +174,9 @@ def settings(**changes: Any) -> Iterator[Settings]:
             multiple of 4096), ``staging_buffers`` (pinned buffers per reader
             thread, >= 2), ``direct_io`` (bool: O_DIRECT for host and pinned
             reads), ``backend`` (the default backend), ``huge_pages`` (bool:
-            transparent huge pages for large host buffers gdsio allocates).
+            transparent huge pages for large host buffers gdsio allocates),
+            ``max_image_pixels`` (gdsio.image warns of images of more pixels
+            and refuses those of more than twice as many, as Pillow does).
 
     Returns:
         A context manager; ``with`` gives the Settings in force inside the block.

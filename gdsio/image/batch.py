@@ -33,8 +33,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import enum
-import os
-import sys
+import threading
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -43,6 +42,7 @@ import torch
 from .. import io as gdsio_io
 from ..config import current as current_settings
 from ..device import parse_device, require_cuda
+from ..errors import DecompressionBombError
 from ..io import ReadStats
 from . import formats
 from .codec import MAX_HEADER_BYTES, SNIFF_BYTES, Item, NeedMoreData, Options, check_pixels
@@ -63,7 +63,9 @@ __all__ = [
     "probe_file",
     "raise_first",
     "read_bodies",
+    "read_files",
     "read_headers",
+    "release",
     "run",
     "target",
 ]
@@ -114,7 +116,7 @@ def _mode(mode: Any) -> str:
 
 def options(mode: Any, on_error: str, exif: bool, raw: Any, npy_layout: str, max_pixels: Any) -> Options:
     """The arguments of decode/read, checked; ValueError/TypeError naming the one that is wrong.
-    ``max_pixels=None`` is gdsio.image.MAX_IMAGE_PIXELS as it is now."""
+    ``max_pixels=None``: the decompression-bomb rule on the max_image_pixels setting."""
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     if raw is not None and not isinstance(raw, RawFormat):
@@ -122,10 +124,13 @@ def options(mode: Any, on_error: str, exif: bool, raw: Any, npy_layout: str, max
     if npy_layout not in ("auto", "HWC", "CHW", "HW"):
         raise ValueError(f"npy_layout must be 'auto', 'HWC', 'CHW' or 'HW', got {npy_layout!r}")
     if max_pixels is None:
-        max_pixels = sys.modules[__package__].MAX_IMAGE_PIXELS  # read at each call: users may set it
-    if type(max_pixels) is not int or max_pixels < 1:
+        pass
+    elif type(max_pixels) is not int:
+        raise TypeError(f"max_pixels must be a positive int, got {max_pixels!r} ({type(max_pixels).__name__})")
+    elif max_pixels < 1:
         raise ValueError(f"max_pixels must be a positive int, got {max_pixels!r}")
-    return Options(_mode(mode), on_error, bool(exif), raw, npy_layout, max_pixels, current_settings().threads)
+    s = current_settings()
+    return Options(_mode(mode), on_error, bool(exif), raw, npy_layout, max_pixels, s.max_image_pixels, s.threads)
 
 
 def target(device: Any) -> torch.device | None:
@@ -229,71 +234,91 @@ def check(it: Item, opts: Options) -> None:
     try:
         size = it.format.check(it, opts)
         if size is not None:  # None: the decoder checks when it reads the header
-            check_pixels(size.width, size.height, opts.max_pixels)
+            check_pixels(size.width, size.height, opts, it.name)
             channel_plan(size.channels, opts.mode)
     except ValueError as e:
-        it.fail(str(e))
+        it.fail(str(e), type(e) if isinstance(e, DecompressionBombError) else ValueError)
+
+
+def _host_bytes(f: Any, size: int, offset: int) -> bytes:
+    """`size` bytes of the open gdsio.File `f` at `offset`, read on the host."""
+    buf = np.empty(size, np.uint8)
+    if size:
+        f.read_into(buf, size, offset, backend="posix")
+    return buf.tobytes()
+
+
+def release(it: Item) -> None:
+    """Closes the file a probe left open on the item (idempotent)."""
+    f, it.file = it.file, None
+    if f is not None:
+        f.close()
 
 
 def probe_file(it: Item, opts: Options) -> None:
-    """Reads the header of the file ``it.name`` on the host (a plain pread of
-    the first 64 KiB, more only for a longer header), sizes and checks it.
-    Sets ``it.total``, ``format``, ``header``; a failure goes to ``it.error``."""
+    """Opens the file ``it.name`` (a gdsio.File: what is not a regular file is
+    refused without blocking) and reads its header on the host (the first 64
+    KiB, more only for a longer header), sizes and checks it. Sets
+    ``it.total``, ``format``, ``header``, and ``it.file``, left open for
+    ``read_bodies`` so that header and body come from the same file; a
+    failure goes to ``it.error`` and closes the file."""
     try:
-        fd = os.open(it.name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except OSError as e:
+        # Through the module: tests stand in for gdsio.io.File.
+        it.file = gdsio_io.File(it.name)
+    except (OSError, ValueError) as e:
         it.error = e
         return
     try:
-        it.total = os.fstat(fd).st_size
-        if it.total == 0:
-            return it.fail("empty file")
-        fmt = formats.chosen(opts)
-        if fmt is not None:  # picked by an argument: nothing to read before the body
-            it.format, it.header = fmt, fmt.parse(b"", it.total, b"")
-            return check(it, opts)
-        n = min(it.total, FILE_PROBE)
-        it.tail = os.pread(fd, TAIL, max(0, it.total - TAIL))
-        while True:
-            it.prefix = os.pread(fd, n, 0)
-            try:
-                _parse(it, opts)
-                break
-            except NeedMoreData as e:
-                want = _next_size(it, e, n)
-                if want is None:
-                    return
-                n = want
-            except ValueError as e:
-                return it.fail(str(e))
-        check(it, opts)
+        _probe_open(it, opts)
     except OSError as e:
         it.error = e
-    finally:
-        os.close(fd)
+    except BaseException:  # a warning made an error, an interrupt: the file is not left open
+        release(it)
+        raise
+    if it.error is not None:
+        release(it)
 
 
-def read_bodies(items: Sequence[Item], target: torch.device, backend: str | None, threads: int) -> None:
-    """gdsio.read of each probed file into `target` memory (host memory for a
-    format decoded on the host), several files at a time; sets ``data``,
-    ``total`` and ``io``, or ``error``."""
-    where = "cpu" if target.type == "cpu" else f"cuda:{target.index}"
-
-    def one(it: Item) -> None:
-        dest, how = ("cpu", None) if it.format.host_bytes else (where, backend)
+def _probe_open(it: Item, opts: Options) -> None:
+    f = it.file
+    it.total = f.size()
+    if it.total == 0:
+        return it.fail("empty file")
+    fmt = formats.chosen(opts)
+    if fmt is not None:  # picked by an argument: nothing to read before the body
+        it.format, it.header = fmt, fmt.parse(b"", it.total, b"")
+        return check(it, opts)
+    n = min(it.total, FILE_PROBE)
+    it.tail = _host_bytes(f, min(TAIL, it.total), max(0, it.total - TAIL))
+    while True:
+        it.prefix = _host_bytes(f, n, 0)
         try:
-            # Through the module: tests stand in for gdsio.io.read.
-            it.data, it.io = gdsio_io.read(it.name, device=dest, backend=how, return_stats=True)
-            it.total = it.data.numel()  # the file may have changed since its header was read
-        except (OSError, ValueError) as e:
-            it.error = e
+            _parse(it, opts)
+            break
+        except NeedMoreData as e:
+            want = _next_size(it, e, n)
+            if want is None:
+                return
+            n = want
+        except ValueError as e:
+            return it.fail(str(e))
+    check(it, opts)
 
-    if len(items) > 1 and threads > 1:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="gdsio-img") as ex:
-            list(ex.map(one, items))
-    else:
-        for it in items:
-            one(it)
+
+def _read_body(it: Item, where: str, backend: str | None) -> None:
+    """The whole of the item's open file into `where` (the host for a format
+    decoded there); closes the file."""
+    dest, how = ("cpu", None) if it.format.host_bytes else (where, backend)
+    try:
+        it.data, it.io = it.file.read(device=dest, backend=how, return_stats=True)
+        it.total = it.data.numel()  # the file may have changed size since its header was read
+    except (OSError, ValueError) as e:
+        it.error = e
+    finally:
+        release(it)
+
+
+def _record_streams(items: Sequence[Item], target: torch.device) -> None:
     if target.type == "cuda":
         # Read in other threads (on their default stream): tell the allocator
         # that the decode stream uses the bytes too.
@@ -301,6 +326,51 @@ def read_bodies(items: Sequence[Item], target: torch.device, backend: str | None
         for it in items:
             if it.error is None and it.data is not None and it.data.is_cuda:
                 it.data.record_stream(s)
+
+
+def _where(target: torch.device) -> str:
+    return "cpu" if target.type == "cpu" else f"cuda:{target.index}"
+
+
+def read_bodies(items: Sequence[Item], target: torch.device, backend: str | None, threads: int) -> None:
+    """Reads each probed file (from the File its probe left open, then closed)
+    into `target` memory (host memory for a format decoded on the host),
+    several files at a time; sets ``data``, ``total`` and ``io``, or ``error``."""
+    where = _where(target)
+    if len(items) > 1 and threads > 1:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="gdsio-img") as ex:
+            list(ex.map(lambda it: _read_body(it, where, backend), items))
+    else:
+        for it in items:
+            _read_body(it, where, backend)
+    _record_streams(items, target)
+
+
+def read_files(items: Sequence[Item], target: torch.device, backend: str | None, opts: Options) -> None:
+    """probe_file then the body read of each item, one open per file, several
+    files at a time (so no more files are open at once than there are threads).
+    With on_error="raise", files after a failed one are not started."""
+    where = _where(target)
+    failed_at = [len(items)]  # the lowest index that failed
+    lock = threading.Lock()
+
+    def one(it: Item) -> None:
+        if opts.on_error == "raise" and failed_at[0] < it.index:
+            return
+        probe_file(it, opts)
+        if it.error is None:
+            _read_body(it, where, backend)
+        if it.error is not None:
+            with lock:
+                failed_at[0] = min(failed_at[0], it.index)
+
+    if len(items) > 1 and opts.threads > 1:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(opts.threads, len(items)), thread_name_prefix="gdsio-img") as ex:
+            list(ex.map(one, items))
+    else:
+        for it in items:
+            one(it)
+    _record_streams(items, target)
 
 
 # --------------------------------------------------------------------------- decode
