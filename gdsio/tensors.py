@@ -18,6 +18,7 @@ from . import _literal
 from .io.buffers import host_empty
 from .device import resolve_device
 from .io import File, ReadStats, read_into
+from .io.urls import fspath_or_url, is_url
 
 __all__ = ["MAX_SAFETENSORS_HEADER", "load_npy", "load_safetensors", "read_npy_header", "read_safetensors_header"]
 
@@ -51,7 +52,7 @@ def _read_host(path: str, offset: int, size: int) -> bytes:
 
     buf = np.empty(size, np.uint8)
     if size:
-        read_into(path, buf, offset=offset, backend="posix")
+        read_into(path, buf, offset=offset, backend="auto" if is_url(path) else "posix")
     return buf.tobytes()
 
 
@@ -80,7 +81,7 @@ def _safetensors_header(f: Any) -> tuple[int, dict[str, Any], dict[str, str]]:
     def host(offset: int, size: int) -> bytes:
         buf = np.empty(size, np.uint8)
         if size:
-            f.read_into(buf, size, offset, backend="posix")
+            f.read_into(buf, size, offset, backend="posix" if f.kind == "local" else "auto")
         return buf.tobytes()
 
     if file_size < 8:
@@ -256,8 +257,12 @@ def read_npy_header(path: str | os.PathLike[str]) -> tuple[int, str, bool, tuple
     """(data offset, dtype descr, fortran_order, shape) of a .npy file, validated; never unpickles."""
     import numpy as np
 
-    path = os.fspath(path)
-    size = os.path.getsize(path) if os.path.isfile(path) else None
+    path = fspath_or_url(path)
+    if is_url(path):
+        with File(path) as f:  # one HEAD: 404/403 name the URL
+            size = f.size()
+    else:
+        size = os.path.getsize(path) if os.path.isfile(path) else None
     if size is None:
         _open_check(path)
     head = _read_host(path, 0, min(size, 12))
@@ -337,7 +342,7 @@ def load_npy(path: str | os.PathLike[str], *, device: Any = "cuda", return_stats
     import numpy as np
     import torch
 
-    path = os.fspath(path)
+    path = fspath_or_url(path)
     offset, descr, fortran, shape = read_npy_header(path)
     dt = np.dtype(descr)
     native = dt.newbyteorder("=")

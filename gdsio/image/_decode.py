@@ -16,12 +16,15 @@ import dataclasses
 import enum
 import os
 import sys
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
 
 from .. import _core
 from ..device import parse_device, require_cuda
 from ..config import current as current_settings
 from ..io import ReadStats
+from ..io.urls import is_url
 from . import jpeg as _jpeg
 from . import pillow as _pil
 from ._pixels import RawFormat, channel_plan, job, npy_layout, planar_layout, pnm_layout
@@ -614,38 +617,63 @@ def decode(
 
 def _probe_file(it: _Item, opts: _Options) -> None:
     """Reads the header of it.name on the host (a plain pread of the first
-    64 KiB, more only for a longer header) and sizes it."""
+    64 KiB, more only for a longer header; ranged GETs for a URL) and sizes it."""
+    if is_url(it.name):
+        from ..io import File
+
+        try:
+            f = File(it.name)
+        except (OSError, ValueError, ImportError) as e:
+            it.error = e
+            return
+        try:
+            def pread(n: int, off: int) -> bytes:
+                buf = np.empty(n, np.uint8)
+                if n:
+                    f.read_into(buf, n, off)
+                return buf.tobytes()
+
+            _probe_bytes(it, opts, f.size(), pread)
+        except (OSError, ValueError) as e:
+            it.error = e
+        finally:
+            f.close()
+        return
     try:
         fd = os.open(it.name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
         it.error = e
         return
     try:
-        it.total = os.fstat(fd).st_size
-        if it.total == 0:
-            return it.fail("empty file")
-        if opts.raw is not None:
-            it.kind = "raw"
-            return _check(it, opts)
-        n = min(it.total, _FILE_PROBE)
-        it.tail = os.pread(fd, _TAIL, max(0, it.total - _TAIL))
-        while True:
-            it.prefix = os.pread(fd, n, 0)
-            try:
-                _parse(it, opts)
-                break
-            except NeedMoreData as e:
-                want = _next_size(it, e, n)
-                if want is None:
-                    return
-                n = want
-            except ValueError as e:
-                return it.fail(str(e))
-        _check(it, opts)
+        _probe_bytes(it, opts, os.fstat(fd).st_size, lambda n, off: os.pread(fd, n, off))
     except OSError as e:
         it.error = e
     finally:
         os.close(fd)
+
+
+def _probe_bytes(it: _Item, opts: _Options, total: int, pread: Callable[[int, int], bytes]) -> None:
+    it.total = total
+    if it.total == 0:
+        return it.fail("empty file")
+    if opts.raw is not None:
+        it.kind = "raw"
+        return _check(it, opts)
+    n = min(it.total, _FILE_PROBE)
+    it.tail = pread(min(_TAIL, it.total), max(0, it.total - _TAIL))
+    while True:
+        it.prefix = pread(n, 0)
+        try:
+            _parse(it, opts)
+            break
+        except NeedMoreData as e:
+            want = _next_size(it, e, n)
+            if want is None:
+                return
+            n = want
+        except ValueError as e:
+            return it.fail(str(e))
+    _check(it, opts)
 
 
 def _read_bodies(items: Sequence[_Item], target: Any, backend: str | None, threads: int) -> None:
@@ -717,7 +745,7 @@ def read(
     target = _target(device)
     if target is None:
         raise ValueError("device must be 'cpu', 'cuda', 'cuda:N', an int or a torch.device, got None")
-    items = [_Item(i, os.fsdecode(os.fspath(p))) for i, p in enumerate(paths)]
+    items = [_Item(i, p if is_url(p) else os.fsdecode(os.fspath(p))) for i, p in enumerate(paths)]
     for it in items:
         _probe_file(it, opts)
     if opts.on_error == "raise":
