@@ -81,6 +81,19 @@ class _Retry(Exception):
         self.status = status
 
 
+class _Connection(http.client.HTTPConnection):
+    def connect(self) -> None:
+        super().connect()
+        # A request goes out as one write, but Nagle would hold a second one (a retry's) behind an unACKed first.
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _TLSConnection(http.client.HTTPSConnection):
+    def connect(self) -> None:
+        super().connect()
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 class Pool:
     """Idle kept-alive connections to one origin, at most `keep` of them."""
 
@@ -106,8 +119,8 @@ class Pool:
 
                 # AWS_CA_BUNDLE as the AWS SDKs; else the system's store (SSL_CERT_FILE honoured by ssl).
                 self._ssl = ssl.create_default_context(cafile=os.environ.get("AWS_CA_BUNDLE") or None)
-            return http.client.HTTPSConnection(o.host, o.port, timeout=timeout, context=self._ssl)
-        return http.client.HTTPConnection(o.host, o.port, timeout=timeout)
+            return _TLSConnection(o.host, o.port, timeout=timeout, context=self._ssl)
+        return _Connection(o.host, o.port, timeout=timeout)
 
     def put(self, conn: http.client.HTTPConnection) -> None:
         with self._lock:
@@ -197,6 +210,7 @@ def transfer(
     attempt = 0
     while True:
         conn = pool.get(policy.timeout)
+        resp = None
         reusable = False
         try:
             counters.add(requests=1)
@@ -239,6 +253,10 @@ def transfer(
             if reusable:
                 pool.put(conn)
             else:
+                # A response the server will close holds the socket itself (the connection let go of it):
+                # close both, or the socket waits for the garbage collector.
+                if resp is not None:
+                    resp.close()
                 conn.close()
 
 
