@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno
-import functools
 import os
 import threading
 import urllib.parse
@@ -79,7 +78,6 @@ def _dns_bucket(bucket: str) -> bool:
 _lock = threading.Lock()
 
 
-@functools.lru_cache(maxsize=8)
 def _resolve(aws_env: tuple[tuple[str, str], ...]) -> S3Env:
     botocore = require_botocore("reading s3:// URLs")
     from botocore import UNSIGNED
@@ -100,11 +98,31 @@ def _resolve(aws_env: tuple[tuple[str, str], ...]) -> S3Env:
     return S3Env(region, endpoint, custom, creds, client)
 
 
+_current: dict[tuple[tuple[str, str], ...], S3Env] = {}
+
+
 def environment() -> S3Env:
     """The S3 configuration in force now (re-resolved when an ``AWS_*`` variable changes)."""
     key = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AWS_")))
     with _lock:  # botocore sessions are not thread-safe while they load
-        return _resolve(key)
+        env = _current.get(key)
+        if env is None:
+            env = _resolve(key)
+            forget_locked()
+            _current[key] = env
+        return env
+
+
+def forget_locked() -> None:
+    for old in _current.values():
+        old.client.close()  # its kept-alive connections, now rather than at garbage collection
+    _current.clear()
+
+
+def forget() -> None:
+    """Drops the resolved configuration (and closes its listing client's connections)."""
+    with _lock:
+        forget_locked()
 
 
 def object_url(env: S3Env, bucket: str, key: str) -> str:
