@@ -103,6 +103,12 @@ class RangeServer:
             def log_message(self, *a: Any) -> None:
                 pass
 
+            def setup(self) -> None:
+                super().setup()
+                # Headers and body go out in two writes: without this, Nagle and the client's delayed ACK
+                # hold the body back 40 ms per answer.
+                self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
             def _meta(self, data: bytes) -> tuple[str, str]:
                 etag = '"' + hashlib.md5(data).hexdigest() + f'-{server.version}"'
                 return etag, email.utils.formatdate(1_700_000_000 + server.version, usegmt=True)
@@ -202,7 +208,7 @@ class RangeServer:
         self.httpd = Server((LOOPBACK, 0), Handler)
         self.port = self.httpd.server_address[1]
         self.base = f"http://{LOOPBACK}:{self.port}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
 
     def url(self, name: str) -> str:
@@ -228,7 +234,10 @@ class Nginx:
         self.root = root
         work.mkdir(parents=True, exist_ok=True)
         conf = work / "nginx.conf"
+        # As root, nginx's workers would run as nobody, who cannot read the test's private tmp folders.
+        user = "user root;" if os.geteuid() == 0 else ""
         conf.write_text(f"""
+{user}
 worker_processes 2;
 daemon off;
 error_log {work}/error.log warn;
@@ -290,6 +299,7 @@ class MotoS3:
         self.server.start()
         host, port = self.server.get_host_and_port()
         self.endpoint = f"http://{LOOPBACK}:{port}"
+        self.clients: list[Any] = []
 
     def env(self) -> dict[str, str]:
         """The AWS_* variables that point an SDK at this server, with moto's test keys."""
@@ -300,14 +310,56 @@ class MotoS3:
         import boto3
 
         e = self.env()
-        return boto3.client(service, endpoint_url=self.endpoint, region_name="us-east-1",
+        c = boto3.client(service, endpoint_url=self.endpoint, region_name="us-east-1",
                             aws_access_key_id=keys.get("key", e["AWS_ACCESS_KEY_ID"]),
                             aws_secret_access_key=keys.get("secret", e["AWS_SECRET_ACCESS_KEY"]))
+        self.clients.append(c)
+        return c
+
+    def close_clients(self) -> None:
+        """Closes the boto3 clients made by client() (their sockets would otherwise be left to the GC)."""
+        for c in self.clients:
+            c.close()
+        self.clients.clear()
 
     def reset(self) -> None:
         import urllib.request
 
-        urllib.request.urlopen(urllib.request.Request(self.endpoint + "/moto-api/reset", method="POST")).read()
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy: loopback only
+        with opener.open(urllib.request.Request(self.endpoint + "/moto-api/reset", method="POST")) as r:
+            r.read()
 
     def close(self) -> None:
         self.server.stop()
+
+
+def open_fds() -> set[str]:
+    """'fd -> target' of every file descriptor this process holds open
+    (sockets read 'socket:[inode]'; Linux /proc)."""
+    out = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            out.add(f"{name} -> {os.readlink(f'/proc/self/fd/{name}')}")
+        except OSError:  # the listing's own fd, closed meanwhile
+            continue
+    return out
+
+
+class LeakCheck:
+    """What a test left behind: threads still alive and file descriptors
+    (sockets, files, pipes) still open that were not there before it. Servers' per-connection threads finish a moment
+    after the client hangs up, so the check waits up to `grace` seconds."""
+
+    def __init__(self, grace: float = 3.0) -> None:
+        self.grace = grace
+        self.threads = set(threading.enumerate())
+        self.fds = open_fds()
+
+    def leaks(self) -> tuple[list[str], list[str]]:
+        deadline = time.monotonic() + self.grace
+        while True:
+            threads = [t.name for t in threading.enumerate() if t not in self.threads and t.is_alive()]
+            fds = sorted(open_fds() - self.fds)
+            if (not threads and not fds) or time.monotonic() > deadline:
+                return threads, fds
+            time.sleep(0.05)
