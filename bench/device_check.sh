@@ -12,7 +12,7 @@
 # Call `run` with carry [".whl"] and timeout_s about 60 s above GDSIO_CHECK_BUDGET.
 # (A test module whose imports fail is reported, and the other GPU tests still run.)
 #
-# Builds gdsio for sm_90 only into /tmp/gdsio-site, runs the GPU tests, the
+# Builds gdsio for sm_90 only into /tmp/gdsio-site (GDSIO_CHECK_SITE), runs the GPU tests, the
 # issues' headline figures (bench/figures.py), doctor and the copy-path
 # benchmarks (warm and cold), and writes under $OUT (8 files):
 #   report.md  steps.log  figures.json  doctor.json  bench-warm.json  bench-warm.png  bench-cold.json  bench-cold.png
@@ -25,14 +25,18 @@
 # budget (the wheel install before the script, the kill grace of a step, the
 # last report). .git does not travel: pass GDSIO_COMMIT=<sha>. Knobs: GDSIO_CHECK_SIZES (64M,512M),
 # GDSIO_CHECK_REPEAT (3), GDSIO_CHECK_IMAGES (JPEGs for the loader figures,
-# 4096), GDSIO_BENCH_DIR (where the benchmark files go).
+# 4096), GDSIO_BENCH_DIR (where the benchmark files go), GDSIO_CHECK_TEST_TIMEOUT
+# (seconds a GPU test may take, 60; needs pytest-timeout, which the image has).
+# The GPU tests run in two steps, the kernel tests first (every CUDA kernel and
+# nvJPEG against the CPU twin and Pillow), then the rest; report.md lists what
+# was skipped (steps, tests) and why.
 # Without $OUT (a dry run on a CPU machine) it writes to ./device-check-out.
 
 set -u
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$REPO/device-check-out}
 mkdir -p "$OUT"
-SITE=/tmp/gdsio-site
+SITE=${GDSIO_CHECK_SITE:-/tmp/gdsio-site}  # where the build is installed (a dry run may keep its own)
 RUN=$(mktemp -d /tmp/gdsio-run.XXXXXX)  # not the repo root: `import gdsio` finds the installed build
 LOG=$OUT/steps.log
 REPORT=$OUT/report.md
@@ -40,6 +44,7 @@ SIZES=${GDSIO_CHECK_SIZES:-64M,512M}
 REPEAT=${GDSIO_CHECK_REPEAT:-3}
 IMAGES=${GDSIO_CHECK_IMAGES:-4096}
 BUDGET=${GDSIO_CHECK_BUDGET:-500}
+TEST_TIMEOUT=${GDSIO_CHECK_TEST_TIMEOUT:-60}
 COMMIT=${GDSIO_COMMIT:-$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)}
 export GDSIO_COMMIT=$COMMIT
 export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
@@ -98,6 +103,8 @@ write_report() {
     echo "- machine: ${gpu:-no GPU (nvidia-smi gave nothing)}; $(nproc) CPUs; kernel $(uname -r)"
     echo "- python: $(python3 --version 2>&1); benchmark files in: ${BENCH_DIR:-?}"
     echo "- script: bench/device_check.sh (sizes $SIZES, repeat $REPEAT); full logs: steps.log"
+    echo "- per-test time limit: ${TIMEOUT_NOTE:-not decided yet}"
+    [ -s "$RUN/nvjpeg.txt" ] && echo "- nvJPEG loaded: $(cat "$RUN/nvjpeg.txt")"
     echo
     echo "| step | result | time | command |"
     echo "| --- | --- | --- | --- |"
@@ -132,15 +139,28 @@ write_report() {
       cat "$RUN/doctor.md"
       echo '```'
     fi
-    if grep -q '^===== pytest -m gpu' "$LOG"; then
+    local part
+    for part in "kernels" "the rest"; do
+      grep -q "^===== pytest -m gpu, $part" "$LOG" || continue
       echo
-      echo "## pytest -m gpu (summary)"
+      echo "## pytest -m gpu, $part (summary)"
       echo
       echo '```'
-      sed -n '/^===== pytest -m gpu/,/^===== /p' "$LOG" \
-        | grep -E '^(FAILED|ERROR|SKIPPED)|[0-9]+ (passed|failed|skipped|deselected|error)|^E  ' | tail -60
+      sed -n "/^===== pytest -m gpu, $part/,/^===== /p" "$LOG" \
+        | grep -E '^(FAILED|ERROR)|[0-9]+ (passed|failed|skipped|deselected|error)|^E  |Timeout' | tail -60
       echo '```'
-    fi
+    done
+    # What did not run, and why: steps cut by the budget, tests pytest skipped
+    # (its -rs summary: one line per reason), a per-test limit that is missing.
+    echo
+    echo "## Skipped, and why"
+    echo
+    local skipped
+    skipped=$( { printf '%s\n' "${STEPS[@]}" | grep -F '| SKIPPED' \
+                   | awk -F'|' '{gsub(/^ +| +$/, "", $2); gsub(/^ +| +$/, "", $3); print "- step " $2 ": " $3}'
+                 sed -n '/^===== pytest -m gpu/,/^===== [^p]/p' "$LOG" | grep -E '^SKIPPED \[' | sed 's/^/- test: /'
+                 case "${TIMEOUT_NOTE:-}" in none*) echo "- per-test limit: $TIMEOUT_NOTE" ;; esac; } 2>/dev/null)
+    echo "${skipped:-nothing was skipped}"
     if grep -q '^===== pytest-benchmark' "$LOG"; then
       echo
       echo "## pytest-benchmark, bench/ (times, not GB/s)"
@@ -179,15 +199,39 @@ step "build (sm_90, pip --target)" 240 env GDSIO_WITH_CUDA=ON GDSIO_CUDA_ARCHITE
   CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
   python3 -m pip install --no-build-isolation --no-deps --no-compile --upgrade -q --target "$SITE" "$REPO"
 step "import" 30 python3 -c 'import gdsio, gdsio._core as c, gdsio.image as gi; print(gdsio.__file__, c.cuda_architectures, c.cuda_status(), c.kernel_probe(0) or "kernel probe ok"); print("cufile:", gdsio.backends()); print("nvjpeg:", gi.nvjpeg_status(), gi.nvjpeg_backends(0))'
+# The nvJPEG that loaded (the wheels must match the driver: 13.0.x for 580), for the report's head.
+py - >"$RUN/nvjpeg.txt" 2>>"$LOG" <<'EOF'
+import gdsio.image as gi
+s = gi.nvjpeg_status()
+built = s.get("cudart_version")
+if s["loaded"]:
+    print(f"{s['library']}: nvJPEG {'.'.join(map(str, s['version']))}"
+          + (f", built for CUDA {'.'.join(map(str, built))}" if built else ""))
+else:
+    print("none: " + s["reason"])
+EOF
 BENCH_DIR=${GDSIO_BENCH_DIR:-$(pick_bench_dir /tmp /var/tmp "$REPO" 2>>"$LOG")}
 BENCH_DIR=${BENCH_DIR:-/tmp}
 # doctor exits 1 where true GDS is not used (a finding, in doctor.json), not a failed step: 2+ is.
 step "doctor" 30 bash -c 'python3 -m gdsio.tools.cli doctor "$0" --json >"$1"; rc=$?; python3 -m gdsio.tools.cli doctor "$0"; [ $rc -le 1 ]' \
   "$BENCH_DIR" "$OUT/doctor.json"
+# A per-test limit (pytest-timeout): a hung test costs its limit, not the whole step.
+TIMEOUT_ARGS=()
+if py -c 'import pytest_timeout' 2>/dev/null; then
+  TIMEOUT_ARGS=(--timeout "$TEST_TIMEOUT")
+  TIMEOUT_NOTE="${TEST_TIMEOUT}s a test (pytest-timeout)"
+else
+  TIMEOUT_NOTE="none: pytest-timeout is not installed (faulthandler dumps a hung test's stacks after 60s)"
+fi
+echo "per-test time limit: $TIMEOUT_NOTE" >>"$LOG"
 # -v: a line per test in steps.log even if the step is cut; faulthandler dumps a hung test's stacks.
-step "pytest -m gpu" 150 python3 -m pytest -c "$REPO/pyproject.toml" --rootdir "$REPO" -p no:cacheprovider \
-  -m gpu -v -rfEs --durations=15 -o faulthandler_timeout=60 --basetemp "$BENCH_DIR/gdsio-pytest-gpu" \
-  --continue-on-collection-errors "$REPO/tests"
+GPU_PYTEST=(python3 -m pytest -c "$REPO/pyproject.toml" --rootdir "$REPO" -p no:cacheprovider -m gpu -v -rfEs
+  --durations=15 -o faulthandler_timeout=60 ${TIMEOUT_ARGS[@]+"${TIMEOUT_ARGS[@]}"} --continue-on-collection-errors)
+# The kernel tests first: every CUDA kernel against the CPU twin, nvJPEG against Pillow.
+KERNEL_TESTS=("$REPO/tests/transforms/test_transforms_gpu.py" "$REPO/tests/image/test_image_gpu.py")
+step "pytest -m gpu, kernels" 90 "${GPU_PYTEST[@]}" --basetemp "$BENCH_DIR/gdsio-pytest-kernels" "${KERNEL_TESTS[@]}"
+step "pytest -m gpu, the rest" 120 "${GPU_PYTEST[@]}" --basetemp "$BENCH_DIR/gdsio-pytest-gpu" \
+  --ignore "${KERNEL_TESTS[0]}" --ignore "${KERNEL_TESTS[1]}" "$REPO/tests"
 step "figures" 200 python3 "$REPO/bench/figures.py" --images "$IMAGES" --tmpdir "$BENCH_DIR" --json "$RUN/figures.json" \
   --md "$RUN/figures.md"
 PLOT=1

@@ -11,6 +11,9 @@ failures are ``OSError`` subclasses naming the path (``FileNotFoundError``,
   (not a refusal of the image, which is a ``ValueError``).
 - ``SampleError`` (a ``RuntimeError``): a ``gdsio.Loader`` sample could not be
   read or decoded; ``path`` and ``index`` name it, ``__cause__`` is the error.
+- ``NeedMoreData``: a header parser (NPY, image headers) was handed fewer
+  bytes than the header holds; not a failure, a request to call it again with
+  ``nbytes`` of them. It never reaches a caller of a public entry point.
 
 >>> try:
 ...     gdsio.read("shard.bin", device="cuda")
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 from . import _core
 
-__all__ = ["BackendUnavailable", "NvjpegError", "SampleError"]
+__all__ = ["BackendUnavailable", "NeedMoreData", "NvjpegError", "SampleError"]
 
 # Defined in the extension, so C++ throws them directly.
 BackendUnavailable = _core.BackendUnavailable
@@ -37,3 +40,28 @@ class SampleError(RuntimeError):
         super().__init__(message)
         self.index = index
         self.path = path
+
+
+class NeedMoreData(Exception):
+    """The header continues past the bytes given: parse again with the first
+    ``nbytes`` of the data.
+
+    Header parsers take ``buf``, a prefix of the data, and ``total``, the
+    length of the whole data, so that one parser serves a file read on the
+    host, a 4 KiB prefix copied from GPU memory, and bytes in memory.
+    """
+
+    def __init__(self, nbytes: int) -> None:
+        super().__init__(f"the header needs the first {nbytes} bytes")
+        self.nbytes = nbytes
+
+    @staticmethod
+    def require(buf: bytes, total: int, end: int, what: str) -> None:
+        """Returns when ``buf[:end]`` is there; raises NeedMoreData(end) when
+        the data has those bytes but ``buf`` does not, else ValueError saying
+        ``what`` is truncated."""
+        if end <= len(buf):
+            return
+        if end <= total and len(buf) < total:
+            raise NeedMoreData(end)
+        raise ValueError(f"truncated {what}: it needs {end} bytes but the data holds {total}")

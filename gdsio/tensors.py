@@ -14,11 +14,12 @@ import os
 import struct
 from typing import Any, Iterable
 
-from . import _literal
-from .io.buffers import host_empty
 from .device import resolve_device
+from .errors import NeedMoreData
 from .io import File, ReadStats, read_into
+from .io.buffers import host_empty
 from .io.urls import fspath_or_url, is_url
+from .npy_header import parse_npy_header
 
 __all__ = ["MAX_SAFETENSORS_HEADER", "load_npy", "load_safetensors", "read_npy_header", "read_safetensors_header"]
 
@@ -250,11 +251,14 @@ def load_safetensors(
 
 # ---- npy ---------------------------------------------------------------------
 
-_NPY_MAGIC = b"\x93NUMPY"
-
 
 def read_npy_header(path: str | os.PathLike[str]) -> tuple[int, str, bool, tuple[int, ...]]:
-    """(data offset, dtype descr, fortran_order, shape) of a .npy file, validated; never unpickles."""
+    """(data offset, dtype descr, fortran_order, shape) of a .npy file, validated; never unpickles.
+
+    The header is parsed by gdsio.npy_header (numpy's rules, shared with
+    gdsio.image); the dtype must be one numpy knows, and the file must hold
+    the array's bytes.
+    """
     import numpy as np
 
     path = fspath_or_url(path)
@@ -265,50 +269,25 @@ def read_npy_header(path: str | os.PathLike[str]) -> tuple[int, str, bool, tuple
         size = os.path.getsize(path) if os.path.isfile(path) else None
     if size is None:
         _open_check(path)
-    head = _read_host(path, 0, min(size, 12))
-    if len(head) < 10 or head[:6] != _NPY_MAGIC:
-        raise ValueError(f"'{path}' is not a .npy file (bad magic {head[:6]!r})")
-    major = head[6]
-    if major == 1:
-        (hlen,) = struct.unpack("<H", head[8:10])
-        start, enc = 10, "latin1"
-    elif major in (2, 3):
-        if len(head) < 12:
-            raise ValueError(f"'{path}': truncated .npy header")
-        (hlen,) = struct.unpack("<I", head[8:12])
-        start, enc = 12, ("utf8" if major == 3 else "latin1")
-    else:
-        raise ValueError(f"'{path}': unsupported .npy format version {major}.{head[7]}")
-    if hlen > _literal.NPY_MAX_HEADER:
-        raise ValueError(f"'{path}': the .npy header ({hlen} bytes) is longer than {_literal.NPY_MAX_HEADER} "
-                         "(numpy's own limit)")
-    if start + hlen > size:
-        raise ValueError(f"'{path}': the .npy header ({hlen} bytes) runs past the end of the file")
-    text = _read_host(path, start, hlen).decode(enc)
+    want = min(size, 12)
+    while True:
+        try:
+            h = parse_npy_header(_read_host(path, 0, want), size)
+            break
+        except NeedMoreData as e:
+            want = e.nbytes
+        except ValueError as e:
+            raise ValueError(f"'{path}': {e}") from None
     try:
-        d = _literal.literal(text)  # literals only: no code, no pickle, no ast (see _literal)
-    except ValueError as e:
-        raise ValueError(f"'{path}': the .npy header is not a Python literal: {e}") from None
-    if not isinstance(d, dict) or not {"descr", "fortran_order", "shape"} <= set(d):
-        raise ValueError(f"'{path}': the .npy header needs descr, fortran_order and shape")
-    descr, fortran, shape = d["descr"], d["fortran_order"], d["shape"]
-    if not isinstance(descr, str):
-        raise ValueError(f"'{path}': structured dtypes ({descr!r}) have no torch equivalent")
-    try:
-        dt = np.dtype(descr)
+        dt = np.dtype(h.descr)
     except TypeError as e:
-        raise ValueError(f"'{path}': unknown dtype {descr!r}: {e}") from None
+        raise ValueError(f"'{path}': unknown dtype {h.descr!r}: {e}") from None
     if dt.hasobject:
-        raise ValueError(f"'{path}': dtype {descr!r} holds Python objects; loading it would need pickle, which gdsio never runs")
-    if not isinstance(shape, tuple) or not all(isinstance(x, int) and x >= 0 for x in shape):
-        raise ValueError(f"'{path}': shape must be a tuple of non-negative ints, got {shape!r}")
-    if not isinstance(fortran, bool):
-        raise ValueError(f"'{path}': fortran_order must be a bool")
-    offset = start + hlen
-    need = math.prod(shape) * dt.itemsize
-    if offset + need > size:
-        raise ValueError(f"'{path}': shape {shape} of {descr} needs {need} bytes, the file holds {size - offset}; truncated?")
-    return offset, descr, fortran, tuple(shape)
+        raise ValueError(f"'{path}': dtype {h.descr!r} holds Python objects; loading it would need pickle, which gdsio never runs")
+    need = math.prod(h.shape) * dt.itemsize
+    if h.data_offset + need > size:
+        raise ValueError(f"'{path}': shape {h.shape} of {h.descr} needs {need} bytes, the file holds {size - h.data_offset}; truncated?")
+    return h.data_offset, h.descr, h.fortran_order, h.shape
 
 
 def load_npy(path: str | os.PathLike[str], *, device: Any = "cuda", return_stats: bool = False) -> Any:

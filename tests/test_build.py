@@ -54,7 +54,7 @@ def test_gpu_calls_of_the_v2_ops_say_how_the_build_was_made():
     import torch
 
     if _core.built_with_cuda:
-        return  # their GPU behaviour: tests/test_transforms_v2_gpu.py
+        return  # their GPU behaviour: tests/transforms/test_transforms_v2_gpu.py
     a = torch.zeros((3, 4, 5), dtype=torch.uint8)
     out = torch.empty_like(a)
     row = np.array([[a.data_ptr(), a.stride(0), a.stride(1), 4, 5]], np.int64)

@@ -20,36 +20,6 @@ namespace {
 
 using namespace gdsio::image;
 
-// (src, src_bytes, dst, height, width, stride_c, stride_y, stride_x,
-//  src_channels, dst_channels, sample, out, convert, maxval): the field order
-// of PixelJob; gdsio/image/_pixels.py builds these tuples.
-using JobTuple = std::array<std::int64_t, 14>;
-
-std::vector<PixelJob> to_jobs(const std::vector<JobTuple>& t) {
-  std::vector<PixelJob> out;
-  out.reserve(t.size());
-  for (const auto& a : t) {
-    PixelJob j;
-    j.src = reinterpret_cast<const std::uint8_t*>(static_cast<std::uintptr_t>(a[0]));
-    j.src_bytes = static_cast<std::uint64_t>(a[1]);
-    j.dst = reinterpret_cast<void*>(static_cast<std::uintptr_t>(a[2]));
-    j.height = a[3];
-    j.width = a[4];
-    j.stride_c = a[5];
-    j.stride_y = a[6];
-    j.stride_x = a[7];
-    j.src_channels = static_cast<std::int32_t>(a[8]);
-    j.dst_channels = static_cast<std::int32_t>(a[9]);
-    j.sample = static_cast<Sample>(a[10]);
-    j.out = static_cast<OutType>(a[11]);
-    j.convert = static_cast<Convert>(a[12]);
-    j.maxval = static_cast<std::uint32_t>(a[13]);
-    if (a[1] < 0 || a[13] < 0 || a[13] > 65535) throw gdsio::ValueError("pixel job: negative size or bad maxval");
-    out.push_back(j);
-  }
-  return out;
-}
-
 JpegBackend to_backend(const std::string& name) {
   for (int k = 0; k < kJpegBackends; ++k)
     if (name == jpeg_backend_name(static_cast<JpegBackend>(k))) return static_cast<JpegBackend>(k);
@@ -61,7 +31,12 @@ py::dict to_dict(const NvjpegStatus& s) {
   py::dict d;
   d["loaded"] = s.loaded;
   d["library"] = s.library;
-  d["version"] = py::make_tuple(s.major, s.minor, s.patch);
+  d["version"] = py::make_tuple(s.major, s.minor, s.patch);  // nvjpegGetProperty
+  // nvjpegGetCudartProperty: the CUDA runtime this libnvjpeg was built for (None: not told).
+  if (s.cudart_major)
+    d["cudart_version"] = py::make_tuple(s.cudart_major, s.cudart_minor, s.cudart_patch);
+  else
+    d["cudart_version"] = py::none();
   d["reason"] = s.reason;
   return d;
 }
@@ -70,6 +45,11 @@ py::dict to_dict(const NvjpegStatus& s) {
 
 GDSIO_EXPORT(decode) {
   m.attr("img_jobs_per_launch") = kJobsPerLaunch;
+  {
+    py::list names;  // JpegBackend's names, in the enum's order (best first)
+    for (int k = 0; k < kJpegBackends; ++k) names.append(jpeg_backend_name(static_cast<JpegBackend>(k)));
+    m.attr("jpeg_backends") = py::tuple(names);
+  }
   // Registered after the module's translator, so tried before it: an nvJPEG
   // failure is its own type, not a plain RuntimeError.
   static py::exception<NvjpegError> nvjpeg_error(m, "NvjpegError", PyExc_RuntimeError);
@@ -81,22 +61,77 @@ GDSIO_EXPORT(decode) {
     }
   });
 
+  // csrc/image/decode.hpp's enums and PixelJob, bound: gdsio.image builds jobs
+  // by field name and enum member, so the two sides cannot drift.
+  py::enum_<Sample>(m, "Sample", "How one source sample is stored.")
+      .value("u8", Sample::kU8)
+      .value("u16le", Sample::kU16LE)
+      .value("u16be", Sample::kU16BE)
+      .value("f32le", Sample::kF32LE)
+      .value("f32be", Sample::kF32BE);
+  py::enum_<OutType>(m, "OutType", "The output element type.")
+      .value("uint8", OutType::kU8)
+      .value("uint16", OutType::kU16)
+      .value("float32", OutType::kF32);
+  py::enum_<Convert>(m, "Convert", "Source channels -> output channels.")
+      .value("copy", Convert::kCopy)
+      .value("replicate", Convert::kReplicate)
+      .value("luma", Convert::kLuma);
+  m.def("sample_bytes", &sample_bytes, py::arg("sample"), "Bytes of one stored sample.");
+  py::class_<PixelJob>(m, "PixelJob", "One uncompressed image to decode (csrc/image/decode.hpp).")
+      .def(py::init([](std::uintptr_t src, std::uint64_t src_bytes, std::uintptr_t dst, std::int64_t height,
+                       std::int64_t width, std::int64_t stride_c, std::int64_t stride_y, std::int64_t stride_x,
+                       std::int32_t src_channels, std::int32_t dst_channels, Sample sample, OutType out,
+                       Convert convert, std::uint32_t maxval) {
+             if (maxval > 65535) throw gdsio::ValueError("pixel job: bad maxval " + std::to_string(maxval));
+             PixelJob j;
+             j.src = reinterpret_cast<const std::uint8_t*>(src);
+             j.src_bytes = src_bytes;
+             j.dst = reinterpret_cast<void*>(dst);
+             j.height = height;
+             j.width = width;
+             j.stride_c = stride_c;
+             j.stride_y = stride_y;
+             j.stride_x = stride_x;
+             j.src_channels = src_channels;
+             j.dst_channels = dst_channels;
+             j.sample = sample;
+             j.out = out;
+             j.convert = convert;
+             j.maxval = maxval;
+             return j;
+           }),
+           py::kw_only(), py::arg("src"), py::arg("src_bytes"), py::arg("dst"), py::arg("height"), py::arg("width"),
+           py::arg("stride_c"), py::arg("stride_y"), py::arg("stride_x"), py::arg("src_channels"),
+           py::arg("dst_channels"), py::arg("sample"), py::arg("out"), py::arg("convert"), py::arg("maxval") = 0)
+      .def_property_readonly("src", [](const PixelJob& j) { return reinterpret_cast<std::uintptr_t>(j.src); })
+      .def_readonly("src_bytes", &PixelJob::src_bytes)
+      .def_property_readonly("dst", [](const PixelJob& j) { return reinterpret_cast<std::uintptr_t>(j.dst); })
+      .def_readonly("height", &PixelJob::height)
+      .def_readonly("width", &PixelJob::width)
+      .def_readonly("stride_c", &PixelJob::stride_c)
+      .def_readonly("stride_y", &PixelJob::stride_y)
+      .def_readonly("stride_x", &PixelJob::stride_x)
+      .def_readonly("src_channels", &PixelJob::src_channels)
+      .def_readonly("dst_channels", &PixelJob::dst_channels)
+      .def_readonly("sample", &PixelJob::sample)
+      .def_readonly("out", &PixelJob::out)
+      .def_readonly("convert", &PixelJob::convert)
+      .def_readonly("maxval", &PixelJob::maxval);
+
   m.def(
       "img_decode_pixels_cpu",
-      [](const std::vector<JobTuple>& jobs, std::size_t threads) {
-        std::vector<PixelJob> j = to_jobs(jobs);
+      [](const std::vector<PixelJob>& jobs, std::size_t threads) {
         py::gil_scoped_release nogil;
-        decode_pixels_cpu(j, threads);
+        decode_pixels_cpu(jobs, threads);
       },
-      py::arg("jobs"), py::kw_only(), py::arg("threads"),
-      "Decodes uncompressed pixel jobs (tuples in PixelJob field order) on the CPU.");
+      py::arg("jobs"), py::kw_only(), py::arg("threads"), "Decodes uncompressed pixel jobs on the CPU.");
 
   m.def(
       "img_decode_pixels_cuda",
-      [](const std::vector<JobTuple>& jobs, int device, std::uintptr_t stream) {
-        std::vector<PixelJob> j = to_jobs(jobs);
+      [](const std::vector<PixelJob>& jobs, int device, std::uintptr_t stream) {
         py::gil_scoped_release nogil;
-        return decode_pixels_cuda(j, device, stream);
+        return decode_pixels_cuda(jobs, device, stream);
       },
       py::arg("jobs"), py::kw_only(), py::arg("device"), py::arg("stream"),
       "Queues the pixel jobs on `stream` (device memory in and out); returns the kernel launches.");
@@ -127,7 +162,7 @@ GDSIO_EXPORT(decode) {
           py::dict b;
           b["usable"] = info.backends[k].usable;
           b["reason"] = info.backends[k].reason;
-          b["fancy_upsampling"] = info.backends[k].fancy_upsampling;
+          b["fancy_upsampling_flag"] = info.backends[k].fancy_upsampling_flag;
           backends[jpeg_backend_name(static_cast<JpegBackend>(k))] = b;
         }
         py::dict d;

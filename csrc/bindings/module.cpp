@@ -104,6 +104,9 @@ py::dict to_dict(const CufileStatus& s) {
   d["reason"] = s.reason;
   d["version"] = s.version;
   d["max_batch_io_size"] = s.max_batch_io_size;
+  d["batch_timeout_ms"] = s.batch_timeout_ms;
+  d["use_pci_p2pdma"] = s.use_pci_p2pdma;
+  d["p2pdma_supported"] = s.p2pdma_supported;
   return d;
 }
 

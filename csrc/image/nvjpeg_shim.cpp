@@ -91,6 +91,7 @@ const char* nvjpeg_backend_enum_name(JpegBackend b) {
 struct Api {
   void* lib = nullptr;
   nvj::Status (*GetProperty)(int, int*) = nullptr;
+  nvj::Status (*GetCudartProperty)(int, int*) = nullptr;  // optional: the CUDA runtime it was built with
   nvj::Status (*CreateEx)(int, void*, void*, unsigned, nvj::Handle*) = nullptr;
   nvj::Status (*Destroy)(nvj::Handle) = nullptr;
   nvj::Status (*StateCreate)(nvj::Handle, nvj::State*) = nullptr;
@@ -121,7 +122,7 @@ struct PooledState {
 struct Slot {
   bool tried = false;
   nvj::Handle handle = nullptr;
-  bool fancy = false;  // created with NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION
+  bool fancy_flag = false;  // created with NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION
   std::string reason;
   std::vector<PooledState> idle;
   int busy = 0;
@@ -170,9 +171,9 @@ Slot& slot_locked(int device, JpegBackend backend) {
   // a backend that refuses the flag is created without it (and says so).
   if (at_least(12, 1)) {
     st = g_api.CreateEx(nvjpeg_backend_enum(backend), nullptr, nullptr, flags | nvj::kFlagUpsamplingWithInterpolation, &h);
-    s.fancy = st == 0 && h;
+    s.fancy_flag = st == 0 && h;
   }
-  if (!s.fancy) st = g_api.CreateEx(nvjpeg_backend_enum(backend), nullptr, nullptr, flags, &h);
+  if (!s.fancy_flag) st = g_api.CreateEx(nvjpeg_backend_enum(backend), nullptr, nullptr, flags, &h);
   if (st != 0 || !h) {
     s.reason = detail::concat("nvjpegCreateEx(", nvjpeg_backend_enum_name(backend), ") failed on cuda:", device,
                               ": ", status_text(st));
@@ -309,6 +310,7 @@ NvjpegStatus nvjpeg_load(const std::string& path) {
     g_status.reason = "libnvjpeg at " + loaded_from + " lacks " + missing;
     return g_status;
   }
+  sym(lib, "nvjpegGetCudartProperty", &a.GetCudartProperty);
   sym(lib, "nvjpegGetHardwareDecoderInfo", &a.GetHardwareDecoderInfo);
   sym(lib, "nvjpegJpegStreamCreate", &a.StreamCreate);
   sym(lib, "nvjpegJpegStreamDestroy", &a.StreamDestroy);
@@ -321,6 +323,11 @@ NvjpegStatus nvjpeg_load(const std::string& path) {
   a.GetProperty(nvj::kMajorVersion, &g_status.major);
   a.GetProperty(nvj::kMinorVersion, &g_status.minor);
   a.GetProperty(nvj::kPatchLevel, &g_status.patch);
+  if (a.GetCudartProperty) {
+    a.GetCudartProperty(nvj::kMajorVersion, &g_status.cudart_major);
+    a.GetCudartProperty(nvj::kMinorVersion, &g_status.cudart_minor);
+    a.GetCudartProperty(nvj::kPatchLevel, &g_status.cudart_patch);
+  }
   return g_status;
 }
 
@@ -345,7 +352,7 @@ NvjpegDeviceInfo nvjpeg_probe(int device) {
     const Slot& s = slot_locked(device, static_cast<JpegBackend>(k));
     info.backends[k].usable = s.handle != nullptr;
     info.backends[k].reason = s.reason;
-    info.backends[k].fancy_upsampling = s.fancy;
+    info.backends[k].fancy_upsampling_flag = s.fancy_flag;
   }
   info.hardware_engines = g_devices[device].engines;
   info.hardware_cores = g_devices[device].cores;
@@ -415,18 +422,21 @@ void nvjpeg_decode_batch(int device, JpegBackend backend, JpegOutput output, con
   }
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   co.begin(s);
-  // The JPEG engines do not keep stream order on Hopper: they read the bitstream
-  // and write the outputs when nvjpegDecodeBatched is called, ahead of the work
-  // queued on `s` (the H2D copy of the bitstream, kernels still reading a freed
-  // block the allocator now hands out as an output); a device-side wait does not
-  // gate them, a host wait does (torchcodec PR 1634, torchvision PR 9606). So
-  // drain the stream first, and once more after the call, so that no later
-  // kernel on `s` can read an output the engines are still writing.
+  // Both device backends read the bitstream outside stream order: the JPEG
+  // engines read it (and write the outputs) when nvjpegDecodeBatched is
+  // called, ahead of the work queued on `s` (torchcodec PR 1634, torchvision
+  // PR 9606), and the GPU-hybrid backend parses it on the host from device
+  // memory that the H2D copy (non_blocking) or the read queued on `s` may
+  // still be writing. A device-side wait gates neither; a host wait does, as
+  // torchvision's decode_jpegs_cuda waits before decoding. The engines' writes
+  // are also waited for after the call, failed or not, so that no later kernel
+  // on `s` reads an output they are writing, and no output Python frees for the
+  // retry is written after it was reallocated.
   const bool engines = backend == JpegBackend::kHardwareDevice;
-  if (engines) {
+  if (backend != JpegBackend::kHost) {
     const cudaError_t e = cudaStreamSynchronize(s);
     if (e != cudaSuccess) co.discard();
-    GDSIO_CUDA_CHECK(e, "cudaStreamSynchronize (before the nvJPEG hardware decode)");
+    GDSIO_CUDA_CHECK(e, "cudaStreamSynchronize (before the nvJPEG ", jpeg_backend_name(backend), " decode)");
   }
   nvj::Status st = co.initialize(api, static_cast<int>(n), static_cast<int>(output));
   if (st != 0) {
@@ -434,14 +444,15 @@ void nvjpeg_decode_batch(int device, JpegBackend backend, JpegOutput output, con
     throw_status(st, "nvjpegDecodeBatchedInitialize", backend, device, n);
   }
   st = api.DecodeBatched(co.handle(), co.state(), data.data(), lengths.data(), dests.data(), s);
-  if (st != 0) {
-    co.discard();
-    throw_status(st, "nvjpegDecodeBatched", backend, device, n);
-  }
   if (engines) {
     const cudaError_t e = cudaStreamSynchronize(s);
     if (e != cudaSuccess) co.discard();  // its last use did not end cleanly: not trusted again
-    GDSIO_CUDA_CHECK(e, "cudaStreamSynchronize (after the nvJPEG hardware decode)");
+    GDSIO_CUDA_CHECK(e, "cudaStreamSynchronize (after the nvJPEG hardware decode",
+                     st != 0 ? detail::concat(", which failed with ", status_text(st)) : std::string(), ")");
+  }
+  if (st != 0) {
+    co.discard();
+    throw_status(st, "nvjpegDecodeBatched", backend, device, n);
   }
   try {
     co.end(s);

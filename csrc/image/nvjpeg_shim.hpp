@@ -29,7 +29,8 @@ class NvjpegError : public CudaError {
 struct NvjpegStatus {
   bool loaded = false;
   std::string library;  // the path it was loaded from
-  int major = 0, minor = 0, patch = 0;
+  int major = 0, minor = 0, patch = 0;                     // nvjpegGetProperty
+  int cudart_major = 0, cudart_minor = 0, cudart_patch = 0;  // nvjpegGetCudartProperty (0: unknown)
   std::string reason;  // why it is not loaded
 };
 
@@ -50,7 +51,10 @@ const char* jpeg_backend_name(JpegBackend b);  // "nvjpeg-hardware-device", ...
 struct NvjpegBackendInfo {
   bool usable = false;
   std::string reason;             // why not usable
-  bool fancy_upsampling = false;  // NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION (nvJPEG >= 12.1) took
+  // nvjpegCreateEx took NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION (nvJPEG >=
+  // 12.1); whether the backend then upsamples that way is measured in Python
+  // (gdsio.image.jpeg), since a backend may accept the flag and ignore it.
+  bool fancy_upsampling_flag = false;
 };
 
 struct NvjpegDeviceInfo {

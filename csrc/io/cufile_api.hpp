@@ -19,6 +19,11 @@ constexpr int kOpRead = 0;     // CUFILE_READ
 constexpr int kStatusWaiting = 0x1, kStatusPending = 0x2, kStatusInvalid = 0x4,
               kStatusCanceled = 0x8, kStatusComplete = 0x10, kStatusTimeout = 0x20,
               kStatusFailed = 0x40;
+// PCI P2PDMA support, as the driver reports it: CU_FILE_P2P_SUPPORTED, a bit
+// of DrvProps::fflags (CUfileFeatureFlags_t) since cuFile 1.14; cuFile 1.13
+// set CU_FILE_NVME_P2P_SUPPORTED in nvfs.dstatusflags (deprecated since).
+constexpr unsigned kFeatureP2pSupported = 4;      // CU_FILE_P2P_SUPPORTED
+constexpr unsigned kDriverNvmeP2pSupported = 11;  // CU_FILE_NVME_P2P_SUPPORTED
 // CUFileBoolConfigParameter_t
 constexpr int kParamAllowCompatMode = 1;
 constexpr int kParamForceCompatMode = 2;

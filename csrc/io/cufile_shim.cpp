@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -97,6 +98,9 @@ struct Api {
   void (*BatchIODestroy)(cufile::BatchHandle) = nullptr;
 };
 
+// A wait for batched reads when the driver names no limit of its own.
+constexpr unsigned kDefaultBatchTimeoutMs = 10000;
+
 std::mutex g_mu;
 Api g_api;
 CufileStatus g_status;
@@ -128,6 +132,7 @@ bool env_true(const char* name) {
 // After the driver opened: does cuFile move data by DMA, or in its compat mode
 // (a POSIX read into its own bounce buffer, then a copy)?
 void classify_mode_locked() {
+  g_status.true_gds = false;  // decided afresh each time the driver opens
   bool forced = env_true("CUFILE_FORCE_COMPAT_MODE");
   bool b = false;
   if (!forced && g_api.GetParameterBool &&
@@ -139,19 +144,28 @@ void classify_mode_locked() {
     return;
   }
   cufile::DrvProps props{};
+  const bool have_props = g_api.DriverGetProperties && g_api.DriverGetProperties(&props).err == 0;
   bool nvfs = ::access("/proc/driver/nvidia-fs/version", R_OK) == 0;
-  if (g_api.DriverGetProperties && g_api.DriverGetProperties(&props).err == 0 &&
-      props.nvfs.major_version > 0)
-    nvfs = true;
+  if (have_props && props.nvfs.major_version > 0) nvfs = true;
   if (props.max_batch_io_size) g_status.max_batch_io_size = props.max_batch_io_size;
-  bool p2p = false;
-  if (g_api.GetParameterBool &&
-      g_api.GetParameterBool(cufile::kParamUsePciP2pdma, &b).err == 0 && b)
-    p2p = true;
+  if (props.max_batch_io_timeout_msecs) g_status.batch_timeout_ms = props.max_batch_io_timeout_msecs;
+  g_status.use_pci_p2pdma =
+      g_api.GetParameterBool && g_api.GetParameterBool(cufile::kParamUsePciP2pdma, &b).err == 0 && b;
+  // use_pci_p2pdma only asks for P2PDMA: the driver's properties say whether
+  // it can read that way here (what gdscheck prints as "P2PDMA: Supported").
+  g_status.p2pdma_supported = have_props && (((props.fflags >> cufile::kFeatureP2pSupported) & 1u) ||
+                                             ((props.nvfs.dstatusflags >> cufile::kDriverNvmeP2pSupported) & 1u));
+  const bool p2p = g_status.use_pci_p2pdma && g_status.p2pdma_supported;
   if (nvfs || p2p) {
     g_status.mode = "gds";
     g_status.true_gds = true;
-    g_status.reason = nvfs ? "" : "DMA through PCI P2PDMA (use_pci_p2pdma in cufile.json)";
+    g_status.reason = nvfs ? "" : "DMA through PCI P2PDMA (use_pci_p2pdma in cufile.json, and the driver supports it)";
+  } else if (g_status.use_pci_p2pdma) {
+    g_status.mode = "cufile-compat";
+    g_status.reason =
+        "use_pci_p2pdma is true in cufile.json, but the cuFile driver does not report PCI P2PDMA support "
+        "(CU_FILE_P2P_SUPPORTED) and nvidia-fs is not loaded, so cuFile runs in its compat mode "
+        "(POSIX read + copy)";
   } else {
     g_status.mode = "cufile-compat";
     g_status.reason =
@@ -231,6 +245,7 @@ CufileStatus cufile_status(bool open_driver, int device) {
         g_status.driver_open = true;
         if (!g_status.max_batch_io_size) g_status.max_batch_io_size = 128;
         classify_mode_locked();
+        if (!g_status.batch_timeout_ms) g_status.batch_timeout_ms = kDefaultBatchTimeoutMs;
       }
     }
   }
@@ -401,38 +416,38 @@ ReadResult cufile_read_batch(FileHandle& f, CufileHandle& h, const std::vector<R
   CufileStatus st = cufile_status(false, opts.device);
   ReadResult res = start_result(st, h);
   res.threads = 1;
-  // Empty requests are not submitted; a request over 1 GiB (compat mode reads
-  // with pread, which stops short of 2 GiB) goes through cuFileRead, as does
-  // the rest of a short completion.
+  // Entries of at most chunk_bytes, as the threaded path reads (and never over
+  // 1 GiB: compat mode reads with pread, which stops short of 2 GiB).
   constexpr std::size_t kMaxEntry = std::size_t{1} << 30;
-  std::vector<ReadRequest> batched, single;
-  for (const ReadRequest& r : reqs) {
-    if (r.size == 0) continue;
-    (r.size <= kMaxEntry ? batched : single).push_back(r);
-  }
-  std::vector<ReadRequest> rest;  // the unread tails of short completions
+  std::vector<ReadRequest> nonempty;
+  for (const ReadRequest& r : reqs)
+    if (r.size) nonempty.push_back(r);
+  const std::vector<Chunk> entries = plan_chunks(nonempty, std::min(opts.chunk_bytes, kMaxEntry));
+  std::vector<ReadRequest> rest;  // timed out, cancelled, or the unread tails of short completions
+  std::size_t retried = 0;
   const auto t0 = std::chrono::steady_clock::now();
   const std::size_t max_batch = std::max<unsigned>(1, st.max_batch_io_size);
-  for (std::size_t first = 0; first < batched.size(); first += max_batch) {
-    const std::size_t n = std::min(max_batch, batched.size() - first);
+  const unsigned timeout_ms = st.batch_timeout_ms ? st.batch_timeout_ms : kDefaultBatchTimeoutMs;
+  for (std::size_t first = 0; first < entries.size(); first += max_batch) {
+    const std::size_t n = std::min(max_batch, entries.size() - first);
     std::vector<cufile::IOParams> params(n);
     for (std::size_t i = 0; i < n; ++i) {
-      const ReadRequest& r = batched[first + i];
-      void* base = registered_base(r.dst);
-      if (!base) base = r.dst;
+      const Chunk& c = entries[first + i];
+      void* base = registered_base(c.dst);
+      if (!base) base = c.dst;
       params[i].mode = cufile::kBatchMode;
       params[i].u.batch.devPtr_base = base;
-      params[i].u.batch.devPtr_offset = static_cast<off_t>(static_cast<char*>(r.dst) - static_cast<char*>(base));
-      params[i].u.batch.file_offset = static_cast<off_t>(r.file_offset);
-      params[i].u.batch.size = r.size;
+      params[i].u.batch.devPtr_offset = static_cast<off_t>(c.dst - static_cast<char*>(base));
+      params[i].u.batch.file_offset = static_cast<off_t>(c.file_offset);
+      params[i].u.batch.size = c.len;
       params[i].fh = h.get();
       params[i].opcode = cufile::kOpRead;
-      params[i].cookie = reinterpret_cast<void*>(first + i);
+      params[i].cookie = reinterpret_cast<void*>(i);
     }
     cufile::BatchHandle b = nullptr;
     Error e = api.BatchIOSetUp(&b, static_cast<unsigned>(n));
     if (e.err != 0) throw OsError(EIO, f.path(), "cuFileBatchIOSetUp failed: " + err_text(e));
-    // Cancelled unless every entry completed, then destroyed, on every path.
+    // Cancelled unless every entry was accounted for, then destroyed, on every path.
     struct Destroy {
       const Api& a;
       cufile::BatchHandle b;
@@ -445,38 +460,65 @@ ReadResult cufile_read_batch(FileHandle& f, CufileHandle& h, const std::vector<R
     e = api.BatchIOSubmit(b, static_cast<unsigned>(n), params.data(), 0);
     if (e.err != 0) throw OsError(EIO, f.path(), "cuFileBatchIOSubmit failed: " + err_text(e));
     std::vector<cufile::IOEvents> events(n);
+    std::vector<char> settled(n, 0);
     std::size_t completed = 0;
+    auto retry = [&](std::size_t i) {
+      const Chunk& c = entries[first + i];
+      rest.push_back(ReadRequest{c.dst, c.len, c.file_offset});
+      ++retried;
+    };
     while (completed < n) {
-      unsigned nr = static_cast<unsigned>(n - completed);
-      e = api.BatchIOGetStatus(b, nr, &nr, events.data(), nullptr);
+      const unsigned want = static_cast<unsigned>(n - completed);
+      unsigned nr = want;
+      timespec ts{static_cast<time_t>(timeout_ms / 1000), static_cast<long>(timeout_ms % 1000) * 1000000L};
+      e = api.BatchIOGetStatus(b, want, &nr, events.data(), &ts);
       if (e.err != 0) throw OsError(EIO, f.path(), "cuFileBatchIOGetStatus failed: " + err_text(e));
-      for (unsigned k = 0; k < nr; ++k) {
-        const auto idx = reinterpret_cast<std::size_t>(events[k].cookie);
-        const ReadRequest& r = batched[idx];
+      std::size_t progressed = 0;
+      for (unsigned k = 0; k < nr && k < want; ++k) {
+        const auto i = reinterpret_cast<std::size_t>(events[k].cookie);
+        if (i >= n || settled[i]) continue;
+        const int status = events[k].status;
+        if (status == cufile::kStatusWaiting || status == cufile::kStatusPending) continue;
+        const Chunk& c = entries[first + i];
         const auto ret = static_cast<ssize_t>(events[k].ret);
-        if (events[k].status != cufile::kStatusComplete || ret < 0) {
+        settled[i] = 1;
+        ++progressed;
+        if (status == cufile::kStatusTimeout || status == cufile::kStatusCanceled) {
+          retry(i);  // the same bytes into the same place: a late completion changes nothing
+          continue;
+        }
+        if (status != cufile::kStatusComplete || ret < 0) {
           throw OsError(EIO, f.path(),
-                        detail::concat("batched cuFile read of '", f.path(), "' (", r.size, " bytes at offset ",
-                                       r.file_offset, ") failed: status ", events[k].status, ", returned ", ret,
+                        detail::concat("batched cuFile read of '", f.path(), "' (", c.len, " bytes at offset ",
+                                       c.file_offset, ") failed: status ", status, ", returned ", ret,
                                        ret < 0 && -ret >= cufile::kOpErrorBase
                                            ? std::string(" (") + cufile::op_error_string(static_cast<int>(-ret)) + ")"
                                            : std::string()));
         }
-        if (static_cast<std::size_t>(ret) < r.size) {  // short: cuFileRead finishes it, or finds the end of file
-          rest.push_back(ReadRequest{static_cast<char*>(r.dst) + ret, r.size - static_cast<std::size_t>(ret),
-                                     r.file_offset + static_cast<std::uint64_t>(ret)});
-        }
+        if (static_cast<std::size_t>(ret) < c.len)  // short: cuFileRead finishes it, or finds the end of file
+          rest.push_back(ReadRequest{c.dst + ret, c.len - static_cast<std::size_t>(ret),
+                                     c.file_offset + static_cast<std::uint64_t>(ret)});
       }
-      completed += nr;
+      completed += progressed;
+      if (progressed == 0 && completed < n) {
+        // A whole timeout without progress: cancel what is left and read it with cuFileRead.
+        if (api.BatchIOCancel) api.BatchIOCancel(b);
+        for (std::size_t i = 0; i < n; ++i)
+          if (!settled[i]) retry(i);
+        break;
+      }
     }
     destroy.done = true;
     res.chunks += n;
   }
-  rest.insert(rest.end(), single.begin(), single.end());
   if (!rest.empty()) {
     const ReadResult tail = cufile_read(f, h, rest, opts);
     res.chunks += tail.chunks;
     res.threads = std::max(res.threads, tail.threads);
+  }
+  if (retried) {
+    const std::string note = detail::concat(retried, " batched cuFile reads timed out and were read with cuFileRead");
+    res.reason = res.reason.empty() ? note : res.reason + "; " + note;
   }
   for (const auto& r : reqs) res.nbytes += r.size;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -23,6 +23,9 @@ struct CufileStatus {
   std::string reason;         // why cuFile is unusable, or why it runs in compat mode
   int version = 0;            // cuFileGetVersion, 0 when unknown
   unsigned max_batch_io_size = 0;
+  unsigned batch_timeout_ms = 0;    // how long one wait for batched reads may take
+  bool use_pci_p2pdma = false;      // properties.use_pci_p2pdma (cufile.json), as cuFile read it
+  bool p2pdma_supported = false;    // the driver's properties say it can DMA through PCI P2PDMA
 };
 
 // Loads libcufile from `path` (empty: the loader's search path, libcufile.so.0).
@@ -55,7 +58,10 @@ class CufileHandle {
 // cuFileRead split across the reader threads, into device memory.
 ReadResult cufile_read(FileHandle& f, CufileHandle& h, const std::vector<ReadRequest>& reqs,
                        const ReadOptions& opts);
-// The batch API: up to max_batch_io_size requests in flight per submission.
+// The batch API: entries of at most chunk_bytes, up to max_batch_io_size in
+// flight per submission, each wait bounded by batch_timeout_ms; entries that
+// time out (or a batch that stops progressing, cancelled) are read with
+// cuFileRead, and res.reason says how many.
 ReadResult cufile_read_batch(FileHandle& f, CufileHandle& h, const std::vector<ReadRequest>& reqs,
                              const ReadOptions& opts);
 

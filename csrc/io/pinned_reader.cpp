@@ -1,9 +1,12 @@
 #include "io/pinned_reader.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 
 #include "core/cuda_rt.hpp"
+#include "io/host_read.hpp"
 #include "io/staging_pipeline.hpp"
 
 namespace gdsio {
@@ -34,9 +37,12 @@ class StagingPool {
     s.capacity = capacity;
     s.device = device;
     void* p = nullptr;
-    GDSIO_CUDA_CHECK(cudaHostAlloc(&p, capacity, cudaHostAllocPortable),
-                     "cudaHostAlloc of a ", capacity, "-byte staging buffer");
-    s.host = static_cast<char*>(p);
+    // O_DIRECT reads land here, and cudaHostAlloc promises no page alignment:
+    // a page of slack, and the slot starts at the first page boundary in it.
+    GDSIO_CUDA_CHECK(cudaHostAlloc(&p, capacity + kDirectAlign, cudaHostAllocPortable),
+                     "cudaHostAlloc of a ", capacity + kDirectAlign, "-byte staging buffer");
+    s.allocation = p;
+    s.host = static_cast<char*>(p) + (kDirectAlign - reinterpret_cast<std::uintptr_t>(p) % kDirectAlign) % kDirectAlign;
     cudaEvent_t ev = nullptr;
     // Blocking sync: a reader waiting for its slot sleeps instead of spinning
     // on a core that the other readers need.
@@ -95,7 +101,7 @@ class StagingPool {
  private:
   static void destroy(StagingSlot& s) {
     if (s.event) cudaEventDestroy(static_cast<cudaEvent_t>(s.event));
-    cudaFreeHost(s.host);
+    cudaFreeHost(s.allocation);
   }
   std::mutex mu_;
   std::vector<StagingSlot> free_;
@@ -159,7 +165,7 @@ ReadResult pinned_read(FileHandle& f, const std::vector<ReadRequest>& reqs,
   ReadResult res;
   res.backend = "pinned";
   const auto t0 = std::chrono::steady_clock::now();
-  pool().reserve_limit(opts.threads * opts.staging_buffers * (opts.chunk_bytes + 2 * kDirectAlign));
+  pool().reserve_limit(opts.threads * opts.staging_buffers * (direct_span_capacity(opts.chunk_bytes) + kDirectAlign));
   CudaCopyEngine engine(opts.device, reinterpret_cast<cudaStream_t>(opts.stream));
   staged_read(f, engine, reqs, opts, res);
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -20,8 +20,9 @@
 namespace gdsio {
 
 struct StagingSlot {
-  char* host = nullptr;      // page-aligned staging memory
+  char* host = nullptr;      // page-aligned staging memory, `capacity` bytes
   std::size_t capacity = 0;
+  void* allocation = nullptr;  // what the engine allocated (host lies inside it, page-aligned)
   void* event = nullptr;     // engine-specific completion marker
   std::uint64_t ticket = 0;  // engine-specific sequence number
   int device = -1;           // the device its event belongs to (CUDA events are per device)

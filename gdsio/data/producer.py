@@ -23,6 +23,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..errors import SampleError
+from . import decode
 from .flow import POLL_S, ByteBudget, batch_nbytes, mark_loader_thread
 from .meter import Meter
 from .sources import SampleTable
@@ -74,9 +75,7 @@ class Producer:
         self.q, self.stop, self.budget = q, stop, budget
         self.image_setup = None
         if self.cuda and plan.table.kind == "image":
-            from . import _decode
-
-            self.image_setup = _decode.image_setup(plan.device, plan.mode)
+            self.image_setup = decode.image_setup(plan.device, plan.mode)
 
     # ---- contexts ---------------------------------------------------------------
 
@@ -216,9 +215,7 @@ class Producer:
             if self.plan.table.kind == "npy":
                 t, st = load_npy(path, device=self.plan.device, return_stats=True)
             elif self.cuda:  # an image for the GPU: its header on the host, its bytes to the device
-                from . import _decode
-
-                t = _decode.read_image(path, self.image_setup)
+                t = decode.read_image(path, self.image_setup)
                 st = t.io
             else:
                 t, st = read(path, device=self.plan.device, return_stats=True)
@@ -226,9 +223,7 @@ class Producer:
         if st is not None:
             self.plan.meter.read(st.backend, st.nbytes)
         if self.plan.table.kind == "image" and not self.cuda:
-            from . import _decode
-
-            t, backend = _decode.decode_one(t, self.plan.device, self.plan.mode)
+            t, backend = decode.decode_one(t, self.plan.device, self.plan.mode)
             self.plan.meter.decoded(backend)
         return t, ev
 
@@ -263,8 +258,6 @@ class Producer:
         fresh = [r for rows, _ in p.futures for r in rows if r not in failures]
         start = None
         if self.plan.table.kind == "image" and self.cuda and fresh:
-            from . import _decode
-
             # Decoded on a stream of its own, after this batch's reads only: the
             # JPEG engines' host wait (nvjpeg_shim.cpp) then waits for neither the
             # next batch's reads (read stream) nor the last one's transform (work
@@ -278,7 +271,7 @@ class Producer:
                     samples[r].data.record_stream(dec)  # read on the read stream, used here
             with self._on(2):
                 start = self._event(2, timing=True)
-                decoded, errors, backends = _decode.decode_items([samples[r] for r in fresh], self.image_setup)
+                decoded, errors, backends = decode.decode_items([samples[r] for r in fresh], self.image_setup)
                 events.append(self._event(2))
             for name, count in backends.items():
                 self.plan.meter.decoded(name, count)

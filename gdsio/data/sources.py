@@ -28,19 +28,19 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from ..image import formats
 from ..io.urls import is_url, scheme_of, split_s3
 
 __all__ = ["IMAGE_EXTENSIONS", "KINDS", "NPY_EXTENSIONS", "UNLABELED", "FileList", "SampleTable", "scan"]
 
 KINDS = ("auto", "image", "npy", "raw")
 
-# What gdsio.image decodes: JPEG, binary PNM, and through Pillow on the CPU
-# PNG, GIF, BMP, TIFF and WebP (torchvision's ImageFolder extensions, and
-# more). The format itself is told from each file's first bytes, not from
-# its name. ``.npy`` files are their own kind: a tensor of any shape, loaded
-# with gdsio.load_npy.
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".jpe", ".jfif", ".pnm", ".pbm", ".pgm", ".ppm",
-                    ".png", ".gif", ".bmp", ".tif", ".tiff", ".webp")
+# What gdsio.image decodes, by the extensions its format registry lists:
+# JPEG, binary PNM, and through Pillow on the CPU PNG, GIF, BMP, TIFF and
+# WebP (torchvision's ImageFolder extensions, and more). The format itself is
+# told from each file's first bytes, not from its name. ``.npy`` files are
+# their own kind: a tensor of any shape, loaded with gdsio.load_npy.
+IMAGE_EXTENSIONS = formats.file_extensions()
 NPY_EXTENSIONS = (".npy",)
 UNLABELED = -1  # the label of a sample whose source carries no labels
 

@@ -10,6 +10,13 @@ WebP (the rest of torchvision's ImageFolder formats) are decoded by Pillow on
 the CPU and uploaded for a GPU (``DecodeInfo.backend == "pillow"``; see
 gdsio.image.pillow). The format is told from the first bytes, not the name.
 
+Layout: ``api`` (decode, read) runs the steps of ``batch`` (the contract
+gdsio.Loader uses too); each format is a module of ``formats`` with one
+``Format`` record (``codec``), listed in one registry; ``nvjpeg`` is the GPU
+JPEG ladder, ``pillow`` the decoder of Pillow's formats, ``exif`` the
+orientation, ``layout`` / ``core_types`` what the uncompressed decoder hands
+the extension.
+
 >>> import gdsio
 >>> img = gdsio.image.read("cat.jpg", device="cuda")          # uint8 (3, H, W)
 >>> imgs, infos = gdsio.image.read(paths, mode="RGB", return_info=True)
@@ -27,10 +34,14 @@ from __future__ import annotations
 import atexit
 
 from .. import _core
-from ._decode import DecodeInfo, ImageReadMode, apply_orientation, decode, read
-from ._pixels import RawFormat
-from .headers import JpegHeader, NpyHeader, PnmHeader
-from .jpeg import nvjpeg_backends, nvjpeg_status
+from .api import decode, read
+from .batch import DecodeInfo, ImageReadMode
+from .exif import apply_orientation
+from .formats.jpeg import JpegHeader
+from .formats.npy import NpyHeader
+from .formats.pnm import PnmHeader
+from .formats.raw import RawFormat
+from .nvjpeg import nvjpeg_backends, nvjpeg_status
 
 # Images with more pixels than this are refused before anything is allocated
 # (a corrupt header claiming 100000 x 100000 must not cost 30 GB). Per call:

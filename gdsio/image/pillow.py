@@ -1,4 +1,4 @@
-"""PNG, GIF, BMP, TIFF and WebP: decoded by Pillow on the CPU.
+"""Pillow as gdsio's decoder for PNG, GIF, BMP, TIFF and WebP (and JPEG on the CPU).
 
 These are the formats torchvision's ImageFolder opens besides JPEG and PNM
 (``torchvision.datasets.folder.IMG_EXTENSIONS``, and GIF). gdsio has no GPU
@@ -7,15 +7,18 @@ there, and for a GPU destination the pixels are uploaded (one pinned copy
 per batch, queued on the current stream). ``DecodeInfo.backend`` is
 ``"pillow"`` and ``DecodeInfo.reason`` says why no GPU decoder ran.
 
-The format is told from the magic bytes (``headers.sniff``), not from the
-file name, and Pillow is held to that format. The pixel cap
-(``max_pixels`` / ``gdsio.image.MAX_IMAGE_PIXELS``) is checked on the size
-Pillow reads from the header, before any pixel is decoded; Pillow's own
-decompression-bomb check (``PIL.Image.MAX_IMAGE_PIXELS``: a warning above it,
-a refusal, as ValueError, above twice it) runs first, as it does for JPEGs
-Pillow decodes. Animated GIF and
-WebP and multi-page TIFF give their first frame, as Pillow's ``Image.open``
-(and so ImageFolder) does.
+Each format is a module of its own (formats/png.py, ...), made by
+``pillow_format``; they share ``decode``, so one batch's images of all of them
+are decoded over one thread pool and uploaded in one copy.
+
+The format is told from the magic bytes, not from the file name, and Pillow
+is held to that format. The pixel cap (``max_pixels`` /
+``gdsio.image.MAX_IMAGE_PIXELS``) is checked on the size Pillow reads from
+the header, before any pixel is decoded; Pillow's own decompression-bomb
+check (``PIL.Image.MAX_IMAGE_PIXELS``: a warning above it, a refusal, as
+ValueError, above twice it) runs first, as it does for JPEGs Pillow decodes.
+Animated GIF and WebP and multi-page TIFF give their first frame, as
+Pillow's ``Image.open`` (and so ImageFolder) does.
 
 Channels follow torchvision's ``decode_image``:
 
@@ -35,15 +38,22 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import dataclasses
 import io
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
-__all__ = ["FORMATS", "KINDS", "PILLOW", "decode", "decode_many", "load_pillow", "to_chw"]
+import numpy as np
+import torch
+
+from ..errors import BackendUnavailable
+from . import transfer
+from .codec import Format, Item, Options, check_pixels
+
+__all__ = ["DEEP_COLOUR_MODES", "PILLOW", "decode", "decode_one", "load_pillow", "map_threads", "pillow_format", "to_chw"]
 
 PILLOW = "pillow"
-# gdsio's format name (headers.sniff) -> Pillow's.
-FORMATS = {"png": "PNG", "gif": "GIF", "bmp": "BMP", "tiff": "TIFF", "webp": "WEBP"}
-KINDS = tuple(FORMATS)
+# The modes in which Pillow may hold fewer bits than a deep-colour file (a format's reduced_bits looks closer).
+DEEP_COLOUR_MODES = ("RGB", "RGBA", "LA")
 
 _SIXTEEN = ("I;16", "I;16L", "I;16B", "I;16N")
 # UNCHANGED: the Pillow modes kept as they are, and what the others become.
@@ -51,12 +61,67 @@ _KEPT = ("L", "LA", "RGB", "RGBA", "CMYK")
 _UNCHANGED_AS = {"1": "L", "La": "LA", "PA": "RGBA", "RGBa": "RGBA", "RGBX": "RGB"}
 
 
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    """What the shared decoder needs of one Pillow format."""
+
+    pillow_name: str  # Pillow's format name: Image.open(formats=[...])
+    # (loaded image, its bytes) -> why the pixels hold fewer bits than the file, or "".
+    reduced_bits: Callable[[Any, bytes], str]
+    # Why this Pillow cannot decode the format (built without it), or None.
+    missing: Callable[[], str | None]
+
+
+_SPECS: dict[str, _Spec] = {}  # Format.name -> its _Spec, filled by pillow_format
+
+
+def _no_loss(im: Any, data: bytes) -> str:
+    return ""
+
+
+def _always_there() -> str | None:
+    return None
+
+
+def pillow_format(
+    name: str,
+    title: str,
+    magics: Sequence[bytes],
+    *,
+    pillow_name: str,
+    reduced_bits: Callable[[Any, bytes], str] = _no_loss,
+    missing: Callable[[], str | None] = _always_there,
+    sniff: Callable[[bytes], bool] | None = None,
+    extensions: Sequence[str] = (),
+) -> Format:
+    """The Format record of a format Pillow decodes: told by ``magics`` (or
+    ``sniff``), its header read by Pillow when it decodes (the size is capped
+    then, before the pixels), its bytes read into host memory."""
+    _SPECS[name] = _Spec(pillow_name, reduced_bits, missing)
+    magic_tuple = tuple(magics)
+
+    def by_magic(buf: bytes) -> bool:
+        return any(buf[: len(m)] == m for m in magic_tuple)
+
+    return Format(
+        name=name, title=title, sniff=sniff or by_magic, parse=_no_header, check=_checked_when_decoded,
+        decode=decode, host_bytes=True, extensions=tuple(extensions),
+    )
+
+
+def _no_header(buf: bytes, total: int, tail: bytes = b"") -> None:
+    return None  # Pillow reads the header when it decodes
+
+
+def _checked_when_decoded(item: Item, opts: Options) -> None:
+    return None  # decode_one caps the size Pillow reads from the header, before the pixels
+
+
 def load_pillow() -> Any:
+    """PIL.Image, or BackendUnavailable saying how to install it."""
     try:
         from PIL import Image
     except ImportError:
-        from ..errors import BackendUnavailable
-
         raise BackendUnavailable(
             "Pillow is needed to decode PNG, GIF, BMP, TIFF, WebP (and JPEG on the CPU) and is not installed "
             "(it is a dependency of gdsio): pip install pillow"
@@ -68,9 +133,6 @@ def to_chw(im: Any, mode: str) -> Any:
     """A loaded Pillow image -> a CPU (C,H,W) tensor for gdsio's `mode`
     ('UNCHANGED', 'RGB' or 'GRAY'), by the rules of the module docstring.
     ValueError for pixels gdsio does not hold (32-bit integers)."""
-    import numpy as np
-    import torch
-
     m = im.mode
     if m in _SIXTEEN or (m == "I" and im.format == "PNG"):  # Pillow < 10 opens 16-bit gray PNG as mode I
         arr = np.asarray(im).astype(np.uint16)
@@ -102,19 +164,6 @@ def to_chw(im: Any, mode: str) -> Any:
     return torch.from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1)))
 
 
-def _reduced_bits(im: Any, kind: str, data: bytes) -> str:
-    """Why the pixels hold fewer bits than the file ('' when they don't)."""
-    if im.mode not in ("RGB", "RGBA", "LA"):
-        return ""
-    deep = False
-    if kind == "png":
-        deep = len(data) > 24 and data[24] == 16  # IHDR bit depth
-    elif kind == "tiff":
-        bits = getattr(im, "tag_v2", {}).get(258)
-        deep = any(b > 8 for b in (bits if isinstance(bits, tuple) else (bits or 8,)))
-    return f"16-bit colour {kind.upper()}: Pillow keeps 8 bits per channel" if deep else ""
-
-
 def _orientation(im: Any) -> int:
     try:
         v = im.getexif().get(0x0112, 1)
@@ -123,40 +172,32 @@ def _orientation(im: Any) -> int:
     return v if isinstance(v, int) and 1 <= v <= 8 else 1
 
 
-def decode(data: bytes, kind: str, mode: str, max_pixels: int) -> tuple[Any, int, str]:
-    """One image of format `kind` (a key of FORMATS) -> (CPU (C,H,W) tensor,
-    EXIF orientation 1..8, note). The size Pillow reads from the header is
-    checked against `max_pixels` before the pixels are decoded. ValueError
-    says what is wrong (corrupt, truncated, too large); BackendUnavailable
-    when Pillow is missing or was built without this format."""
+def decode_one(data: bytes, name: str, mode: str, max_pixels: int) -> tuple[Any, int, str]:
+    """One image of format `name` (a Format.name made by pillow_format) ->
+    (CPU (C,H,W) tensor, EXIF orientation 1..8, note). The size Pillow reads
+    from the header is checked against `max_pixels` before the pixels are
+    decoded. ValueError says what is wrong (corrupt, truncated, too large);
+    BackendUnavailable when Pillow is missing or was built without this format."""
     Image = load_pillow()
-    fmt = FORMATS[kind]
-    if kind == "webp":
-        from PIL import features
-
-        if not features.check_module("webp"):
-            from ..errors import BackendUnavailable
-
-            raise BackendUnavailable("this Pillow was built without WebP support: pip install --force-reinstall pillow")
-    with _pillow_errors(Image, fmt, "read this {fmt} image's header"):
+    spec = _SPECS[name]
+    why = spec.missing()
+    if why:
+        raise BackendUnavailable(why)
+    fmt = spec.pillow_name
+    with _pillow_errors(Image, f"read this {fmt} image's header"):
         f = Image.open(io.BytesIO(data), formats=[fmt])
     with f:
         w, h = f.size
-        if w * h > max_pixels:
-            raise ValueError(
-                f"{w}x{h} = {w * h} pixels is more than the cap of {max_pixels} "
-                "(max_pixels=, or gdsio.image.MAX_IMAGE_PIXELS)"
-            )
-        with _pillow_errors(Image, fmt, "decode this {fmt} image"):
+        check_pixels(w, h, max_pixels)
+        with _pillow_errors(Image, f"decode this {fmt} image"):
             f.load()
-        return to_chw(f, mode), _orientation(f), _reduced_bits(f, kind, data)
+        return to_chw(f, mode), _orientation(f), spec.reduced_bits(f, data)
 
 
 @contextlib.contextmanager
-def _pillow_errors(Image: Any, fmt: str, doing: str) -> Iterator[None]:
+def _pillow_errors(Image: Any, what: str) -> Iterator[None]:
     """Whatever corrupt or truncated data makes Pillow raise (OSError,
     SyntaxError, EOFError, ValueError...) as one ValueError saying so."""
-    what = doing.format(fmt=fmt)
     try:
         yield
     except Image.DecompressionBombError as e:
@@ -167,18 +208,39 @@ def _pillow_errors(Image: Any, fmt: str, doing: str) -> Iterator[None]:
         raise ValueError(f"Pillow cannot {what}: {str(e) or type(e).__name__}") from None
 
 
-def decode_many(blobs: Sequence[bytes], kinds: Sequence[str], mode: str, max_pixels: int, threads: int) -> list[Any]:
-    """decode() over several threads (Pillow releases the GIL while it
-    decodes); each entry is decode()'s tuple or the ValueError for that image."""
+def map_threads(fn: Callable[[Any], Any], work: Sequence[Any], threads: int, prefix: str) -> list[Any]:
+    """fn over `work` on up to `threads` threads (Pillow and libjpeg release
+    the GIL while they decode); each entry is fn's result or the ValueError it raised."""
 
-    def one(args: tuple[bytes, str]) -> Any:
+    def one(w: Any) -> Any:
         try:
-            return decode(args[0], args[1], mode, max_pixels)
+            return fn(w)
         except ValueError as e:
             return e
 
-    work = list(zip(blobs, kinds))
     if len(work) <= 1 or threads <= 1:
-        return [one(a) for a in work]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(threads, len(work)), thread_name_prefix="gdsio-pillow") as ex:
+        return [one(w) for w in work]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(threads, len(work)), thread_name_prefix=prefix) as ex:
         return list(ex.map(one, work))
+
+
+def decode(items: Sequence[Item], target: Any, opts: Options) -> None:
+    """The decoder of every format made by pillow_format: decoded on the
+    host, then uploaded in one copy for a GPU target."""
+    if not items:
+        return
+    work = [(it.data.cpu().numpy().tobytes(), it.format.name) for it in items]
+    results = map_threads(lambda w: decode_one(w[0], w[1], opts.mode, opts.max_pixels), work, opts.threads, "gdsio-pillow")
+    done = []
+    for it, r in zip(items, results):
+        if isinstance(r, ValueError):
+            it.fail(str(r))
+            continue
+        it.result, it.orientation, note = r
+        it.backend = PILLOW
+        if target.type == "cuda":
+            it.note(f"no GPU decoder for {it.format.title} in gdsio: Pillow decodes it on the CPU")
+        it.note(note)
+        done.append(it)
+    for it, r in zip(done, transfer.upload([it.result for it in done], target)):
+        it.result = r

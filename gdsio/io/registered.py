@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from .. import _core
@@ -19,7 +20,16 @@ def register_buffer(out: Any) -> "RegisteredBuffer":
     return RegisteredBuffer(out)
 
 
+def _deregister(ptr: int) -> None:
+    _core.cufile_deregister_buffer(ptr)
+
+
 class RegisteredBuffer:
+    """A GPU buffer registered with cuFile (see register_buffer). It keeps the
+    memory alive while registered and deregisters on close(), on exit of a
+    with block, when dropped without either (garbage collected), or at
+    interpreter exit: never after the memory was freed."""
+
     def __init__(self, out: Any) -> None:
         self.dest = resolve(out)
         if self.dest.kind != "cuda":
@@ -30,6 +40,9 @@ class RegisteredBuffer:
         ok, reason = _core.cufile_register_buffer(self.dest.ptr, self.dest.nbytes, self.dest.device)
         self.registered = bool(ok)
         self.reason = reason
+        # Runs before the object's attributes (dest.owner, the memory) are
+        # released, also when it is collected in a cycle; once at most.
+        self._finalizer = weakref.finalize(self, _deregister, self.dest.ptr) if self.registered else None
 
     def __enter__(self) -> "RegisteredBuffer":
         return self
@@ -39,5 +52,6 @@ class RegisteredBuffer:
 
     def close(self) -> None:
         if self.registered:
-            _core.cufile_deregister_buffer(self.dest.ptr)
             self.registered = False
+            if self._finalizer is not None:
+                self._finalizer()

@@ -23,6 +23,7 @@ import textwrap
 from typing import Any, Callable
 
 from .. import _core
+from ..image.nvjpeg import nvjpeg_status
 from ..io.backends import auto_choice, backends
 from ..platform import filesystems, gds, machine, nvidia
 
@@ -273,10 +274,17 @@ def _check_kvikio() -> dict[str, Any]:
 
 
 def _check_nvjpeg() -> dict[str, Any]:
-    found = nvidia.find_nvidia_lib("nvjpeg")
-    if found["found"]:
-        return _check("nvjpeg", "nvJPEG", "ok", f"found {found['path']} ({found['how']})", found)
-    return _check("nvjpeg", "nvJPEG", "info", found["reason"] + " (for GPU JPEG decode; optional)", found)
+    # Loaded, not only found: the version is what the library itself says
+    # (nvjpegGetProperty), whatever wheel or path it came from.
+    found, st = nvidia.find_nvidia_lib("nvjpeg"), nvjpeg_status()
+    d = {**found, "loaded": st}
+    if st["loaded"]:
+        built = st.get("cudart_version")
+        return _check("nvjpeg", "nvJPEG", "ok",
+                      f"loaded {st['library']}: nvJPEG {'.'.join(map(str, st['version']))}"
+                      + (f", built for CUDA {'.'.join(map(str, built))}" if built else ""), d)
+    why = f"found {found['path']}, but it did not load: {st['reason']}" if found["found"] else found["reason"]
+    return _check("nvjpeg", "nvJPEG", "info", why + " (for GPU JPEG decode; optional)", d)
 
 
 def _check_torch() -> dict[str, Any]:

@@ -51,6 +51,8 @@ from PIL import Image
 
 from . import functional as F
 
+from .base import size_arg, size_pair
+
 __all__ = [
     "IMAGENET_MEAN",
     "IMAGENET_STD",
@@ -177,17 +179,6 @@ def _stack_if_same(images: list[Any]) -> Any:
     return images
 
 
-def _pair(size: int | Sequence[int], name: str) -> tuple[int, int]:
-    if isinstance(size, int) and not isinstance(size, bool):
-        return size, size
-    s = tuple(int(v) for v in size)
-    if len(s) == 1:
-        return s[0], s[0]
-    if len(s) != 2 or min(s) <= 0:
-        raise ValueError(f"{name} must be an int or (height, width) of positive ints; got {size!r}")
-    return s  # type: ignore[return-value]
-
-
 # ---- the transforms ------------------------------------------------------------------
 
 
@@ -212,17 +203,14 @@ class BatchTransform:
 
 
 class Resize(BatchTransform):
-    """Resize to ``(height, width)``, or, given an int, the shorter side to
-    that length keeping the aspect ratio (torchvision's rule). Images of one
-    output size are resized in one launch."""
+    """Resize to ``(height, width)``, or, given an int (or ``[n]``), the
+    shorter side to that length keeping the aspect ratio (torchvision's
+    rule, as gdsio.transforms.resize). Images of one output size are resized
+    in one launch."""
 
     def __init__(self, size: int | Sequence[int], interpolation: str = "bilinear", antialias: bool = True) -> None:
-        if isinstance(size, int) and not isinstance(size, bool):
-            if size <= 0:
-                raise ValueError(f"size must be positive, got {size}")
-            self.size: int | tuple[int, int] = size
-        else:
-            self.size = _pair(size, "size")
+        sizes = size_arg(size, "size")
+        self.size: int | tuple[int, int] = sizes[0] if len(sizes) == 1 else (sizes[0], sizes[1])
         self.interpolation = interpolation
         self.antialias = antialias
 
@@ -255,7 +243,7 @@ class CenterCrop(BatchTransform):
     as in torchvision. Crops are views: no copy, no launch."""
 
     def __init__(self, size: int | Sequence[int]) -> None:
-        self.size = _pair(size, "size")
+        self.size = size_pair(size, "size")
 
     def _apply(self, images: Any, salt: int) -> Any:
         return _each(images, lambda t: F.center_crop(t, list(self.size)))
@@ -274,7 +262,7 @@ class RandomResizedCrop(BatchTransform):
         interpolation: str = "bilinear",
         antialias: bool = True,
     ) -> None:
-        self.size = _pair(size, "size")
+        self.size = size_pair(size, "size")
         if not (0 < scale[0] <= scale[1]) or not (0 < ratio[0] <= ratio[1]):
             raise ValueError(f"scale and ratio must be (min, max) with 0 < min <= max; got {scale}, {ratio}")
         self.scale = (float(scale[0]), float(scale[1]))

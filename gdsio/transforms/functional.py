@@ -56,6 +56,7 @@ from .base import is_int as _is_int
 from .base import is_pil as _is_pil
 from .color import adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, color_jitter
 from .pad import pad
+from .base import size_arg, size_pair
 
 __all__ = [
     "adjust_brightness",
@@ -159,14 +160,7 @@ def _output_size(h: int, w: int, size: Any, max_size: Any) -> tuple[int, int]:
             raise ValueError(f"max_size={max_size} makes the shorter side of a {h}x{w} image 0 pixels")
         new_w, new_h = (new_short, new_long) if w <= h else (new_long, new_short)
         return new_h, new_w
-    if _is_int(size):
-        size = [size]
-    elif isinstance(size, (list, tuple)) and all(_is_int(s) for s in size) and len(size) in (1, 2):
-        size = list(size)
-    else:
-        raise TypeError(f"size must be an int, a sequence of 1 or 2 ints, or None (with max_size), got {size!r}")
-    if any(s <= 0 for s in size):
-        raise ValueError(f"size must be positive, got {size}")
+    size = size_arg(size, "size")  # or None with max_size, above
     if len(size) == 2:
         if max_size is not None:
             raise ValueError("max_size is only allowed when size is None or a single int (the shorter side)")
@@ -593,14 +587,7 @@ def center_crop(img: Any, output_size: int | Sequence[int]) -> Any:
     >>> center_crop(img, 224).shape
     torch.Size([3, 224, 224])
     """
-    if _is_int(output_size):
-        ch, cw = int(output_size), int(output_size)
-    elif isinstance(output_size, (list, tuple)) and len(output_size) in (1, 2) and all(_is_int(s) for s in output_size):
-        ch, cw = int(output_size[0]), int(output_size[-1])
-    else:
-        raise TypeError(f"output_size must be an int or a sequence of 1 or 2 ints, got {output_size!r}")
-    if ch <= 0 or cw <= 0:
-        raise ValueError(f"output_size must be positive, got {output_size!r}")
+    ch, cw = size_pair(output_size, "output_size")
     if _is_pil(img):
         h, w = img.height, img.width
     else:
@@ -927,14 +914,7 @@ def resized_crop_flip_normalize(
     box_arr = _as_boxes(boxes, n)
     _check_boxes(batch, box_arr)
     flip_arr = _as_flips(flips, n)
-    if _is_int(size):
-        out_h, out_w = int(size), int(size)
-    elif isinstance(size, (list, tuple)) and len(size) in (1, 2) and all(_is_int(s) for s in size):
-        out_h, out_w = int(size[0]), int(size[-1])
-    else:
-        raise TypeError(f"size must be an int or [h, w], got {size!r}")
-    if out_h <= 0 or out_w <= 0:
-        raise ValueError(f"size must be positive, got {size!r}")
+    out_h, out_w = size_pair(size, "size")
     if (mean is None) != (std is None):
         raise ValueError("mean and std: give both or neither")
     mean_l = std_l = None

@@ -3,7 +3,7 @@ text the ValueError must contain). Run it from anywhere to regenerate:
 
     python3 tests/corpus/decode/generate.py
 
-tests/test_decode.py decodes every file listed and checks the message; the
+tests/image/test_image_errors.py decodes every file listed and checks the message; the
 hypothesis fuzzers start from these files too.
 """
 

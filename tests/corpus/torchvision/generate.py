@@ -1,6 +1,6 @@
 """Writes reference.npz: torchvision.transforms.v2.functional's outputs for a
 fixed set of small deterministic inputs and parameters, which
-tests/test_torchvision_reference.py compares gdsio's outputs with.
+tests/transforms/test_torchvision_reference.py compares gdsio's outputs with.
 
 torchvision cannot be installed beside the CPU torch the tests use, so this
 runs in a venv of its own (torch 2.14.1, torchvision 0.29.1 here):

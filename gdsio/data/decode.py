@@ -1,0 +1,76 @@
+"""The loader's one contact with gdsio.image, through its batch contract
+(gdsio/image/batch.py): how a reader thread gets an image ready and how a
+batch is decoded, with the names of the decoders that ran. EXIF orientation
+is not applied, as torchvision's ImageFolder (PIL) does not apply it.
+
+On the CPU each reader thread decodes its own image (``decode_one``). On a
+GPU a reader thread probes the header on the host and reads the bytes into
+device memory (``read_image``), and the loader thread decodes the batch in
+one call (``decode_items``: one launch per format and backend).
+
+>>> setup = image_setup("cuda", "RGB")
+>>> items = [read_image(p, setup) for p in paths]          # reader threads
+>>> images, errors, decoders = decode_items(items, setup)   # the loader thread
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from .. import image
+from ..image import batch
+
+__all__ = ["ImageSetup", "decode_items", "decode_one", "image_setup", "read_image"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageSetup:
+    """The target device and decode options of a pass, made once, not per image."""
+
+    target: torch.device
+    options: batch.Options
+
+
+def image_setup(device: Any, mode: str) -> ImageSetup:
+    """The setup for read_image/decode_items: `device` resolved, options for
+    `mode` with failures kept per image (on_error="skip")."""
+    return ImageSetup(batch.target(device), batch.options(mode, "skip", False, None, "auto", None))
+
+
+def decode_one(data: Any, device: Any, mode: str) -> tuple[Any, str]:
+    """One encoded image (1-D uint8 tensor) -> ((C,H,W) tensor, decoder name); raises on a bad image."""
+    img, info = image.decode(data, device=device, mode=mode, return_info=True)
+    return img, info.backend
+
+
+def read_image(path: str, setup: ImageSetup) -> batch.Item:
+    """Reader thread, GPU loader: the header read on the host (a pread of the
+    first 64 KiB, checked: a bad file fails before its bulk read), then the
+    whole file into the target's memory by gdsio.read. Returns the item for
+    decode_items; raises the file's error (OSError, ValueError)."""
+    it = batch.Item(0, path)
+    batch.probe_file(it, setup.options)
+    if it.error is None:
+        batch.read_bodies([it], setup.target, None, 1)
+    if it.error is not None:
+        raise it.error
+    return it
+
+
+def decode_items(items: list[batch.Item], setup: ImageSetup) -> tuple[list[Any], dict[int, BaseException], dict[str, int]]:
+    """Items from read_image decoded in one call (one launch per format and
+    backend; no header goes back to the host, it is there already) ->
+    (images, None where failed; {position: error naming the file}; {decoder name: images})."""
+    for k, it in enumerate(items):
+        it.index = k
+    batch.run(items, setup.target, setup.options)
+    out = [it.result if it.error is None else None for it in items]
+    errors = {k: it.error for k, it in enumerate(items) if it.error is not None}
+    backends: dict[str, int] = {}
+    for it in items:
+        if it.error is None:
+            backends[it.backend] = backends.get(it.backend, 0) + 1
+    return out, errors, backends

@@ -1,0 +1,172 @@
+"""gdsio.image.decode and gdsio.image.read: the batch steps (image/batch.py) in a row."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+import torch
+
+from ..io.urls import is_url
+from . import batch
+from .batch import Item
+from .formats.raw import RawFormat
+
+__all__ = ["decode", "read"]
+
+
+def decode(
+    data: Any,
+    *,
+    device: Any = None,
+    mode: Any = "UNCHANGED",
+    on_error: str = "raise",
+    apply_exif_orientation: bool = False,
+    raw: RawFormat | None = None,
+    npy_layout: str = "auto",
+    max_pixels: int | None = None,
+    return_info: bool = False,
+) -> Any:
+    """Decodes images held in memory into (C, H, W) tensors, like
+    ``torchvision.io.decode_jpeg`` / ``decode_image``.
+
+    The format is told from the first bytes: JPEG, binary PNM (P5/P6), NPY,
+    and through Pillow on the CPU PNG, GIF, BMP, TIFF and WebP; ``raw=``
+    reads headerless records. GPU data never visits the host but for its
+    first few KiB (the header).
+
+    On the GPU's JPEG engines (``nvjpeg-hardware-device``) the call waits on
+    the host for the work queued on the current stream, before and after the
+    decode: the engines read and write when called, not in stream order (seen
+    on H100). Decode on a side stream to keep that wait off a training
+    stream; gdsio.Loader decodes on a stream of its own.
+
+    Args:
+        data: a 1-D uint8 tensor (cpu or cuda; bytes, bytearray and 1-D
+            uint8 numpy arrays too) holding one encoded image, or a list of them.
+        device: where the images go: "cpu", "cuda", "cuda:N", an int or a
+            torch.device. Default: where the data is.
+        mode: "UNCHANGED", "RGB" (gray replicated, alpha dropped) or "GRAY"
+            (Pillow's convert("L") luma), or a torchvision ImageReadMode of those.
+        on_error: "raise" (the first bad image raises) or "skip" (lists only:
+            bad images are left out and their indices returned).
+        apply_exif_orientation: rotate/flip JPEGs and Pillow's formats by
+            their EXIF orientation, as torchvision does.
+        raw: a RawFormat: every input is a headerless record of that layout.
+        npy_layout: how 3-D NPY arrays are read: "auto" (HWC when the last
+            dimension is 1..4, else CHW when the first is), "HWC", "CHW", or "HW".
+        max_pixels: refuse images with more pixels, before anything is
+            allocated. Default: gdsio.image.MAX_IMAGE_PIXELS.
+        return_info: also return a DecodeInfo per returned image (format,
+            the backend that ran, why a faster one did not).
+
+    Returns:
+        The (C, H, W) image: uint8; uint16 for 16-bit PNM, PNG or TIFF and
+        uint16 NPY; float32 for float32 NPY or TIFF. For a list, the list of
+        images; with on_error="skip", ``(images, failed_indices)``; with
+        return_info, the DecodeInfo (list) appended to what is returned.
+
+    Raises:
+        ValueError: a bad image (the message names it, ``data[i]``, and the
+            problem: corrupt, truncated, too large, unsupported), or a bad argument.
+        TypeError: data that is not bytes, or raw that is not a RawFormat.
+        gdsio.BackendUnavailable: a CUDA device where CUDA cannot be used.
+
+    Example:
+        >>> img = gdsio.image.decode(gdsio.read("cat.jpg", device="cuda"))
+        >>> imgs, failed = gdsio.image.decode(list_of_tensors, mode="RGB", on_error="skip")
+    """
+    opts = batch.options(mode, on_error, apply_exif_orientation, raw, npy_layout, max_pixels)
+    single = not isinstance(data, (list, tuple))
+    if single and opts.on_error == "skip":
+        raise ValueError("on_error='skip' applies to a list of images; pass a list")
+    inputs = [data] if single else list(data)
+    items = []
+    for i, x in enumerate(inputs):
+        name = "data" if single else f"data[{i}]"
+        t = batch.as_bytes_tensor(x, name)
+        it = Item(i, name, t, t.numel())
+        if it.total == 0:
+            it.fail("empty data")
+        items.append(it)
+    target = batch.target(device)
+    if target is None:
+        devices = {it.data.device for it in items}
+        if len(devices) > 1:
+            raise ValueError(f"the images live on different devices ({sorted(map(str, devices))}); pass device=")
+        target = batch.target(devices.pop() if devices else torch.device("cpu"))
+    batch.run(items, target, opts)
+    return batch.finish(items, single, opts, return_info)
+
+
+def read(
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+    *,
+    device: Any = "cuda",
+    mode: Any = "UNCHANGED",
+    on_error: str = "raise",
+    apply_exif_orientation: bool = False,
+    raw: RawFormat | None = None,
+    npy_layout: str = "auto",
+    max_pixels: int | None = None,
+    return_info: bool = False,
+    backend: str | None = None,
+) -> Any:
+    """Reads image files into (C, H, W) tensors on ``device``, like
+    ``torchvision.io.read_image`` but straight into GPU memory.
+
+    Each header is read on the host first (a plain pread of the first 64
+    KiB), so a bad file fails before its bulk read; then ``gdsio.read`` moves
+    the whole file into ``device`` memory (cuFile where GPUDirect Storage
+    works: the pixels, or the JPEG bitstream, never touch host memory) and
+    ``decode`` runs there. PNG, GIF, BMP, TIFF and WebP files are read into
+    host memory instead, decoded by Pillow and uploaded.
+
+    Args:
+        path: a file, or a list of files.
+        device: "cuda" (the current device, the default), "cuda:N", an int,
+            "cpu" or a torch.device.
+        mode: as in ``decode``.
+        on_error: "raise", or "skip" (lists only): unreadable and bad files
+            are left out and their indices returned.
+        apply_exif_orientation: as in ``decode``.
+        raw: as in ``decode``.
+        npy_layout: as in ``decode``.
+        max_pixels: as in ``decode``.
+        return_info: also return a DecodeInfo per image; ``DecodeInfo.io`` is
+            the file's ReadStats.
+        backend: gdsio.read's backend for the bulk read (the formats Pillow
+            decodes are read to the host whatever it says). Default: the settings'.
+
+    Returns:
+        As ``decode``: an image, or a list (with failed indices and DecodeInfo as asked).
+
+    Raises:
+        FileNotFoundError: a file that does not exist (PermissionError,
+            IsADirectoryError likewise), with on_error="raise".
+        ValueError: a bad file (the message names it and the problem), or a bad argument.
+        gdsio.BackendUnavailable: a CUDA device where CUDA cannot be used
+            (pass device="cpu").
+
+    Example:
+        >>> img = gdsio.image.read("cat.jpg", device="cuda", mode="RGB")
+        >>> imgs, infos = gdsio.image.read(paths, return_info=True)
+    """
+    opts = batch.options(mode, on_error, apply_exif_orientation, raw, npy_layout, max_pixels)
+    single = isinstance(path, (str, bytes, os.PathLike))
+    if single and opts.on_error == "skip":
+        raise ValueError("on_error='skip' applies to a list of paths; pass a list")
+    paths: list[Any] = [path] if single else list(path)  # type: ignore[arg-type]
+    target = batch.target(device)
+    if target is None:
+        raise ValueError("device must be 'cpu', 'cuda', 'cuda:N', an int or a torch.device, got None")
+    items = [Item(i, p if is_url(p) else os.fsdecode(os.fspath(p))) for i, p in enumerate(paths)]
+    for it in items:
+        batch.probe_file(it, opts)
+    if opts.on_error == "raise":
+        batch.raise_first(items)
+    batch.read_bodies([it for it in items if it.error is None], target, backend, opts.threads)
+    if opts.on_error == "raise":
+        batch.raise_first(items)
+    batch.run(items, target, opts)
+    return batch.finish(items, single, opts, return_info)

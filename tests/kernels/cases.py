@@ -1,0 +1,195 @@
+"""The emulation's case file: the GPU tests' own cases (the ``*_case``
+functions and lists of test_transforms_gpu.py, the pixel cases of
+tests/image/test_image_gpu.py), run through gdsio's CPU path while the core calls they
+make are recorded with the bytes each call may read. The replay driver
+(replay.cpp) runs every recorded call on the CPU twin and on the emulated
+kernels and compares.
+
+Adding a kernel's cases: a recorder in RECORDERS for its ``_core`` function
+(which arguments are pointers, how many bytes each may read), an op handler
+in tests/kernels/ops_*.cpp, and its GPU test's cases in ``write_cases``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Iterator
+
+import numpy as np
+
+from gdsio import _core
+
+_ELEM = {"uint8": 1, "float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def _f32(values: Any) -> list[str]:
+    """float32 values as the binding makes them, written to round-trip."""
+    return ["%.9g" % np.float32(v) for v in values]
+
+
+def _bytes(ptr: int, n: int) -> bytes:
+    return ctypes.string_at(ptr, n) if n else b""
+
+
+class Recorder:
+    """Wraps the _core functions of RECORDERS; each CPU call they get is written
+    as a record named after the current case (then the real function runs)."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out = out
+        self.label = "?"
+        self.calls = 0
+        self.records = 0
+        self.written: set[str] = set()  # blobs already in the file (many cases share an image)
+
+    @contextlib.contextmanager
+    def case(self, label: str) -> Iterator[None]:
+        self.label, self.calls = label, 0
+        yield
+
+    def write(self, op: str, keys: list[tuple[str, list[Any]]], blobs: list[bytes]) -> None:
+        self.calls += 1
+        self.records += 1
+        name = f"{self.label}#{self.calls}".replace("\n", " ")
+        head = [f"case {name}", f"op {op}"] + [" ".join([k, *map(str, v)]) for k, v in keys]
+        self.out.write(("\n".join(head) + "\n").encode())
+        for b in blobs:
+            key = hashlib.sha1(b).hexdigest()
+            if key in self.written:
+                self.out.write(f"same {key}\n".encode())
+            else:
+                self.written.add(key)
+                self.out.write(f"blob {len(b)} {key}\n".encode() + b + b"\n")
+        self.out.write(b"end\n")
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator["Recorder"]:
+        saved = {name: getattr(_core, name) for name in RECORDERS}
+        try:
+            for name, rec in RECORDERS.items():
+                setattr(_core, name, _wrap(self, saved[name], rec))
+            yield self
+        finally:
+            for name, fn in saved.items():
+                setattr(_core, name, fn)
+
+
+def _wrap(r: Recorder, real: Callable, rec: Callable) -> Callable:
+    def call(*args: Any, **kw: Any) -> Any:
+        if kw.get("device", -1) < 0:
+            rec(r, *args, **kw)
+        return real(*args, **kw)
+
+    return call
+
+
+# --------------------------------------------------------------------------- one recorder per core call
+
+
+def _resize(r: Recorder, images: np.ndarray, *, channels: int, out_h: int, out_w: int, filter: str,
+            antialias: bool, out: int, out_dtype: str = "uint8", scale: bool = False, mean: Any = None,
+            std: Any = None, **_: Any) -> None:
+    keys: list[tuple[str, list[Any]]] = [
+        ("channels", [channels]), ("out_h", [out_h]), ("out_w", [out_w]), ("filter", [filter]),
+        ("antialias", [int(antialias)]), ("out_dtype", [out_dtype]), ("scale", [int(scale)]),
+    ]
+    if mean is not None:
+        keys += [("mean", _f32(mean)), ("std", _f32(std))]
+    blobs = []
+    for data, cs, rs, h, w, flip in np.asarray(images).tolist():
+        # Channel 0's top-left to the last channel's bottom-right: what the call may read.
+        blobs.append(_bytes(data, (channels - 1) * cs + (h - 1) * rs + w))
+        keys.append(("image", [cs, rs, h, w, int(bool(flip))]))
+    r.write("resize", keys, blobs)
+
+
+def _to_float(r: Recorder, src: int, out: int, *, dtype: str, count: int, scale: bool, **_: Any) -> None:
+    r.write("to_float", [("dtype", [dtype]), ("count", [count]), ("scale", [int(scale)])], [_bytes(src, count)])
+
+
+def _normalize(r: Recorder, src: int, out: int, *, dtype: str, planes: int, plane_size: int, channels: int,
+               mean: Any, std: Any, **_: Any) -> None:
+    keys = [("dtype", [dtype]), ("planes", [planes]), ("plane_size", [plane_size]), ("channels", [channels]),
+            ("mean", _f32(mean)), ("std", _f32(std))]
+    r.write("normalize", keys, [_bytes(src, planes * plane_size * _ELEM[dtype])])
+
+
+def _hflip(r: Recorder, src: int, out: int, *, rows: int, width: int, elem_size: int, **_: Any) -> None:
+    keys = [("rows", [rows]), ("width", [width]), ("elem_size", [elem_size])]
+    r.write("hflip", keys, [_bytes(src, rows * width * elem_size)])
+
+
+def _decode(r: Recorder, jobs: list[Any], **_: Any) -> None:
+    keys, blobs = [], []
+    for j in jobs:  # _core.PixelJob
+        rest = [j.height, j.width, j.stride_c, j.stride_y, j.stride_x, j.src_channels, j.dst_channels,
+                int(j.sample), int(j.out), int(j.convert), j.maxval]
+        keys.append(("job", rest))  # height width stride_c stride_y stride_x src_ch dst_ch sample out convert maxval
+        blobs.append(_bytes(j.src, j.src_bytes))
+    r.write("decode", keys, blobs)
+
+
+RECORDERS: dict[str, Callable] = {
+    "tf_resize": _resize,
+    "tf_to_float": _to_float,
+    "tf_normalize": _normalize,
+    "tf_hflip": _hflip,
+    "img_decode_pixels_cpu": _decode,
+}
+
+
+# --------------------------------------------------------------------------- the GPU tests' cases
+
+
+def write_cases(path: Path) -> int:
+    """Writes the case file; returns the number of records. Imports the GPU
+    test modules (tests/ must be on sys.path, as it is under pytest; the
+    GPU tests' folders are added here)."""
+    import sys
+
+    for folder in ("image", "transforms"):  # the GPU tests' folders
+        where = str(Path(__file__).resolve().parents[1] / folder)
+        if where not in sys.path:
+            sys.path.insert(0, where)
+    import test_image_gpu as D
+    import test_transforms_gpu as G
+
+    import gdsio.image as gi
+    from gdsio import transforms as T
+
+    with open(path, "wb") as f, Recorder(f).installed() as r:
+        for filt, aa in G.FILTERS:
+            tag = f"{filt}-{'aa' if aa else 'noaa'}"
+            for shape, size in G.RESIZE_SHAPES:
+                with r.case(f"test_resize_equals_cpu[{tag}-{shape}-{size}]"):
+                    G.resize_case("cpu", filt, aa, shape, size)
+            with r.case(f"test_device_windows_equal_host_windows[{tag}]"):
+                T.resize(G.window_images(), list(G.WINDOW_SIZE), interpolation=filt, antialias=aa)
+            for dtype in G.FUSED_DTYPES:
+                with r.case(f"test_fused_equals_cpu[{tag}-{str(dtype).split('.')[-1]}]"):
+                    G.fused_case("cpu", dtype, filt, aa)
+        with r.case("test_list_of_different_sizes_is_one_launch_per_stage"):
+            T.resize(G.list_images(), [224, 224], interpolation="bicubic")
+        with r.case("test_batch_larger_than_one_launch"):
+            G.big_batch_case("cpu")
+        with r.case("test_batch_tensor_and_crop_views"):
+            G.view_cases("cpu")
+        for dtype in G.POINTWISE_DTYPES:
+            with r.case(f"test_pointwise_equal_cpu[{str(dtype).split('.')[-1]}]"):
+                G.pointwise_cases("cpu", dtype)
+
+        for mode in D.MODES:
+            for name, data, kw in D.pixel_cases():
+                with r.case(f"test_kernels_equal_the_cpu_twin[{mode}-{name}]"):
+                    try:
+                        gi.decode(data, device="cpu", mode=mode, **kw)
+                    except ValueError:
+                        pass  # refused before any kernel (the GPU test checks the GPU refuses it too)
+        with r.case("test_one_launch_per_128_images"):
+            gi.decode([D.pnm_bytes(a) for a in D.many_images()], device="cpu", mode="GRAY")
+        with r.case("test_big_image_and_side_stream"):
+            gi.decode(D.pnm_bytes(D.rand(D.BIG_SHAPE)), device="cpu", mode="RGB")
+        return r.records

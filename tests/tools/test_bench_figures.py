@@ -1,0 +1,45 @@
+"""bench/figures.py (the issues' headline figures, run on a GPU machine by
+bench/device_check.sh) at toy sizes on the CPU, so the script cannot rot.
+No timing is asserted: only that every figure runs or says why it cannot."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench")
+
+
+@pytest.fixture(scope="module")
+def figures():
+    if not os.path.isfile(os.path.join(BENCH, "figures.py")):
+        pytest.skip("bench/ is not beside tests/ (an sdist without it)")
+    spec = importlib.util.spec_from_file_location("gdsio_bench_figures", os.path.join(BENCH, "figures.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_cpu_figures_run_or_say_why(figures, tmp_path):
+    doc = figures.run(["loader", "safetensors", "resize", "jpeg", "resnet50"], "cpu", True, str(tmp_path), 32)
+    f = doc["figures"]
+    for name in ("resize", "jpeg", "resnet50"):
+        assert f[name]["skipped"] == "needs a GPU", f[name]
+    loader = f["loader"]["pipelines"]
+    assert loader["gdsio"]["images"] == 32 and loader["dataloader"]["images"] == 32, f["loader"]
+    assert loader["dataloader"]["gdsio_ratio"] > 0
+    st = f["safetensors"]
+    if "skipped" not in st:  # safetensors is a test extra; without it the figure says so
+        assert st["identical"] is True and st["backend"] == "posix", st
+        assert st["warm"]["ratio"] > 0 and st["cold"]["ratio"] > 0
+    md = figures.render_markdown(doc)
+    assert "FAILED" not in md, md
+    json.dumps(doc, default=str)  # the --json output
+
+
+def test_unknown_figure_is_reported_not_raised(figures, tmp_path):
+    doc = figures.run(["nope"], "cpu", True, str(tmp_path), 8)
+    assert "unknown figure 'nope'" in doc["figures"]["nope"]["error"]

@@ -1,0 +1,208 @@
+"""The command line's exit statuses and user errors: 0 ok, 1 a check or a
+measurement failed, 2 a user error printed as one line on stderr (never a
+traceback); an unexpected exception (a bug) keeps its traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gdsio.tools import cli, doctor
+from gdsio.platform import nvidia
+from gdsio.io.backends import BackendInfo
+from gdsio.tools.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+NO_DRIVER = "no NVIDIA driver is installed (libcuda.so.1 not found)"
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_error_line(err: str, command: str) -> str:
+    lines = err.splitlines()
+    assert "Traceback" not in err
+    assert lines[-1].startswith(f"gdsio {command}: error: "), err
+    return lines[-1]
+
+
+@pytest.fixture
+def fake_jpeg_folder(tmp_path):
+    d = tmp_path / "photos" / "cat"
+    d.mkdir(parents=True)
+    (d / "0001.jpg").write_bytes(b"this is not a JPEG at all")
+    return tmp_path / "photos"
+
+
+@pytest.fixture
+def no_cuda(monkeypatch):
+    monkeypatch.setattr(nvidia, "cuda_unusable_reason", lambda: NO_DRIVER)
+
+
+def test_demo_user_errors_are_one_line(tmp_path, capsys, fake_jpeg_folder, no_cuda):
+    cases = [
+        (["demo", str(tmp_path / "nope")], f"no such file or directory: '{tmp_path / 'nope'}'"),
+        (["demo", "--device", "cuda"], f'--device cuda: {NO_DRIVER}; pass --device="cpu" to use the CPU'),
+        (["demo", "--device", "tpu"], "--device must be cpu, cuda or cuda:N; got 'tpu'"),
+        (["demo", str(fake_jpeg_folder), "--device", "cpu", "--no-train"], "0001.jpg"),
+    ]
+    for argv, message in cases:
+        code, out, err = _run(capsys, *argv)
+        assert code == EXIT_USAGE, argv
+        assert message in _one_error_line(err, "demo"), argv
+        assert len(err.splitlines()) == 1, err
+    line = _run(capsys, "demo", str(fake_jpeg_folder), "--device", "cpu", "--no-train")[2]
+    assert "unknown image format" in line
+
+
+def test_argument_mistakes_exit_2_as_argparse_does(capsys):
+    for argv in (["demo", "--epochs", "0"], ["demo", "--batch-size", "x"], ["doctor", "--device", "-1"],
+                 ["info", "--device", "gpu"], ["bench", "--bogus"], ["nosuchcommand"]):
+        code, out, err = _run(capsys, *argv)
+        assert code == EXIT_USAGE and "Traceback" not in err and "error: " in err, argv
+    code, out, err = _run(capsys, "bench", "--device", "cpu", "--sizes", "64K")
+    assert code == EXIT_USAGE and "--device names the CUDA device of the GPU paths" in _one_error_line(err, "bench")
+
+
+def test_a_bad_environment_setting_is_a_user_error(capsys, monkeypatch):
+    monkeypatch.setenv("GDSIO_THREADS", "many")
+    code, out, err = _run(capsys, "info")
+    assert code == EXIT_USAGE and "GDSIO_THREADS='many'" in _one_error_line(err, "info")
+
+
+def test_a_bug_keeps_its_traceback(monkeypatch, tmp_path):
+    """Only user errors become one line: an unexpected exception propagates."""
+    from gdsio.tools import demo
+
+    def broken(*a, **k):
+        raise ZeroDivisionError("a real bug")
+
+    monkeypatch.setattr(demo, "run_demo", broken)
+    with pytest.raises(ZeroDivisionError, match="a real bug"):
+        main(["demo", str(tmp_path), "--device", "cpu"])
+
+
+def test_interrupt_exits_130(monkeypatch, tmp_path):
+    from gdsio.tools import demo
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(demo, "run_demo", interrupted)
+    assert main(["demo", str(tmp_path), "--device", "cpu"]) == EXIT_INTERRUPTED
+
+
+def test_the_real_command_prints_one_line_and_no_traceback(tmp_path, fake_jpeg_folder):
+    """The installed entry point, in a fresh process, on this machine as it is."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    runs = [["demo", str(tmp_path / "nope")], ["demo", str(fake_jpeg_folder), "--no-train"],
+            ["doctor", str(tmp_path / "nope")], ["info", str(tmp_path / "nope")]]
+    if nvidia.gpu_unusable_reason():
+        runs.append(["demo", "--device", "cuda"])
+    for argv in runs:
+        p = subprocess.run([sys.executable, "-P", "-m", "gdsio", *argv], capture_output=True, text=True, env=env,
+                           timeout=300)
+        assert p.returncode == EXIT_USAGE, (argv, p.stderr)
+        assert len(p.stderr.splitlines()) == 1 and p.stderr.startswith(f"gdsio {argv[0]}: error: "), (argv, p.stderr)
+
+
+def test_a_reader_that_leaves_early_gets_no_error():
+    """`gdsio info | head -1`: the pipe closes under the command; it exits 141, silently."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    p = subprocess.run(f"{sys.executable} -P -m gdsio info | head -1", shell=True, capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert p.stdout.startswith("gdsio: ") and p.stderr == "", p.stderr
+
+
+# ---- doctor ---------------------------------------------------------------------------
+
+
+def test_doctor_on_a_missing_path_says_it_once_and_prints_no_report(tmp_path, capsys):
+    missing = tmp_path / "nope"
+    for extra in ([], ["--json"]):
+        code, out, err = _run(capsys, "doctor", str(missing), *extra)
+        assert code == EXIT_USAGE and out == ""
+        assert err == f"gdsio doctor: error: no such file or directory: '{missing}'\n"
+    with pytest.raises(FileNotFoundError, match="nope"):
+        doctor.doctor(missing)
+    with pytest.raises(ValueError, match="device must be a CUDA device index"):
+        doctor.doctor(tmp_path, device=-1)
+
+
+def _all_ok(monkeypatch, gds: bool, failing: str | None = None):
+    """Every check passes (or `failing` fails) and backends() says whether gds is usable."""
+    for name in dir(doctor):
+        if name.startswith("_check_"):
+            cid = name[len("_check_"):].replace("_", "-")
+            status = "fail" if cid == failing else "ok"
+            monkeypatch.setattr(doctor, name, lambda *a, _id=cid, _s=status: doctor._check(_id, _id, _s, f"{_id} {_s}"))
+    infos = [BackendInfo("gds", "gpu", gds, "" if gds else "compat mode"), BackendInfo("cufile-compat", "gpu", False, ""),
+             BackendInfo("kvikio", "gpu/host", False, "not installed"), BackendInfo("pinned", "gpu", True, ""),
+             BackendInfo("posix", "host", True, "")]
+    monkeypatch.setattr("gdsio.tools.doctor.backends", lambda path=None, device=0: infos)
+
+
+def test_doctor_exits_0_only_when_true_gds_is_usable_and_nothing_failed(tmp_path, capsys, monkeypatch):
+    _all_ok(monkeypatch, gds=True)
+    code, out, err = _run(capsys, "doctor", str(tmp_path))
+    assert code == EXIT_OK and err == "" and "[FAIL]" not in out
+    assert out.startswith(f"gdsio doctor: {tmp_path} (CUDA device 0)\n")  # a GPU is here: it is named
+    assert out.rstrip().endswith("exit status 0: true GPUDirect Storage is in use, every check passed")
+
+    _all_ok(monkeypatch, gds=True, failing="iommu")
+    code, out, err = _run(capsys, "doctor", str(tmp_path), "--json")
+    rep = json.loads(out)
+    assert code == EXIT_FAILED == rep["exit_code"] and rep["reason"] == "1 check(s) failed: iommu" and err == ""
+
+    _all_ok(monkeypatch, gds=False)  # nothing failed, but cuFile runs in compat mode: GDS is not used
+    code, out, err = _run(capsys, "doctor", str(tmp_path))
+    assert code == EXIT_FAILED and "exit status 1: true GPUDirect Storage is not used for this path" in out
+
+
+def test_doctor_without_a_gpu_names_no_device_and_exits_1(tmp_path, capsys, no_cuda):
+    code, out, err = _run(capsys, "doctor", str(tmp_path))
+    assert code == EXIT_FAILED and err == ""
+    assert out.splitlines()[0] == f"gdsio doctor: {tmp_path}"
+    assert "CUDA device 0" not in out and "[FAIL] GPU" in out
+    assert NO_DRIVER in out and "cudaErrorInsufficientDriver" not in out
+    assert re.search(r"exit status 1: \d+ check\(s\) failed: GPU", out)
+
+
+def test_doctor_refuses_a_device_that_does_not_exist(tmp_path, capsys, monkeypatch):
+    real = doctor.doctor
+
+    def with_two_gpus(path, device=0):
+        rep = real(path, device)
+        next(c for c in rep["checks"] if c["id"] == "gpu")["details"]["cuda_status"] = {"device_count": 2}
+        return rep
+
+    monkeypatch.setattr(doctor, "doctor", with_two_gpus)
+    code, out, err = _run(capsys, "doctor", str(tmp_path), "--device", "5")
+    assert code == EXIT_USAGE and out == "" and err == "gdsio doctor: error: --device 5: no such CUDA device (2 visible)\n"
+
+
+# ---- documented -----------------------------------------------------------------------
+
+
+def test_exit_statuses_are_in_help_and_in_the_readme(capsys):
+    for argv in ([], ["demo"], ["doctor"], ["bench"], ["info"]):
+        assert main([*argv, "--help"]) == 0
+        out = capsys.readouterr().out
+        assert "exit status:" in out, argv
+        for code in (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED):
+            assert re.search(rf"^\s+{code}\s+\S", out, re.M), (argv, code)
+    text = README.read_text()
+    section = text[text.index("## Command line"):]
+    section = section[: section.index("\n## ", 3)]
+    for code in (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED):
+        assert re.search(rf"^\| `{code}` \|", section, re.M), code
+    assert cli.EXIT_CODES.splitlines()[0] == "exit status:"
