@@ -67,8 +67,9 @@ def nginx(no_leaks, tmp_path: Path):
     n.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def moto_server():
+    """One moto server per test module: stopped (with its threads and memory) before other modules run."""
     m = MotoS3()
     yield m
     m.close()
