@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import http.client
+import os
 import random
 import re
 import socket
@@ -115,8 +116,6 @@ class Pool:
         o = self.origin
         if o.scheme == "https":
             if self._ssl is None:
-                import os
-
                 # AWS_CA_BUNDLE as the AWS SDKs; else the system's store (SSL_CERT_FILE honoured by ssl).
                 self._ssl = ssl.create_default_context(cafile=os.environ.get("AWS_CA_BUNDLE") or None)
             return _TLSConnection(o.host, o.port, timeout=timeout, context=self._ssl)
@@ -267,6 +266,24 @@ def drop_pools() -> None:
         _pools.clear()
     for p in pools:
         p.clear()
+
+
+def _after_fork_in_child() -> None:
+    # A forked child (a DataLoader worker, say) shares its parent's kept-alive sockets: two processes on
+    # one connection would read each other's answers. The child starts with no pool (closing its copies
+    # of the fds leaves the parent's connections open) and with fresh locks (another thread may have
+    # held one at the fork).
+    global _pools_lock
+    _pools_lock = threading.Lock()
+    pools = list(_pools.values())
+    _pools.clear()
+    for p in pools:
+        p._lock = threading.Lock()
+        p.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def parse_content_range(value: str | None) -> tuple[int, int, int | None] | None:

@@ -125,6 +125,17 @@ def forget() -> None:
         forget_locked()
 
 
+def _after_fork_in_child() -> None:
+    # The listing client's kept-alive sockets belong to the parent; the lock may have been held at the fork.
+    global _lock
+    _lock = threading.Lock()
+    forget_locked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def object_url(env: S3Env, bucket: str, key: str) -> str:
     path_style = env.path_style or not _dns_bucket(bucket)
     return dataclasses.replace(env, path_style=path_style).object_url(bucket, key)

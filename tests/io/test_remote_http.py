@@ -294,3 +294,33 @@ def test_leak_check_sees_what_a_test_leaves_behind():
         stop.set()
         t.join()
     assert check.leaks() == ([], [])
+
+
+def test_a_forked_child_never_shares_its_parents_connections(server):
+    """A DataLoader worker forked after the parent read a URL starts with no
+    kept-alive connection of the parent's, and both read their bytes right."""
+    import hashlib
+    import textwrap
+
+    from conftest import run_python
+
+    data = _data(300_000, 11)
+    url = server.put("f.bin", data)
+    code = textwrap.dedent(f"""
+        import hashlib, os
+        import gdsio
+        from gdsio.io import http
+        want = {hashlib.sha256(data).hexdigest()!r}
+        def ok():
+            with gdsio.settings(remote_chunk_bytes=65536, remote_concurrency=4):
+                return hashlib.sha256(bytes(gdsio.read({url!r}, device="cpu").numpy())).hexdigest() == want
+        assert ok() and http._pools, "the parent keeps its connections"
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if not http._pools and ok() else 3)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status), "parent", ok())
+        http.drop_pools()
+    """)
+    r = run_python(code)
+    assert r.stdout.strip() == "child 0 parent True", r.stdout + r.stderr
