@@ -324,3 +324,66 @@ def test_a_forked_child_never_shares_its_parents_connections(server):
     """)
     r = run_python(code)
     assert r.stdout.strip() == "child 0 parent True", r.stdout + r.stderr
+
+
+def _npy_bytes(a: np.ndarray) -> bytes:
+    import io
+
+    b = io.BytesIO()
+    np.save(b, a)
+    return b.getvalue()
+
+
+def test_disk_cache_keeps_remote_objects_as_local_files(server, tmp_path):
+    arrays = [np.arange(k * 100, k * 100 + 300, dtype=np.int32).reshape(3, 100) for k in range(4)]
+    urls = [server.put(f"d/{k}.npy", _npy_bytes(a)) for k, a in enumerate(arrays)]
+    folder = tmp_path / "cache"
+    cache = gdsio.Cache(where="disk", path=folder, bytes="1M")
+    assert isinstance(cache, gdsio.data.disk_cache.DiskCache) and isinstance(cache, gdsio.Cache)
+
+    def epoch(c):
+        loader = gdsio.Loader(urls, batch_size=4, device="cpu", threads=2, cache=c)
+        (x, _), = list(loader)
+        return x, loader.stats()
+
+    x, st = epoch(cache)
+    assert torch.equal(x, torch.from_numpy(np.stack(arrays))) and st.io_backends == {"posix": 4}, st.io_backends
+    assert cache.stats()["fetched"] == 4 and len(os.listdir(folder)) == 4
+    for f in os.listdir(folder):  # whole objects at offset 0 of files of their own: O_DIRECT- and cuFile-readable
+        assert os.path.getsize(folder / f) in {len(_npy_bytes(a)) for a in arrays}
+    gets, heads = server.gets, server.heads
+    x2, _ = epoch(cache)  # later epochs: local reads only, not one request
+    assert torch.equal(x2, x) and (server.gets, server.heads) == (gets, heads) and cache.stats()["hits"] == 4
+    # A new process's cache over the same folder finds the files after one HEAD each, and no GET.
+    again = gdsio.Cache(where="disk", path=folder, bytes="1M")
+    x3, _ = epoch(again)
+    assert torch.equal(x3, x) and server.gets == gets and server.heads == heads + 4 and again.stats()["found"] == 4
+    # A rewritten object has another ETag: it is fetched again, never served stale.
+    arrays[1] = arrays[1] * 7
+    server.put("d/1.npy", _npy_bytes(arrays[1]))
+    fresh = gdsio.Cache(where="disk", path=folder, bytes="1M")
+    x4, _ = epoch(fresh)
+    assert torch.equal(x4[1], torch.from_numpy(arrays[1])) and fresh.stats()["fetched"] == 1
+    fresh.clear()  # deletes the files of the objects it knows; the stale version's file is not one of them
+    assert len(os.listdir(folder)) == 1 and len(fresh) == 0
+
+
+def test_disk_cache_budget_and_mistakes(server, tmp_path):
+    big, small = server.put("big.bin", _data(10_000)), server.put("small.bin", _data(100))
+    cache = gdsio.Cache(where="disk", path=tmp_path / "c", bytes=8192)
+    assert cache.local_path(small) != small and cache.stats()["bytes_used"] == 4096
+    assert cache.local_path(big) == big and cache.stats()["rejected"] == 1  # past the budget: read from the store
+    assert cache.local_path(str(tmp_path)) == str(tmp_path)  # local paths pass through
+    with open(cache.local_path(small), "rb") as f:
+        assert f.read() == _data(100)
+    with pytest.raises(FileNotFoundError) as e:
+        cache.local_path(server.url("missing.bin"))
+    assert e.value.filename == server.url("missing.bin") and len(os.listdir(tmp_path / "c")) == 1
+    with pytest.raises(ValueError, match="needs path="):
+        gdsio.Cache(where="disk", bytes="1G")
+    with pytest.raises(ValueError, match="path= is for Cache\\(where='disk'\\)"):
+        gdsio.Cache(bytes="1G", where="cpu", path=tmp_path)
+    with pytest.raises(ValueError, match="local folder"):
+        gdsio.Cache(where="disk", path="s3://b/p", bytes="1G")
+    with pytest.raises(ValueError, match="bytes must be"):
+        gdsio.Cache(where="disk", path=tmp_path, bytes=-1)
