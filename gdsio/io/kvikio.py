@@ -11,6 +11,7 @@ from .. import _core
 from ..config import Settings
 from ..platform import gds
 from .buffers import Destination
+from .urls import redact
 
 __all__ = ["kvikio_config", "kvikio_read", "kvikio_remote_read", "kvikio_unusable_reason", "uint8_view"]
 
@@ -110,8 +111,9 @@ def kvikio_remote_read(reader: Any, dest: Destination, view: Any, size: int, off
             t0 = time.perf_counter()
             try:
                 got = f.pread(view, size, offset).get()
-            except RuntimeError as e:  # kvikio's messages carry its curl error and status, not credentials
-                raise OSError(5, f"kvikio's remote read failed: {e}", reader.path) from None
+            except RuntimeError as e:
+                # kvikio's messages may quote the URL: shown in display form (a presigned query holds a signature).
+                raise OSError(5, f"kvikio's remote read failed: {redact(str(e), reader.url)}", reader.path) from None
             seconds = time.perf_counter() - t0
     if got != size:
         raise OSError(5, f"kvikio read {got} of {size} bytes at offset {offset}", reader.path)

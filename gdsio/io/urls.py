@@ -14,10 +14,11 @@ credential and signature there).
 from __future__ import annotations
 
 import os
+import re
 import urllib.parse
 from typing import Any
 
-__all__ = ["SCHEMES", "display", "fspath_or_url", "is_url", "scheme_of", "split_s3"]
+__all__ = ["SCHEMES", "display", "fspath_or_url", "is_url", "redact", "scheme_of", "split_s3"]
 
 #: URL schemes gdsio reads, and the reader kind (a backend's ``sources``) of each.
 SCHEMES = {"s3": "s3", "http": "http", "https": "http"}
@@ -63,3 +64,13 @@ def display(url: str) -> str:
 def fspath_or_url(path: Any) -> Any:
     """`path` unchanged when it is a URL, else os.fspath(path) (TypeError as os.fspath)."""
     return path if is_url(path) else os.fspath(path)
+
+
+def redact(text: str, url: str) -> str:
+    """`text` (another library's message) with `url` in its display form and
+    every query string cut, so no presigned signature or credential shows.
+
+    >>> redact("GET https://u:p@h/k?X-Amz-Signature=abc failed: 403", "https://u:p@h/k?X-Amz-Signature=abc")
+    'GET https://h/k?… failed: 403'
+    """
+    return re.sub(r"\?[^\s'\"]*", "?…", text.replace(url, display(url)))

@@ -387,3 +387,12 @@ def test_disk_cache_budget_and_mistakes(server, tmp_path):
         gdsio.Cache(where="disk", path="s3://b/p", bytes="1G")
     with pytest.raises(ValueError, match="bytes must be"):
         gdsio.Cache(where="disk", path=tmp_path, bytes=-1)
+
+
+def test_another_librarys_message_is_redacted():
+    """What kvikio-remote (libcurl) says about a presigned URL is shown without its query or user."""
+    from gdsio.io.urls import redact
+
+    url = "https://alice:pw@h:8443/k.bin?X-Amz-Signature=s3cr3t&X-Amz-Credential=AKIDX"
+    text = redact(f"curl: (22) The requested URL returned error: 403 for {url} 'x?token=t0k'", url)
+    assert text == "curl: (22) The requested URL returned error: 403 for https://h:8443/k.bin?… 'x?…'"
