@@ -228,10 +228,13 @@ echo "per-test time limit: $TIMEOUT_NOTE" >>"$LOG"
 GPU_PYTEST=(python3 -m pytest -c "$REPO/pyproject.toml" --rootdir "$REPO" -p no:cacheprovider -m gpu -v -rfEs
   --durations=15 -o faulthandler_timeout=60 ${TIMEOUT_ARGS[@]+"${TIMEOUT_ARGS[@]}"} --continue-on-collection-errors)
 # The kernel tests first: every CUDA kernel against the CPU twin, nvJPEG against Pillow.
-KERNEL_TESTS=("$REPO/tests/transforms/test_transforms_gpu.py" "$REPO/tests/image/test_image_gpu.py")
+KERNEL_TESTS=("$REPO/tests/transforms/test_transforms_gpu.py" "$REPO/tests/transforms/test_transforms_v2_gpu.py"
+  "$REPO/tests/image/test_image_gpu.py")
+IGNORE_KERNEL_TESTS=()
+for t in "${KERNEL_TESTS[@]}"; do IGNORE_KERNEL_TESTS+=(--ignore "$t"); done
 step "pytest -m gpu, kernels" 90 "${GPU_PYTEST[@]}" --basetemp "$BENCH_DIR/gdsio-pytest-kernels" "${KERNEL_TESTS[@]}"
 step "pytest -m gpu, the rest" 120 "${GPU_PYTEST[@]}" --basetemp "$BENCH_DIR/gdsio-pytest-gpu" \
-  --ignore "${KERNEL_TESTS[0]}" --ignore "${KERNEL_TESTS[1]}" "$REPO/tests"
+  "${IGNORE_KERNEL_TESTS[@]}" "$REPO/tests"
 step "figures" 200 python3 "$REPO/bench/figures.py" --images "$IMAGES" --tmpdir "$BENCH_DIR" --json "$RUN/figures.json" \
   --md "$RUN/figures.md"
 PLOT=1

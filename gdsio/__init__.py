@@ -26,7 +26,7 @@ except ImportError as e:  # a source checkout without a build, or a broken insta
     ) from e
 from .config import Settings, settings
 from .config import current as current_settings
-from .errors import BackendUnavailable, NvjpegError, SampleError
+from .errors import BackendUnavailable, DecompressionBombError, DecompressionBombWarning, NvjpegError, SampleError
 from .io import BackendInfo, File, ReadStats, backends, read, read_into, register_buffer
 
 __version__ = "0.1.0"
@@ -35,6 +35,8 @@ __all__ = [
     "BackendInfo",
     "BackendUnavailable",
     "Cache",
+    "DecompressionBombError",
+    "DecompressionBombWarning",
     "NvjpegError",
     "SampleError",
     "File",

@@ -46,7 +46,10 @@ class Settings:
     huge_pages: host buffers gdsio allocates (read(device="cpu"), the tensor
     loaders on the CPU) of 8 MiB or more ask for transparent huge pages, so
     filling them faults 512x less often (off where THP compaction stalls
-    matter more than read speed).
+    matter more than read speed). max_image_pixels: gdsio.image's
+    decompression-bomb rule, Pillow's (``PIL.Image.MAX_IMAGE_PIXELS``, the same
+    default): an image of more pixels is decoded with a DecompressionBombWarning,
+    one of more than twice as many refused (DecompressionBombError), from its header.
 
     Remote objects (s3://, http(s)://): remote_concurrency: ranged GETs in
     flight per read (each on its own kept-alive connection). remote_chunk_bytes:
@@ -65,6 +68,7 @@ class Settings:
     remote_chunk_bytes: int = 8 << 20
     remote_retries: int = 4
     remote_timeout: float = 30.0
+    max_image_pixels: int = 89_478_485  # Pillow's: 1 GiB of 4-byte pixels, over 3
 
     def __post_init__(self) -> None:
         _check("threads", self.threads, int, lambda v: 1 <= v <= 256, "between 1 and 256")
@@ -91,6 +95,7 @@ class Settings:
         if isinstance(self.remote_timeout, int) and not isinstance(self.remote_timeout, bool):
             object.__setattr__(self, "remote_timeout", float(self.remote_timeout))
         _check("remote_timeout", self.remote_timeout, float, lambda v: 0 < v <= 3600, "seconds between 0 and 3600")
+        _check("max_image_pixels", self.max_image_pixels, int, lambda v: v >= 1, "a positive int")
 
 
 def _check(name: str, value: Any, typ: type, ok: Any, what: str) -> None:
@@ -128,6 +133,7 @@ _PARSERS = {
     "remote_chunk_bytes": parse_bytes,
     "remote_retries": int,
     "remote_timeout": float,
+    "max_image_pixels": int,
 }
 
 # Read-only default: blocks replace the mapping, never mutate it.
@@ -198,7 +204,9 @@ def settings(**changes: Any) -> Iterator[Settings]:
             ``remote_concurrency`` (ranged GETs in flight per remote read,
             1-256), ``remote_chunk_bytes`` (bytes per GET, like chunk_bytes),
             ``remote_retries`` (tries after the first, 0-50),
-            ``remote_timeout`` (seconds per connect or socket read).
+            ``remote_timeout`` (seconds per connect or socket read),
+            ``max_image_pixels`` (gdsio.image warns of images of more pixels
+            and refuses those of more than twice as many, as Pillow does).
 
     Returns:
         A context manager; ``with`` gives the Settings in force inside the block.

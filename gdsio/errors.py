@@ -11,6 +11,11 @@ failures are ``OSError`` subclasses naming the path (``FileNotFoundError``,
   (not a refusal of the image, which is a ``ValueError``).
 - ``SampleError`` (a ``RuntimeError``): a ``gdsio.Loader`` sample could not be
   read or decoded; ``path`` and ``index`` name it, ``__cause__`` is the error.
+- ``DecompressionBombError`` (a ``ValueError``) and
+  ``DecompressionBombWarning`` (a ``RuntimeWarning``): an image whose header
+  claims more pixels than twice the ``max_image_pixels`` setting is refused,
+  one above it warned of (Pillow's ``MAX_IMAGE_PIXELS`` rule), before any
+  pixel memory is allocated.
 - ``NeedMoreData``: a header parser (NPY, image headers) was handed fewer
   bytes than the header holds; not a failure, a request to call it again with
   ``nbytes`` of them. It never reaches a caller of a public entry point.
@@ -25,11 +30,21 @@ from __future__ import annotations
 
 from . import _core
 
-__all__ = ["BackendUnavailable", "NeedMoreData", "NvjpegError", "SampleError"]
+__all__ = ["BackendUnavailable", "DecompressionBombError", "DecompressionBombWarning", "NeedMoreData", "NvjpegError", "SampleError"]
 
 # Defined in the extension, so C++ throws them directly.
 BackendUnavailable = _core.BackendUnavailable
 NvjpegError = _core.NvjpegError
+
+
+class DecompressionBombError(ValueError):
+    """An image claims more than twice ``max_image_pixels`` pixels (Pillow's
+    DecompressionBombError): refused from its header, nothing allocated."""
+
+
+class DecompressionBombWarning(RuntimeWarning):
+    """An image claims more than ``max_image_pixels`` pixels (Pillow's
+    DecompressionBombWarning); it is decoded. The message names the file."""
 
 
 class SampleError(RuntimeError):

@@ -19,8 +19,10 @@ parser refuses: structured dtypes and object arrays (they would need pickle).
 from __future__ import annotations
 
 import dataclasses
+import math
 import struct
-import sys
+
+import numpy as np
 
 from . import _literal
 from .errors import NeedMoreData
@@ -74,15 +76,6 @@ class NpyHeader:
         return n
 
 
-def _explicit_order(descr: str) -> str:
-    d = descr.strip()
-    if d[:1] not in ("<", ">", "|", "="):
-        d = "=" + d
-    if d[0] == "=":
-        d = ("<" if sys.byteorder == "little" else ">") + d[1:]
-    return d
-
-
 def parse_npy_header(buf: bytes, total: int) -> NpyHeader:
     """Parses the header at the start of ``buf``, a prefix of .npy data ``total`` bytes long.
 
@@ -108,36 +101,54 @@ def parse_npy_header(buf: bytes, total: int) -> NpyHeader:
     if bytes(buf[:6]) != NPY_MAGIC:
         raise ValueError(f"not a .npy file: bad magic {bytes(buf[:6])!r}")
     major, minor = buf[6], buf[7]
+    if (major, minor) not in ((1, 0), (2, 0), (3, 0)):
+        v = f"{major}.{minor}"
+        # Both spellings callers match on: the version, and that it is not supported.
+        raise ValueError(f"unsupported .npy format version {v} (format version {v} is not supported; numpy reads 1.0, 2.0 and 3.0)")
     if major == 1:
         need(buf, total, 10, "NPY header")
         (hlen,) = struct.unpack_from("<H", buf, 8)
         start = 10
-    elif major in (2, 3):
+    else:
         need(buf, total, 12, "NPY header")
         (hlen,) = struct.unpack_from("<I", buf, 8)
         start = 12
-    else:
-        v = f"{major}.{minor}"
-        # Both spellings callers match on: the version, and that it is not supported.
-        raise ValueError(f"unsupported .npy format version {v} (format version {v} is not supported; numpy writes 1.0, 2.0 and 3.0)")
-    if hlen > NPY_MAX_HEADER:
+    # numpy's cap is on the decoded text; a UTF-8 character is at most 4 bytes.
+    if hlen > NPY_MAX_HEADER * (4 if major >= 3 else 1):
         raise ValueError(f"NPY header of {hlen} bytes is longer than {NPY_MAX_HEADER} (numpy's own limit)")
     need(buf, total, start + hlen, "NPY header")
     raw = bytes(buf[start : start + hlen])
     try:
-        d = _literal.literal(raw.decode("utf-8" if major >= 3 else "latin1"))
-    except Exception as e:  # UnicodeDecodeError, ValueError, MemoryError...
+        text = raw.decode("utf-8" if major >= 3 else "latin1")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"NPY header is not UTF-8: {e}"[:300]) from None
+    if len(text) > NPY_MAX_HEADER:
+        raise ValueError(f"NPY header of {len(text)} characters is longer than {NPY_MAX_HEADER} (numpy's own limit)")
+    try:
+        d = _literal.literal(text, python2_longs=major <= 2)
+    except Exception as e:  # ValueError, MemoryError...
         raise ValueError(f"NPY header is not a Python literal: {type(e).__name__}: {e}"[:300]) from None
     if not isinstance(d, dict) or set(d) != _KEYS:
         raise ValueError("NPY header must be a dict with exactly the keys 'descr', 'fortran_order' and 'shape'")
     fortran, shape, descr = d["fortran_order"], d["shape"], d["descr"]
     if not isinstance(fortran, bool):
         raise ValueError("NPY header: fortran_order must be True or False")
-    if not isinstance(shape, tuple) or not all(type(v) is int and v >= 0 for v in shape):
-        raise ValueError(f"NPY header: shape must be a tuple of non-negative ints, got {shape!r}"[:200])
-    if not isinstance(descr, str) or not descr.strip():
+    # Dimensions are ints (True is not one: numpy refuses it), each one an intp.
+    if not isinstance(shape, tuple) or not all(type(v) is int and 0 <= v < 2**63 for v in shape):
+        raise ValueError(f"NPY header: shape must be a tuple of non-negative ints below 2**63, got {shape!r}"[:200])
+    if not isinstance(descr, str):
         raise ValueError(f"NPY header: a structured dtype ({descr!r}) is not supported: only arrays of one plain type"[:200])
-    descr = _explicit_order(descr)
-    if descr[1:2] == "O":
+    try:
+        dt = np.dtype(descr)
+    except (TypeError, ValueError, Warning) as e:  # a Warning: a deprecated alias, where warnings are errors
+        raise ValueError(f"NPY header: descr {descr!r} is not a numpy dtype: {e}"[:300]) from None
+    if dt.names is not None:
+        raise ValueError(f"NPY header: a structured dtype ({descr!r}) is not supported: only arrays of one plain type"[:200])
+    if dt.hasobject:
         raise ValueError("NPY header: object arrays need pickle, which gdsio never runs")
-    return NpyHeader((major, minor), descr, fortran, shape, start + hlen)
+    if dt.subdtype is not None:  # numpy.load refuses these too: it reads more elements than the shape holds
+        raise ValueError(f"NPY header: the sub-array dtype {descr!r} is not an array of scalars (numpy.load refuses it too)")
+    # numpy's rule (PyArray_NewFromDescr): the bytes of the non-zero dimensions fit in an intp.
+    if math.prod(d for d in shape if d) * max(dt.itemsize, 1) >= 2**63:
+        raise ValueError(f"NPY header: shape {shape} of {descr} is too big: more than 2**63 - 1 bytes"[:200])
+    return NpyHeader((major, minor), dt.str, fortran, shape, start + hlen)

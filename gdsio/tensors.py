@@ -16,9 +16,8 @@ from typing import Any, Iterable
 
 from .device import resolve_device
 from .errors import NeedMoreData
-from .io import File, ReadStats, read_into
+from .io import File, ReadStats
 from .io.buffers import host_empty
-from .io.urls import fspath_or_url, is_url
 from .npy_header import parse_npy_header
 
 __all__ = ["MAX_SAFETENSORS_HEADER", "load_npy", "load_safetensors", "read_npy_header", "read_safetensors_header"]
@@ -39,22 +38,6 @@ def _torch_dtypes() -> dict[str, Any]:
     }
     # Only the dtypes this torch has (uint16+ since 2.3, float8 since 2.1).
     return {k: getattr(torch, v) for k, v in names.items() if hasattr(torch, v)}
-
-
-def _open_check(path: str) -> None:
-    """Raises FileNotFoundError / IsADirectoryError / PermissionError naming the path."""
-    from .io import File
-
-    File(path).close()
-
-
-def _read_host(path: str, offset: int, size: int) -> bytes:
-    import numpy as np
-
-    buf = np.empty(size, np.uint8)
-    if size:
-        read_into(path, buf, offset=offset, backend="auto" if is_url(path) else "posix")
-    return buf.tobytes()
 
 
 def _alloc(nbytes: int, device: Any, path: str) -> Any:
@@ -252,27 +235,23 @@ def load_safetensors(
 # ---- npy ---------------------------------------------------------------------
 
 
-def read_npy_header(path: str | os.PathLike[str]) -> tuple[int, str, bool, tuple[int, ...]]:
-    """(data offset, dtype descr, fortran_order, shape) of a .npy file, validated; never unpickles.
-
-    The header is parsed by gdsio.npy_header (numpy's rules, shared with
-    gdsio.image); the dtype must be one numpy knows, and the file must hold
-    the array's bytes.
-    """
+def _npy_header(f: Any) -> tuple[int, Any, bool, tuple[int, ...]]:
+    """(data offset, numpy dtype, fortran_order, shape) of the open File `f`,
+    validated as numpy.load(allow_pickle=False) validates it; ValueError naming the file."""
     import numpy as np
 
-    path = fspath_or_url(path)
-    if is_url(path):
-        with File(path) as f:  # one HEAD: 404/403 name the URL
-            size = f.size()
-    else:
-        size = os.path.getsize(path) if os.path.isfile(path) else None
-    if size is None:
-        _open_check(path)
+    path, size = f.path, f.size()
+
+    def host(offset: int, n: int) -> bytes:
+        buf = np.empty(n, np.uint8)
+        if n:
+            f.read_into(buf, n, offset, backend="posix" if f.kind == "local" else "auto")
+        return buf.tobytes()
+
     want = min(size, 12)
     while True:
         try:
-            h = parse_npy_header(_read_host(path, 0, want), size)
+            h = parse_npy_header(host(0, want), size)
             break
         except NeedMoreData as e:
             want = e.nbytes
@@ -280,14 +259,31 @@ def read_npy_header(path: str | os.PathLike[str]) -> tuple[int, str, bool, tuple
             raise ValueError(f"'{path}': {e}") from None
     try:
         dt = np.dtype(h.descr)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:
         raise ValueError(f"'{path}': unknown dtype {h.descr!r}: {e}") from None
     if dt.hasobject:
         raise ValueError(f"'{path}': dtype {h.descr!r} holds Python objects; loading it would need pickle, which gdsio never runs")
     need = math.prod(h.shape) * dt.itemsize
     if h.data_offset + need > size:
         raise ValueError(f"'{path}': shape {h.shape} of {h.descr} needs {need} bytes, the file holds {size - h.data_offset}; truncated?")
-    return h.data_offset, h.descr, h.fortran_order, h.shape
+    return h.data_offset, dt, h.fortran_order, h.shape
+
+
+def read_npy_header(path: str | os.PathLike[str]) -> tuple[int, str, bool, tuple[int, ...]]:
+    """(data offset, dtype descr, fortran_order, shape) of a .npy file, validated; never unpickles.
+
+    The header is parsed by gdsio.npy_header (numpy's rules, shared with
+    gdsio.image); the dtype must be one numpy knows, and the file must hold
+    the array's bytes.
+
+    Raises:
+        FileNotFoundError: `path` does not exist (PermissionError, IsADirectoryError,
+            OSError for a FIFO, socket or device: refused without blocking).
+        ValueError: not a .npy file, or one numpy.load(allow_pickle=False) refuses.
+    """
+    with File(path) as f:
+        offset, dt, fortran, shape = _npy_header(f)
+        return offset, dt.str, fortran, shape
 
 
 def load_npy(path: str | os.PathLike[str], *, device: Any = "cuda", return_stats: bool = False) -> Any:
@@ -321,23 +317,23 @@ def load_npy(path: str | os.PathLike[str], *, device: Any = "cuda", return_stats
     import numpy as np
     import torch
 
-    path = fspath_or_url(path)
-    offset, descr, fortran, shape = read_npy_header(path)
-    dt = np.dtype(descr)
-    native = dt.newbyteorder("=")
-    try:
-        tdt = torch.from_numpy(np.empty(0, native)).dtype
-    except TypeError:
-        raise ValueError(f"'{path}': dtype {descr!r} has no torch equivalent") from None
-    nbytes = math.prod(shape) * dt.itemsize
-    buf = _alloc(nbytes, device, path)
-    stats: ReadStats | None = read_into(path, buf, offset=offset) if nbytes else None
+    with File(path) as f:  # one open: the header and the data come from the same file
+        path = f.path
+        offset, dt, fortran, shape = _npy_header(f)
+        native = dt.newbyteorder("=")
+        try:
+            tdt = torch.from_numpy(np.empty(0, native)).dtype
+        except TypeError:
+            raise ValueError(f"'{path}': dtype {dt.str!r} has no torch equivalent") from None
+        nbytes = math.prod(shape) * dt.itemsize
+        buf = _alloc(nbytes, device, path)
+        stats: ReadStats | None = f.read_into(buf, nbytes, offset) if nbytes else None
     if dt.byteorder == ">" and dt.itemsize > 1:
         # Byte swap on the device, per scalar: a complex number is two floats, each swapped on its own.
         unit = dt.itemsize // 2 if dt.kind == "c" else dt.itemsize
         buf = buf.view(-1, unit).flip(-1).reshape(-1)
     t = buf.view(tdt) if nbytes else torch.empty(0, dtype=tdt, device=buf.device)
-    if fortran:
+    if fortran and len(shape) > 1:  # 0-d and 1-d arrays are the same in either order
         t = t.reshape(tuple(reversed(shape))).permute(*reversed(range(len(shape)))).contiguous()
     else:
         t = t.reshape(shape)

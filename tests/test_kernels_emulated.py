@@ -56,7 +56,11 @@ def test_every_case_equals_the_cpu_twin_under_asan_and_ubsan(report):
     assert rep.asan.returncode == 0, "\n".join(rep.lines)
     assert "self-test: 19 checks, 0 failed" in rep.asan.output
     assert _summary(rep.asan) == {"cases": n, "mismatched": 0, "failed": 0}
-    assert n > 300  # the GPU tests' cases: 88 transform calls and 254 decode calls, among others
+    # The GPU tests' cases: 89 resize, 254 decode, 189 colour, 257 pad and 25 vflip calls, among others;
+    # every launcher of csrc/image/*.cu among them.
+    assert n > 800
+    ops = set(re.search(r"replay: \d+ cases \(([^)]*)\)", rep.asan.output)[1].replace(",", "").split()[::2])
+    assert ops == {"resize", "to_float", "normalize", "hflip", "vflip", "pad", "color", "decode"}
 
 
 def test_shared_memory_kernels_are_race_free_under_tsan(report):
@@ -68,6 +72,10 @@ def test_shared_memory_kernels_are_race_free_under_tsan(report):
     # Both arithmetics and every filter of resample_kernel, multi-chunk blocks among them.
     for filt in ("bilinear-aa", "bicubic-aa", "box-aa", "bilinear-noaa"):
         assert any(f"[{filt}-(2, 89, 1)" in c for c in rep.tsan_cases), filt
+    # The colour ops' contrast sum (band_kernel's tree), gray and RGB, one band and several.
+    for shape in ("(1, 29, 31)", "(3, 37, 53)", "(3, 2, 40000)"):
+        assert any(c.startswith(f"test_colour_op_equals_cpu[{shape}-adjust_contrast-") for c in rep.tsan_cases), shape
+    assert "test_color_jitter_class_on_a_cuda_batch_equals_cpu#1" in rep.tsan_cases
 
 
 def test_deliberate_kernel_bugs_are_caught(report):
@@ -81,6 +89,7 @@ def test_the_case_file_holds_every_gpu_test_case(case_file):
     """Every parametrization of the GPU tests is recorded, under its test's name."""
     import test_image_gpu as D  # on sys.path once the case file is written (cases.write_cases)
     import test_transforms_gpu as G
+    import test_transforms_v2_gpu as V
 
     path, n = case_file
     text = path.read_bytes()
@@ -98,6 +107,15 @@ def test_the_case_file_holds_every_gpu_test_case(case_file):
     for t in ("test_list_of_different_sizes_is_one_launch_per_stage", "test_batch_larger_than_one_launch",
               "test_batch_tensor_and_crop_views", "test_one_launch_per_128_images", "test_big_image_and_side_stream"):
         assert t in by_test, t
+    # The v2 GPU tests (colour ops, color_jitter, pad, flips): every case but those of a gray
+    # image that saturation and hue leave as it is (torchvision's rule: no kernel runs).
+    recorded = {lab.decode() for lab in labels}
+    idle = [name for name, _ in V.emulated_cases() if "[(1, " in name and ("saturation" in name or "hue" in name)]
+    expected = [name for name, _ in V.emulated_cases() if name not in idle]
+    assert len(idle) == 2 * len(V.DTYPES)
+    assert not [name for name in expected if name not in recorded]
+    assert not [name for name in idle if name in recorded]
+    assert len(by_test["test_pad_equals_cpu"]) == len(V.PADDINGS) * len(V.PAD_MODES) * len(V.PAD_DTYPES)
 
 
 # ---- the rewrite of the kernel sources ---------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import io
+import warnings
 
 import numpy as np
 import pytest
@@ -39,12 +40,34 @@ def test_headers_numpy_writes(descr, shape):
 
 
 @pytest.mark.parametrize("text", [
-    "{'a': __import__('os').system('true')}", "{'a': 1+2}", "{1, 2}", "1.5", "{'a': 1", "{'a':}", "lambda: 1",
-    "(" * 100 + ")" * 100, "", "   ", "'x' 'y'", "{'a': 1}}", "[1 2]", "{[1]: 2}", "{(1, [2]): 3}", "{'a': \u0661}", "'\\x4'", "'\\q'", "b'x'", "f'{x}'",
+    "{'a': __import__('os').system('true')}", "{'a': 1+2}", "{'a': 1", "{'a':}", "lambda: 1", "",
+    "   ", "{'a': 1}}", "[1 2]", "{[1]: 2}", "{(1, [2]): 3}", "{'a': \u0661}", "'\\x4'", "f'{x}'",
+    "(" * 201 + ")" * 201, "-(-1)", "-True", "{}\n1", "\n  {}", "{} \\", "0_7", "1__0", "b'\u20ac'", "'a' b'b'",
+    "{'a': 1}\x00", "x", "{'a': ...}", "(3L,)", "{}\n  ", "{}  #x\n\t", "{\n}\n ",
 ])
 def test_refuses_what_is_not_a_plain_literal(text):
     with pytest.raises(ValueError):
         literal(text)
+
+
+@pytest.mark.parametrize("text", [
+    "1.5", "(" * 200 + ")" * 200, "'x' 'y'", "'\\q'", "b'x'", "r'\\n'", "0x1f", "0o7", "0b1", "1_000", "00", "-(1)",
+    "+1", "- 1", "1j", "{'a': 1} # a comment", "{'a': \\\n 1}", "{'a':\n 1,\n}", "'\\N{BULLET}'", "'''x'''",
+    "{'a': 1}\r", "\x0c{'a': 1}", "\n{'a': 1}", "  {'a': 1}", "{'a': 1}\n\n# end\n",
+])
+def test_reads_what_ast_literal_eval_reads(text):
+    """Python's spelling, as numpy.load (ast.literal_eval) reads headers: comments,
+    continuations, joined strings, every int spelling, nesting up to 200."""
+    with warnings.catch_warnings():  # "\\q": Python warns of the escape, and reads it
+        warnings.simplefilter("ignore")
+        expected = ast.literal_eval(text)
+    assert literal(text) == expected
+
+
+def test_sets_are_not_read():
+    """A deliberate difference: a set is never part of a header numpy loads."""
+    with pytest.raises(ValueError, match="sets are not read"):
+        literal("{1, 2}")
 
 
 def test_escapes_as_repr_writes_them():
@@ -54,7 +77,7 @@ def test_escapes_as_repr_writes_them():
 
 
 def test_python2_long_suffix_and_unicode_prefix_as_numpy_accepts():
-    assert literal("{'descr': '<f8', 'fortran_order': False, 'shape': (3L, 4L), }") == {
+    assert literal("{'descr': '<f8', 'fortran_order': False, 'shape': (3L, 4L), }", python2_longs=True) == {
         "descr": "<f8", "fortran_order": False, "shape": (3, 4)}
     assert literal("{u'descr': u'<f8'}") == {"descr": "<f8"}
 

@@ -1,6 +1,8 @@
 #include "io/file.hpp"
 
 #include <fcntl.h>
+#include <cerrno>
+#include <cstring>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -36,7 +38,14 @@ FileHandle::FileHandle(std::string path) : path_(std::move(path)) {
   // O_NONBLOCK: a FIFO (or a device) must not block the open before we can
   // look at what it is; it is cleared again for a regular file.
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd_ < 0) throw_errno(errno, path_, "cannot open '" + path_ + "'");
+  if (fd_ < 0) {
+    const int err = errno;
+    struct stat what{};
+    // A Unix socket cannot be opened (ENXIO, "no such device"): say what it is.
+    if (err == ENXIO && ::stat(path_.c_str(), &what) == 0 && S_ISSOCK(what.st_mode))
+      throw OsError(ENXIO, path_, "'" + path_ + "' is a socket, not a regular file");
+    throw_errno(err, path_, "cannot open '" + path_ + "'");
+  }
   struct stat st{};
   if (::fstat(fd_, &st) != 0) {
     int err = errno;
@@ -92,12 +101,23 @@ int FileHandle::direct_fd() {
   std::lock_guard<std::mutex> lk(direct_mu_);
   if (!direct_tried_) {
     direct_tried_ = true;
-    direct_fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    // Reopen the file already open, not the path: the path may name another
+    // file by now (renamed over), and both descriptors must read the same one.
+    const std::string self = "/proc/self/fd/" + std::to_string(fd_);
+    direct_fd_ = ::open(self.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (direct_fd_ < 0 && errno == ENOENT) direct_fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT);
     if (direct_fd_ < 0) {
       int err = errno;
       direct_refusal_ = (err == EINVAL)
                             ? "O_DIRECT refused by this filesystem (EINVAL)"
                             : std::string("O_DIRECT open failed: ") + std::strerror(err);
+    } else {
+      struct stat a{}, b{};
+      if (::fstat(fd_, &a) != 0 || ::fstat(direct_fd_, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+        ::close(direct_fd_);
+        direct_fd_ = -1;
+        direct_refusal_ = "the path names another file than the one opened (replaced since)";
+      }
     }
   }
   return direct_fd_;

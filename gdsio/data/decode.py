@@ -52,9 +52,12 @@ def read_image(path: str, setup: ImageSetup) -> batch.Item:
     whole file into the target's memory by gdsio.read. Returns the item for
     decode_items; raises the file's error (OSError, ValueError)."""
     it = batch.Item(0, path)
-    batch.probe_file(it, setup.options)
-    if it.error is None:
-        batch.read_bodies([it], setup.target, None, 1)
+    try:
+        batch.probe_file(it, setup.options)
+        if it.error is None:
+            batch.read_bodies([it], setup.target, None, 1)  # the file the probe opened: one open
+    finally:
+        batch.release(it)
     if it.error is not None:
         raise it.error
     return it

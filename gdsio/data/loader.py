@@ -49,7 +49,9 @@ STATE_VERSION = 1
 
 
 def _positive_int(name: str, v: Any) -> int:
-    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise TypeError(f"{name} must be a positive int, got {v!r} ({type(v).__name__})")
+    if v < 1:
         raise ValueError(f"{name} must be a positive int, got {v!r}")
     return v
 

@@ -37,7 +37,9 @@ class ShardedOrder:
         drop_last: bool = False,
     ) -> None:
         for name, v in (("batch_size", batch_size), ("world_size", world_size)):
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise TypeError(f"{name} must be a positive int, got {v!r} ({type(v).__name__})")
+            if v < 1:
                 raise ValueError(f"{name} must be a positive int, got {v!r}")
         if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < world_size:
             raise ValueError(f"rank must be an int in [0, world_size={world_size}), got {rank!r}")

@@ -43,13 +43,7 @@ from .formats.pnm import PnmHeader
 from .formats.raw import RawFormat
 from .nvjpeg import nvjpeg_backends, nvjpeg_status
 
-# Images with more pixels than this are refused before anything is allocated
-# (a corrupt header claiming 100000 x 100000 must not cost 30 GB). Per call:
-# max_pixels=. 2**28 is a 16384 x 16384 image.
-MAX_IMAGE_PIXELS = 1 << 28
-
 __all__ = [
-    "MAX_IMAGE_PIXELS",
     "DecodeInfo",
     "ImageReadMode",
     "JpegHeader",

@@ -55,8 +55,12 @@ def decode(
         raw: a RawFormat: every input is a headerless record of that layout.
         npy_layout: how 3-D NPY arrays are read: "auto" (HWC when the last
             dimension is 1..4, else CHW when the first is), "HWC", "CHW", or "HW".
-        max_pixels: refuse images with more pixels, before anything is
-            allocated. Default: gdsio.image.MAX_IMAGE_PIXELS.
+        max_pixels: a hard cap: refuse images with more pixels, from the
+            header, before anything is allocated. Default (None): Pillow's
+            decompression-bomb rule on the ``max_image_pixels`` setting
+            (GDSIO_MAX_IMAGE_PIXELS, default 89,478,485, Pillow's): a
+            gdsio.DecompressionBombWarning above it, a
+            gdsio.DecompressionBombError (a ValueError) above twice it.
         return_info: also return a DecodeInfo per returned image (format,
             the backend that ran, why a faster one did not).
 
@@ -115,9 +119,10 @@ def read(
     """Reads image files into (C, H, W) tensors on ``device``, like
     ``torchvision.io.read_image`` but straight into GPU memory.
 
-    Each header is read on the host first (a plain pread of the first 64
-    KiB), so a bad file fails before its bulk read; then ``gdsio.read`` moves
-    the whole file into ``device`` memory (cuFile where GPUDirect Storage
+    Each file is opened once: its header is read on the host first (a plain
+    pread of the first 64 KiB), so a bad file fails before its bulk read;
+    then the same open file (never the path again, which may name another
+    file by then) is read whole into ``device`` memory (cuFile where GPUDirect Storage
     works: the pixels, or the JPEG bitstream, never touch host memory) and
     ``decode`` runs there. PNG, GIF, BMP, TIFF and WebP files are read into
     host memory instead, decoded by Pillow and uploaded.
@@ -143,7 +148,8 @@ def read(
 
     Raises:
         FileNotFoundError: a file that does not exist (PermissionError,
-            IsADirectoryError likewise), with on_error="raise".
+            IsADirectoryError likewise; OSError naming a FIFO, socket or
+            device, refused without blocking), with on_error="raise".
         ValueError: a bad file (the message names it and the problem), or a bad argument.
         gdsio.BackendUnavailable: a CUDA device where CUDA cannot be used
             (pass device="cpu").
@@ -161,11 +167,7 @@ def read(
     if target is None:
         raise ValueError("device must be 'cpu', 'cuda', 'cuda:N', an int or a torch.device, got None")
     items = [Item(i, p if is_url(p) else os.fsdecode(os.fspath(p))) for i, p in enumerate(paths)]
-    for it in items:
-        batch.probe_file(it, opts)
-    if opts.on_error == "raise":
-        batch.raise_first(items)
-    batch.read_bodies([it for it in items if it.error is None], target, backend, opts.threads)
+    batch.read_files(items, target, backend, opts)
     if opts.on_error == "raise":
         batch.raise_first(items)
     batch.run(items, target, opts)

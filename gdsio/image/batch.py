@@ -33,9 +33,8 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import enum
-import os
-import sys
-from typing import Any, Callable, Iterable, Sequence
+import threading
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -43,8 +42,8 @@ import torch
 from .. import io as gdsio_io
 from ..config import current as current_settings
 from ..device import parse_device, require_cuda
+from ..errors import DecompressionBombError
 from ..io import ReadStats
-from ..io.urls import is_url
 from . import formats
 from .codec import MAX_HEADER_BYTES, SNIFF_BYTES, Item, NeedMoreData, Options, check_pixels
 from .exif import apply_orientation
@@ -64,7 +63,9 @@ __all__ = [
     "probe_file",
     "raise_first",
     "read_bodies",
+    "read_files",
     "read_headers",
+    "release",
     "run",
     "target",
 ]
@@ -115,7 +116,7 @@ def _mode(mode: Any) -> str:
 
 def options(mode: Any, on_error: str, exif: bool, raw: Any, npy_layout: str, max_pixels: Any) -> Options:
     """The arguments of decode/read, checked; ValueError/TypeError naming the one that is wrong.
-    ``max_pixels=None`` is gdsio.image.MAX_IMAGE_PIXELS as it is now."""
+    ``max_pixels=None``: the decompression-bomb rule on the max_image_pixels setting."""
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     if raw is not None and not isinstance(raw, RawFormat):
@@ -123,10 +124,13 @@ def options(mode: Any, on_error: str, exif: bool, raw: Any, npy_layout: str, max
     if npy_layout not in ("auto", "HWC", "CHW", "HW"):
         raise ValueError(f"npy_layout must be 'auto', 'HWC', 'CHW' or 'HW', got {npy_layout!r}")
     if max_pixels is None:
-        max_pixels = sys.modules[__package__].MAX_IMAGE_PIXELS  # read at each call: users may set it
-    if type(max_pixels) is not int or max_pixels < 1:
+        pass
+    elif type(max_pixels) is not int:
+        raise TypeError(f"max_pixels must be a positive int, got {max_pixels!r} ({type(max_pixels).__name__})")
+    elif max_pixels < 1:
         raise ValueError(f"max_pixels must be a positive int, got {max_pixels!r}")
-    return Options(_mode(mode), on_error, bool(exif), raw, npy_layout, max_pixels, current_settings().threads)
+    s = current_settings()
+    return Options(_mode(mode), on_error, bool(exif), raw, npy_layout, max_pixels, s.max_image_pixels, s.threads)
 
 
 def target(device: Any) -> torch.device | None:
@@ -230,55 +234,54 @@ def check(it: Item, opts: Options) -> None:
     try:
         size = it.format.check(it, opts)
         if size is not None:  # None: the decoder checks when it reads the header
-            check_pixels(size.width, size.height, opts.max_pixels)
+            check_pixels(size.width, size.height, opts, it.name)
             channel_plan(size.channels, opts.mode)
     except ValueError as e:
-        it.fail(str(e))
+        it.fail(str(e), type(e) if isinstance(e, DecompressionBombError) else ValueError)
 
 
-def probe_file(it: Item, opts: Options) -> None:
-    """Reads the header of the file ``it.name`` on the host (a plain pread of
-    the first 64 KiB, more only for a longer header; ranged GETs for an
-    s3:// or http(s):// URL), sizes and checks it. Sets ``it.total``,
-    ``format``, ``header``; a failure goes to ``it.error``."""
-    if is_url(it.name):
-        return _probe_url(it, opts)
-    try:
-        fd = os.open(it.name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except OSError as e:
-        it.error = e
-        return
-    try:
-        _probe_bytes(it, opts, os.fstat(fd).st_size, lambda n, off: os.pread(fd, n, off))
-    except OSError as e:
-        it.error = e
-    finally:
-        os.close(fd)
+def _host_bytes(f: Any, size: int, offset: int) -> bytes:
+    """`size` bytes of the open gdsio.File `f` at `offset`, read on the host."""
+    buf = np.empty(size, np.uint8)
+    if size:
+        f.read_into(buf, size, offset, backend="posix" if f.kind == "local" else "auto")
+    return buf.tobytes()
 
 
-def _probe_url(it: Item, opts: Options) -> None:
-    try:
-        f = gdsio_io.File(it.name)  # one HEAD: size and ETag; 404/403 name the URL
-    except (OSError, ValueError, ImportError) as e:
-        it.error = e
-        return
-
-    def pread(n: int, off: int) -> bytes:
-        buf = np.empty(n, np.uint8)
-        if n:
-            f.read_into(buf, n, off)
-        return buf.tobytes()
-
-    try:
-        _probe_bytes(it, opts, f.size(), pread)
-    except (OSError, ValueError) as e:
-        it.error = e
-    finally:
+def release(it: Item) -> None:
+    """Closes the file a probe left open on the item (idempotent)."""
+    f, it.file = it.file, None
+    if f is not None:
         f.close()
 
 
-def _probe_bytes(it: Item, opts: Options, total: int, pread: Callable[[int, int], bytes]) -> None:
-    it.total = total
+def probe_file(it: Item, opts: Options) -> None:
+    """Opens the file ``it.name`` (a gdsio.File: what is not a regular file is
+    refused without blocking) and reads its header on the host (the first 64
+    KiB, more only for a longer header), sizes and checks it. Sets
+    ``it.total``, ``format``, ``header``, and ``it.file``, left open for
+    ``read_bodies`` so that header and body come from the same file; a
+    failure goes to ``it.error`` and closes the file."""
+    try:
+        # Through the module: tests stand in for gdsio.io.File.
+        it.file = gdsio_io.File(it.name)
+    except (OSError, ValueError, ImportError) as e:  # ImportError: an s3:// URL without the [s3] extra
+        it.error = e
+        return
+    try:
+        _probe_open(it, opts)
+    except OSError as e:
+        it.error = e
+    except BaseException:  # a warning made an error, an interrupt: the file is not left open
+        release(it)
+        raise
+    if it.error is not None:
+        release(it)
+
+
+def _probe_open(it: Item, opts: Options) -> None:
+    f = it.file
+    it.total = f.size()
     if it.total == 0:
         return it.fail("empty file")
     fmt = formats.chosen(opts)
@@ -286,9 +289,9 @@ def _probe_bytes(it: Item, opts: Options, total: int, pread: Callable[[int, int]
         it.format, it.header = fmt, fmt.parse(b"", it.total, b"")
         return check(it, opts)
     n = min(it.total, FILE_PROBE)
-    it.tail = pread(min(TAIL, it.total), max(0, it.total - TAIL))
+    it.tail = _host_bytes(f, min(TAIL, it.total), max(0, it.total - TAIL))
     while True:
-        it.prefix = pread(n, 0)
+        it.prefix = _host_bytes(f, n, 0)
         try:
             _parse(it, opts)
             break
@@ -302,27 +305,20 @@ def _probe_bytes(it: Item, opts: Options, total: int, pread: Callable[[int, int]
     check(it, opts)
 
 
-def read_bodies(items: Sequence[Item], target: torch.device, backend: str | None, threads: int) -> None:
-    """gdsio.read of each probed file into `target` memory (host memory for a
-    format decoded on the host), several files at a time; sets ``data``,
-    ``total`` and ``io``, or ``error``."""
-    where = "cpu" if target.type == "cpu" else f"cuda:{target.index}"
+def _read_body(it: Item, where: str, backend: str | None) -> None:
+    """The whole of the item's open file into `where` (the host for a format
+    decoded there); closes the file."""
+    dest, how = ("cpu", None) if it.format.host_bytes else (where, backend)
+    try:
+        it.data, it.io = it.file.read(device=dest, backend=how, return_stats=True)
+        it.total = it.data.numel()  # the file may have changed size since its header was read
+    except (OSError, ValueError) as e:
+        it.error = e
+    finally:
+        release(it)
 
-    def one(it: Item) -> None:
-        dest, how = ("cpu", None) if it.format.host_bytes else (where, backend)
-        try:
-            # Through the module: tests stand in for gdsio.io.read.
-            it.data, it.io = gdsio_io.read(it.name, device=dest, backend=how, return_stats=True)
-            it.total = it.data.numel()  # the file may have changed since its header was read
-        except (OSError, ValueError) as e:
-            it.error = e
 
-    if len(items) > 1 and threads > 1:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="gdsio-img") as ex:
-            list(ex.map(one, items))
-    else:
-        for it in items:
-            one(it)
+def _record_streams(items: Sequence[Item], target: torch.device) -> None:
     if target.type == "cuda":
         # Read in other threads (on their default stream): tell the allocator
         # that the decode stream uses the bytes too.
@@ -330,6 +326,51 @@ def read_bodies(items: Sequence[Item], target: torch.device, backend: str | None
         for it in items:
             if it.error is None and it.data is not None and it.data.is_cuda:
                 it.data.record_stream(s)
+
+
+def _where(target: torch.device) -> str:
+    return "cpu" if target.type == "cpu" else f"cuda:{target.index}"
+
+
+def read_bodies(items: Sequence[Item], target: torch.device, backend: str | None, threads: int) -> None:
+    """Reads each probed file (from the File its probe left open, then closed)
+    into `target` memory (host memory for a format decoded on the host),
+    several files at a time; sets ``data``, ``total`` and ``io``, or ``error``."""
+    where = _where(target)
+    if len(items) > 1 and threads > 1:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="gdsio-img") as ex:
+            list(ex.map(lambda it: _read_body(it, where, backend), items))
+    else:
+        for it in items:
+            _read_body(it, where, backend)
+    _record_streams(items, target)
+
+
+def read_files(items: Sequence[Item], target: torch.device, backend: str | None, opts: Options) -> None:
+    """probe_file then the body read of each item, one open per file, several
+    files at a time (so no more files are open at once than there are threads).
+    With on_error="raise", files after a failed one are not started."""
+    where = _where(target)
+    failed_at = [len(items)]  # the lowest index that failed
+    lock = threading.Lock()
+
+    def one(it: Item) -> None:
+        if opts.on_error == "raise" and failed_at[0] < it.index:
+            return
+        probe_file(it, opts)
+        if it.error is None:
+            _read_body(it, where, backend)
+        if it.error is not None:
+            with lock:
+                failed_at[0] = min(failed_at[0], it.index)
+
+    if len(items) > 1 and opts.threads > 1:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(opts.threads, len(items)), thread_name_prefix="gdsio-img") as ex:
+            list(ex.map(one, items))
+    else:
+        for it in items:
+            one(it)
+    _record_streams(items, target)
 
 
 # --------------------------------------------------------------------------- decode

@@ -24,9 +24,11 @@ every format through these fields alone:
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any, Callable, NamedTuple
 
-from ..errors import NeedMoreData
+
+from ..errors import DecompressionBombError, DecompressionBombWarning, NeedMoreData
 
 __all__ = ["MAX_HEADER_BYTES", "SNIFF_BYTES", "Format", "Item", "NeedMoreData", "Options", "Size", "check_pixels"]
 
@@ -46,7 +48,8 @@ class Options:
     exif: bool  # apply EXIF orientation
     raw: Any  # a RawFormat, or None
     npy_layout: str  # 'auto', 'HWC', 'CHW' or 'HW'
-    max_pixels: int
+    max_pixels: int | None  # the caller's hard cap (max_pixels=), or None: the bomb rule
+    bomb_pixels: int  # the max_image_pixels setting (Pillow's rule: warn above, refuse above twice)
     threads: int  # host threads for CPU decoders
 
 
@@ -69,11 +72,12 @@ class Item:
     backend: str = ""  # DecodeInfo.backend
     reason: str = ""  # DecodeInfo.reason
     io: Any = None  # read(): the ReadStats of the file's read
+    file: Any = None  # read(): the gdsio.File open from probe to body read (one open per file)
     orientation: int = 1  # EXIF orientation, as the format found it
 
-    def fail(self, msg: str) -> None:
-        """Marks the item failed: a ValueError naming it."""
-        self.error = ValueError(f"{self.name}: {msg}")
+    def fail(self, msg: str, kind: type[ValueError] = ValueError) -> None:
+        """Marks the item failed: a ValueError (or the subclass `kind`) naming it."""
+        self.error = kind(f"{self.name}: {msg}")
 
     def note(self, why: str) -> None:
         """Adds to ``reason`` (why a faster backend did not run)."""
@@ -107,10 +111,25 @@ class Format:
     extensions: tuple[str, ...] = ()
 
 
-def check_pixels(width: int, height: int, max_pixels: int) -> None:
-    """Raises ValueError when the image has more pixels than the cap."""
-    if width * height > max_pixels:
-        raise ValueError(
-            f"{width}x{height} = {width * height} pixels is more than the cap of {max_pixels} "
-            "(max_pixels=, or gdsio.image.MAX_IMAGE_PIXELS)"
+def check_pixels(width: int, height: int, opts: Options, name: str) -> None:
+    """The pixel rule, from the header, before anything is allocated. With
+    ``max_pixels=`` a hard cap (ValueError above it); else Pillow's
+    decompression-bomb rule on the ``max_image_pixels`` setting: a
+    DecompressionBombWarning above it, a DecompressionBombError (a ValueError)
+    above twice it. `name` (the file, or data[i]) is what the warning names."""
+    n = width * height
+    if opts.max_pixels is not None:
+        if n > opts.max_pixels:
+            raise ValueError(f"{width}x{height} = {n} pixels is more than the cap of {opts.max_pixels} (max_pixels=)")
+        return
+    limit = opts.bomb_pixels
+    how = "gdsio.settings(max_image_pixels=...) or GDSIO_MAX_IMAGE_PIXELS"
+    if n > 2 * limit:
+        raise DecompressionBombError(
+            f"{width}x{height} = {n} pixels is more than twice max_image_pixels ({limit}): "
+            f"a decompression bomb? Raise the setting to read it ({how})"
         )
+    if n > limit:
+        warnings.warn(DecompressionBombWarning(
+            f"{name}: {width}x{height} = {n} pixels is more than max_image_pixels ({limit}): "
+            f"a decompression bomb? ({how})"), stacklevel=2)

@@ -12,11 +12,11 @@ Each format is a module of its own (formats/png.py, ...), made by
 are decoded over one thread pool and uploaded in one copy.
 
 The format is told from the magic bytes, not from the file name, and Pillow
-is held to that format. The pixel cap (``max_pixels`` /
-``gdsio.image.MAX_IMAGE_PIXELS``) is checked on the size Pillow reads from
-the header, before any pixel is decoded; Pillow's own decompression-bomb
-check (``PIL.Image.MAX_IMAGE_PIXELS``: a warning above it, a refusal, as
-ValueError, above twice it) runs first, as it does for JPEGs Pillow decodes.
+is held to that format. The pixel rule (``max_pixels=``, else the decompression-bomb rule on the
+``max_image_pixels`` setting) is checked on the size Pillow reads from the
+header, before any pixel is decoded; Pillow's own check
+(``PIL.Image.MAX_IMAGE_PIXELS``, the same default: a warning above it, a
+refusal, as ValueError, above twice it) runs first, in Image.open.
 Animated GIF and WebP and multi-page TIFF give their first frame, as
 Pillow's ``Image.open`` (and so ImageFolder) does.
 
@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from ..errors import BackendUnavailable
+from ..errors import BackendUnavailable, DecompressionBombError
 from . import transfer
 from .codec import Format, Item, Options, check_pixels
 
@@ -172,11 +172,11 @@ def _orientation(im: Any) -> int:
     return v if isinstance(v, int) and 1 <= v <= 8 else 1
 
 
-def decode_one(data: bytes, name: str, mode: str, max_pixels: int) -> tuple[Any, int, str]:
+def decode_one(data: bytes, name: str, opts: Options, source: str) -> tuple[Any, int, str]:
     """One image of format `name` (a Format.name made by pillow_format) ->
     (CPU (C,H,W) tensor, EXIF orientation 1..8, note). The size Pillow reads
-    from the header is checked against `max_pixels` before the pixels are
-    decoded. ValueError says what is wrong (corrupt, truncated, too large);
+    from the header is held to the pixel rule (codec.check_pixels; `source`
+    names the image in its warning) before the pixels are decoded. ValueError says what is wrong (corrupt, truncated, too large);
     BackendUnavailable when Pillow is missing or was built without this format."""
     Image = load_pillow()
     spec = _SPECS[name]
@@ -188,10 +188,10 @@ def decode_one(data: bytes, name: str, mode: str, max_pixels: int) -> tuple[Any,
         f = Image.open(io.BytesIO(data), formats=[fmt])
     with f:
         w, h = f.size
-        check_pixels(w, h, max_pixels)
+        check_pixels(w, h, opts, source)
         with _pillow_errors(Image, f"decode this {fmt} image"):
             f.load()
-        return to_chw(f, mode), _orientation(f), spec.reduced_bits(f, data)
+        return to_chw(f, opts.mode), _orientation(f), spec.reduced_bits(f, data)
 
 
 @contextlib.contextmanager
@@ -201,7 +201,7 @@ def _pillow_errors(Image: Any, what: str) -> Iterator[None]:
     try:
         yield
     except Image.DecompressionBombError as e:
-        raise ValueError(f"Pillow refused it as a decompression bomb: {e}") from None
+        raise DecompressionBombError(f"Pillow refused it as a decompression bomb: {e}") from None
     except Image.UnidentifiedImageError:  # its message holds only the BytesIO's repr
         raise ValueError(f"Pillow cannot {what} (corrupt or truncated)") from None
     except Exception as e:
@@ -229,12 +229,12 @@ def decode(items: Sequence[Item], target: Any, opts: Options) -> None:
     host, then uploaded in one copy for a GPU target."""
     if not items:
         return
-    work = [(it.data.cpu().numpy().tobytes(), it.format.name) for it in items]
-    results = map_threads(lambda w: decode_one(w[0], w[1], opts.mode, opts.max_pixels), work, opts.threads, "gdsio-pillow")
+    work = [(it.data.cpu().numpy().tobytes(), it.format.name, it.name) for it in items]
+    results = map_threads(lambda w: decode_one(w[0], w[1], opts, w[2]), work, opts.threads, "gdsio-pillow")
     done = []
     for it, r in zip(items, results):
         if isinstance(r, ValueError):
-            it.fail(str(r))
+            it.fail(str(r), type(r) if isinstance(r, DecompressionBombError) else ValueError)
             continue
         it.result, it.orientation, note = r
         it.backend = PILLOW

@@ -6,10 +6,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..config import current
-from ..device import parse_device, require_cuda
-from .buffers import host_empty
-from .file import File, check_range
+from ..device import parse_device
+from .file import File, int_arg
 from .stats import ReadStats
 
 __all__ = ["read", "read_into"]
@@ -56,7 +54,8 @@ def read_into(
         ValueError: a negative offset, a range past the end of the file, `out`
             too small, non-contiguous or read-only, a backend that does not
             fit the destination.
-        TypeError: `out` or `stream` of a type gdsio cannot read into.
+        TypeError: `out` or `stream` of a type gdsio cannot read into, an
+            offset or size that is not an int (1.5, True), naming it.
         gdsio.BackendUnavailable: the backend asked for cannot run here, with why.
         OSError: the read failed, or the file shrank during it ("ended early").
         RuntimeError: a CUDA call failed (the message carries the CUDA error).
@@ -67,6 +66,7 @@ def read_into(
         >>> st.backend, st.gbps
         ('posix', 3.1)
     """
+    offset = int_arg(offset, "offset")  # named as the caller named it, not file_offset
     with File(path) as f:
         return f.read_into(out, size, offset, backend=backend, stream=stream)
 
@@ -111,6 +111,7 @@ def read(
             file, a device that is not "cpu", "cuda", "cuda:N" or an int (or
             names a GPU that does not exist), a backend that does not fit the
             device (posix for GPU memory, gds/cufile/pinned for host memory).
+        TypeError: an offset or size that is not an int (1.5, True), naming it.
         gdsio.BackendUnavailable: a GPU device where CUDA cannot be used (no
             driver, no GPU, a CPU-only torch; the message says which and to
             pass device="cpu"), or a backend asked for that cannot run here.
@@ -124,22 +125,8 @@ def read(
         >>> st.backend, st.reason
         ('posix', '')
     """
-    import torch
-
-    target = parse_device(device)
-    s = current()
+    # A bad device or a size of the wrong type is named before the file is opened.
+    offset, size = int_arg(offset, "offset"), None if size is None else int_arg(size, "size")
+    parse_device(device)
     with File(path) as f:
-        file_size = f.size()
-        if size is None:
-            if offset < 0 or offset > file_size:
-                check_range(f.path, file_size, offset, 0)
-            size = file_size - offset
-        check_range(f.path, file_size, offset, size)
-        if target.type == "cpu":
-            # O_DIRECT reads straight into page-aligned memory; torch aligns to 64 bytes.
-            out = host_empty(size, 4096 if s.direct_io and size else 0)
-        else:
-            dev = require_cuda(f"cannot read '{f.path}' into {device}", target.index)
-            out = torch.empty(size, dtype=torch.uint8, device=dev)
-        st = f.read_into(out, size, offset, backend=backend)
-    return (out, st) if return_stats else out
+        return f.read(offset=offset, size=size, device=device, backend=backend, return_stats=return_stats)

@@ -4,17 +4,27 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextvars
+import numbers
 import os
 import threading
 from typing import Any, Iterable
 
 from ..config import Settings, current
+from ..device import parse_device, require_cuda
 from .backends import BACKENDS, check_name, run
-from .buffers import Destination, resolve
+from .buffers import Destination, host_empty, resolve
 from .readers import open_reader
 from .stats import ReadStats
 
-__all__ = ["File", "check_range"]
+__all__ = ["File", "check_range", "int_arg"]
+
+
+def int_arg(value: Any, name: str) -> int:
+    """`value` as an int, or a TypeError naming the argument (a bool, a float
+    such as 1.5 or 2.0, a str are not byte counts)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
+    return int(value)
 
 
 def check_range(path: str, file_size: int, offset: int, size: int) -> None:
@@ -122,6 +132,64 @@ class File:
             ex.shutdown(wait=True)
         self._reader.close()
 
+    def read(
+        self,
+        *,
+        offset: int = 0,
+        size: int | None = None,
+        device: Any = "cuda",
+        backend: str | None = None,
+        return_stats: bool = False,
+    ) -> Any:
+        """Reads this file (or a range of it) into a new 1-D uint8 torch tensor
+        on `device`, as ``gdsio.read`` does (which opens, calls this and closes).
+        Reading a header with ``read_into`` and then the body with ``read`` from
+        one ``File`` takes both from the same file, even if its path is renamed
+        over in between.
+
+        Args:
+            offset: where in the file to start, in bytes.
+            size: bytes to read; default: to the end of the file (its size now).
+            device: "cuda" (default), "cuda:N", an int N, or "cpu".
+            backend: as in ``read_into``.
+            return_stats: also return the ReadStats.
+
+        Returns:
+            torch.Tensor: 1-D uint8 of `size` bytes; with ``return_stats=True``,
+            ``(tensor, ReadStats)``.
+
+        Raises:
+            ValueError: a range outside the file, a bad device or backend.
+            TypeError: an offset or size that is not an int (1.5, True), naming it.
+            gdsio.BackendUnavailable: a GPU device where CUDA cannot be used.
+            OSError: the read failed, or the file shrank during it.
+
+        Example:
+            >>> with gdsio.File("cat.npy") as f:
+            ...     f.read_into(head, 128)                    # the header
+            ...     t = f.read(device="cuda")                 # the whole file, the same one
+        """
+        import torch
+
+        offset = int_arg(offset, "offset")
+        size = None if size is None else int_arg(size, "size")
+        target = parse_device(device)
+        s = current()
+        file_size = self.size()
+        if size is None:
+            if offset < 0 or offset > file_size:
+                check_range(self.path, file_size, offset, 0)
+            size = file_size - offset
+        check_range(self.path, file_size, offset, size)
+        if target.type == "cpu":
+            # O_DIRECT reads straight into page-aligned memory; torch aligns to 64 bytes.
+            out = host_empty(size, 4096 if s.direct_io and size else 0)
+        else:
+            dev = require_cuda(f"cannot read '{self.path}' into {device}", target.index)
+            out = torch.empty(size, dtype=torch.uint8, device=dev)
+        st = self.read_into(out, size, offset, backend=backend)
+        return (out, st) if return_stats else out
+
     def read_into(
         self,
         out: Any,
@@ -155,7 +223,8 @@ class File:
             ValueError: a negative or past-the-end range, `out` too small,
                 non-contiguous or read-only, a backend that does not fit the
                 destination (posix into GPU memory, gds/cufile/pinned into host memory).
-            TypeError: `out` or `stream` of a type gdsio cannot read into.
+            TypeError: `out` or `stream` of a type gdsio cannot read into; a
+                size or offset that is not an int, naming it.
             gdsio.BackendUnavailable: the backend asked for cannot run here.
             OSError: the read failed, or the file shrank during it ("ended early").
 
@@ -163,6 +232,8 @@ class File:
             >>> with gdsio.File("shard-0001.bin") as f:
             ...     st = f.read_into(buf, 4096, file_offset=8192)
         """
+        file_offset, out_offset = int_arg(file_offset, "file_offset"), int_arg(out_offset, "out_offset")
+        size = None if size is None else int_arg(size, "size")
         s = current()
         b = check_name(self._backend_of(backend, s))
         dest = resolve(out, stream=stream)
@@ -271,8 +342,8 @@ class File:
         for i, r in enumerate(requests):
             if len(r) not in (3, 4):
                 raise ValueError(f"request {i}: expected (out, size, file_offset[, out_offset]), got {len(r)} items")
-            out, size, off = r[0], int(r[1]), int(r[2])
-            out_off = int(r[3]) if len(r) == 4 else 0
+            out, size, off = r[0], int_arg(r[1], f"request {i}: size"), int_arg(r[2], f"request {i}: file_offset")
+            out_off = int_arg(r[3], f"request {i}: out_offset") if len(r) == 4 else 0
             d = resolve(out, stream=stream, name=f"requests[{i}] destination")
             check_range(self.path, file_size, off, size)
             if out_off < 0 or size + out_off > d.nbytes:

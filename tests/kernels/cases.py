@@ -1,9 +1,10 @@
 """The emulation's case file: the GPU tests' own cases (the ``*_case``
-functions and lists of test_transforms_gpu.py, the pixel cases of
-tests/image/test_image_gpu.py), run through gdsio's CPU path while the core calls they
-make are recorded with the bytes each call may read. The replay driver
-(replay.cpp) runs every recorded call on the CPU twin and on the emulated
-kernels and compares.
+functions and lists of tests/transforms/test_transforms_gpu.py,
+``emulated_cases`` of tests/transforms/test_transforms_v2_gpu.py, the pixel
+cases of tests/image/test_image_gpu.py), run through gdsio's CPU path while
+the core calls they make are recorded with the bytes each call may read. The
+replay driver (replay.cpp) runs every recorded call on the CPU twin and on the
+emulated kernels and compares.
 
 Adding a kernel's cases: a recorder in RECORDERS for its ``_core`` function
 (which arguments are pointers, how many bytes each may read), an op handler
@@ -122,6 +123,33 @@ def _hflip(r: Recorder, src: int, out: int, *, rows: int, width: int, elem_size:
     r.write("hflip", keys, [_bytes(src, rows * width * elem_size)])
 
 
+def _vflip(r: Recorder, src: int, out: int, *, planes: int, height: int, width: int, elem_size: int,
+           **_: Any) -> None:
+    keys = [("planes", [planes]), ("height", [height]), ("width", [width]), ("elem_size", [elem_size])]
+    r.write("vflip", keys, [_bytes(src, planes * height * width * elem_size)])
+
+
+def _pad(r: Recorder, src: int, out: int, *, planes: int, channels: int, height: int, width: int, elem_size: int,
+         left: int, top: int, right: int, bottom: int, mode: str, fill: list[int], **_: Any) -> None:
+    keys = [("planes", [planes]), ("channels", [channels]), ("height", [height]), ("width", [width]),
+            ("elem_size", [elem_size]), ("ltrb", [left, top, right, bottom]), ("mode", [mode]),
+            ("fill", [int(v) for v in fill])]
+    r.write("pad", keys, [_bytes(src, planes * height * width * elem_size)])
+
+
+def _color(r: Recorder, images: np.ndarray, outs: np.ndarray, ops: np.ndarray, factors: np.ndarray, *,
+           dtype: str, channels: int, **_: Any) -> None:
+    keys: list[tuple[str, list[Any]]] = [("dtype", [dtype]), ("channels", [channels])]
+    blobs = []
+    for (data, cs, rs, h, w), op, f in zip(np.asarray(images).tolist(), np.asarray(ops).tolist(),
+                                          np.asarray(factors, np.float64).tolist()):
+        # Channel 0's top-left to the last channel's bottom-right, in elements.
+        blobs.append(_bytes(data, ((channels - 1) * cs + (h - 1) * rs + w) * _ELEM[dtype]))
+        # The factors in double: the kernels take (float)f and (float)(1.0 - f).
+        keys.append(("image", [cs, rs, h, w, *op, *("%r" % float(v) for v in f)]))
+    r.write("color", keys, blobs)
+
+
 def _decode(r: Recorder, jobs: list[Any], **_: Any) -> None:
     keys, blobs = [], []
     for j in jobs:  # _core.PixelJob
@@ -137,6 +165,9 @@ RECORDERS: dict[str, Callable] = {
     "tf_to_float": _to_float,
     "tf_normalize": _normalize,
     "tf_hflip": _hflip,
+    "tf_vflip": _vflip,
+    "tf_pad": _pad,
+    "tf_color": _color,
     "img_decode_pixels_cpu": _decode,
 }
 
@@ -156,6 +187,7 @@ def write_cases(path: Path) -> int:
             sys.path.insert(0, where)
     import test_image_gpu as D
     import test_transforms_gpu as G
+    import test_transforms_v2_gpu as V
 
     import gdsio.image as gi
     from gdsio import transforms as T
@@ -180,6 +212,10 @@ def write_cases(path: Path) -> int:
         for dtype in G.POINTWISE_DTYPES:
             with r.case(f"test_pointwise_equal_cpu[{str(dtype).split('.')[-1]}]"):
                 G.pointwise_cases("cpu", dtype)
+
+        for name, run in V.emulated_cases():  # colour ops, color_jitter, pad, flips, the v2 forms
+            with r.case(name):
+                run()
 
         for mode in D.MODES:
             for name, data, kw in D.pixel_cases():

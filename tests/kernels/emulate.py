@@ -59,7 +59,7 @@ COMMON_FLAGS = [
 # The device pass of nvcc: __CUDA_ARCH__ selects the device branches of the
 # __host__ __device__ arithmetic (the __*_rn intrinsics).
 KERNEL_FLAGS = ["-include", str(HERE / "cuda_emu.hpp"), "-D__CUDACC__", "-D__CUDA_ARCH__=900"]
-HARNESS = ["emu_runtime.cpp", "replay.cpp", "ops_transforms.cpp", "ops_decode.cpp"]
+HARNESS = ["emu_runtime.cpp", "replay.cpp", "ops_transforms.cpp", "ops_v2.cpp", "ops_decode.cpp"]
 SELFTEST = HERE / "selftest.cu"
 # The call-boundary checks (shim_tests.cpp): the cuFile and nvJPEG shims and the
 # pinned pipeline as they are, on the emulated runtime, with fake NVIDIA libraries.
@@ -471,6 +471,7 @@ class Mutation:
     flavour: str  # the build that must catch it
     ops: str      # the records to replay
     caught_by: tuple[str, ...]  # the output must contain one of these
+    small: bool = False  # replay only the TSan selection of `ops` (the small shared-memory cases)
 
     def apply(self, text: str) -> str:
         start = text.index(self.kernel)
@@ -486,28 +487,40 @@ class Mutation:
 
 TRANSFORMS_CU = CSRC / "image" / "transforms_cuda.cu"
 DECODE_CU = CSRC / "image" / "decode_cuda.cu"
+COLOR_CU = CSRC / "image" / "color_cuda.cu"
+PAD_CU = CSRC / "image" / "pad_cuda.cu"
 MUTATIONS = [
     # The barrier between a chunk's vertical pass and the next chunk's horizontal one.
     Mutation("resample: second __syncthreads() removed", TRANSFORMS_CU, "resample_kernel(", "__syncthreads();",
-             "/* removed */", 2, "tsan", "resize", ("ThreadSanitizer: data race",)),
+             "/* removed */", 2, "tsan", "resize", ("ThreadSanitizer: data race",), small=True),
     # OpenCV's vertical taps read one row past the chunk: a poisoned shared row
     # (a mismatch), or past the array when the chunk is full (UBSan's bounds check).
     Mutation("resample: chunk bound r < rows off by one", TRANSFORMS_CU, "resample_kernel(", "r < rows",
-             "r <= rows", 1, "asan", "resize", ("bytes differ", "runtime error: index 64 out of bounds", "AddressSanitizer")),
+             "r <= rows", 1, "asan", "resize", ("bytes differ", "runtime error: index 64 out of bounds", "AddressSanitizer"),
+             small=True),
     # The decode kernel writes one pixel past each image.
     Mutation("decode: pixel bound p >= npix off by one", DECODE_CU, "decode_pixels_kernel(", "p >= npix",
              "p > npix", 1, "asan", "decode", ("AddressSanitizer: heap-buffer-overflow",)),
+    # The contrast sum's tree reads lanes another thread has not added yet.
+    Mutation("colour: the sum tree's __syncthreads() removed", COLOR_CU, "band_kernel(", "__syncthreads();",
+             "/* removed */", 2, "tsan", "color", ("ThreadSanitizer: data race",), small=True),
+    # The pixel kernel reads and writes one pixel past each row (past the image on its last row).
+    Mutation("colour: pixel bound x >= width off by one", COLOR_CU, "color_kernel(", "x >= im.width",
+             "x > im.width", 1, "asan", "color", ("AddressSanitizer: heap-buffer-overflow",), small=True),
+    # pad writes one column past each output row (past the output on its last row).
+    Mutation("pad: column bound x < ow off by one", PAD_CU, "pad_kernel(", "x < ow", "x <= ow", 1, "asan", "pad",
+             ("AddressSanitizer: heap-buffer-overflow",)),
 ]
 
 
 def check_mutation(m: Mutation, cases: Path, small: Path | None = None) -> tuple[bool, str, float]:
-    """(caught, evidence, seconds) for one mutant; resize mutants replay the
-    `small` list of cases (the TSan selection) when given."""
+    """(caught, evidence, seconds) for one mutant; those marked `small` replay
+    the `small` list of cases (the TSan selection) when given."""
     t0 = time.perf_counter()
     build(m.flavour)  # the objects the mutant shares
     b = build(m.flavour, mutant={m.source: m.apply(m.source.read_text())}, name=re.sub(r"\W+", "-", m.name))
     args = [str(cases), "--ops", m.ops]
-    if m.ops == "resize" and small is not None:
+    if m.small and small is not None:
         args += ["--cases-from", str(small)]
     r = run(b, m.flavour, args)
     caught = r.returncode != 0 and any(c in r.output for c in m.caught_by)

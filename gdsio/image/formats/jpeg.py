@@ -66,6 +66,32 @@ def _subsampling(sampling: tuple[tuple[int, int], ...]) -> str:
     )
 
 
+def _next_marker(buf: bytes, total: int, pos: int) -> tuple[int, int]:
+    """(position after the marker, marker code) of the next marker from `pos`,
+    found as libjpeg's next_marker (and Pillow's header walk) find it: bytes
+    before it are skipped (libjpeg warns "extraneous bytes before marker"),
+    so are stuffed 0xFF00 pairs and 0xFF fill bytes."""
+    need = NeedMoreData.require
+    while True:
+        if pos > MAX_HEADER_BYTES:
+            raise ValueError(f"JPEG header longer than {MAX_HEADER_BYTES >> 20} MiB before its first scan")
+        ff = buf.find(b"\xff", pos)
+        if ff < 0:  # not in what we have: ask for more, or there is none
+            if len(buf) < total:
+                raise NeedMoreData(len(buf) + 1)
+            raise ValueError(f"corrupt JPEG: no marker after byte {pos}: the data ends first (truncated?)")
+        pos = ff
+        while True:
+            need(buf, total, pos + 2, "JPEG header")
+            if buf[pos + 1] != 0xFF:
+                break
+            pos += 1
+        m = buf[pos + 1]
+        pos += 2
+        if m != 0x00:
+            return pos, m
+
+
 def parse_jpeg(buf: bytes, total: int, tail: bytes = b"\xff\xd9") -> JpegHeader:
     """Walks the markers from SOI to the first SOS. ``tail`` is the last bytes
     of the data (an EOI marker there means the data is complete).
@@ -82,21 +108,11 @@ def parse_jpeg(buf: bytes, total: int, tail: bytes = b"\xff\xd9") -> JpegHeader:
     adobe_transform = None
     orientation = 1
     restart = 0
+    data = bytes(buf)
     while True:
-        need(buf, total, pos + 2, "JPEG header")
-        if buf[pos] != 0xFF:
-            raise ValueError(f"corrupt JPEG: expected a marker at byte {pos}, found 0x{buf[pos]:02x}")
-        while True:  # fill bytes
-            need(buf, total, pos + 2, "JPEG header")
-            if buf[pos + 1] != 0xFF:
-                break
-            pos += 1
-        m = buf[pos + 1]
-        pos += 2
+        pos, m = _next_marker(data, total, pos)
         if m == 0x01 or 0xD0 <= m <= 0xD7:  # TEM, RSTn: no length
             continue
-        if m == 0x00:
-            raise ValueError(f"corrupt JPEG: a stuffed 0xFF00 outside a scan at byte {pos - 2}")
         if m == 0xD8:
             raise ValueError(f"corrupt JPEG: a second SOI marker at byte {pos - 2}")
         if m == 0xD9:

@@ -43,7 +43,9 @@ class RawFormat:
     def __post_init__(self) -> None:
         for name in ("height", "width", "channels"):
             v = getattr(self, name)
-            if type(v) is not int or v < 1:
+            if type(v) is not int:
+                raise TypeError(f"RawFormat.{name} must be a positive int, got {v!r} ({type(v).__name__})")
+            if v < 1:
                 raise ValueError(f"RawFormat.{name} must be a positive int, got {v!r}")
         if type(self.offset) is not int or self.offset < 0:
             raise ValueError(f"RawFormat.offset must be an int >= 0, got {self.offset!r}")
