@@ -34,4 +34,6 @@ def _gate_module():
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    _gate_module().gate_gpu_items(items)  # the rule of tests/: skip without a GPU, unless it is required
+    gate = _gate_module()
+    gate.gate_gpu_items(items)  # the rule of tests/: skip without a GPU, unless it is required
+    gate.gate_ray_items(items)  # and without Ray Data (bench_ray.py)

@@ -56,6 +56,15 @@ class SampleError(RuntimeError):
         self.index = index
         self.path = path
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Picklable, so it crosses processes (a Ray actor on a CPU node, a worker):
+        # the default rebuilds from args alone and would miss the keyword-only fields.
+        return _rebuild_sample_error, (type(self), str(self), self.index, self.path), self.__dict__
+
+
+def _rebuild_sample_error(cls: type[SampleError], message: str, index: int, path: str) -> SampleError:
+    return cls(message, index=index, path=path)
+
 
 class NeedMoreData(Exception):
     """The header continues past the bytes given: parse again with the first

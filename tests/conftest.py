@@ -1,5 +1,6 @@
 """Shared fixtures; GPU tests (marker `gpu`) are skipped here, centrally, when
-no CUDA device is visible. Tests themselves never call pytest.skip."""
+no CUDA device is visible, and Ray tests (marker `ray`) when Ray Data is not
+installed. Tests themselves never call pytest.skip."""
 
 from __future__ import annotations
 
@@ -7,13 +8,23 @@ import os
 import subprocess
 from pathlib import Path
 
+# Before any test imports ray: without it Ray rewrites 127.0.0.1 to the
+# machine's own address (ray/_private/services.py, resolve_ip_for_localhost)
+# and its processes listen there; tests talk only to loopback.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+# And no usage reports: Ray's own (to its servers) and Ray Data's poller of a
+# Prometheus on localhost:9090 (a thread that outlives the cluster).
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+os.environ["RAY_DATA_USAGE_DISABLED"] = "1"
+
 import numpy as np
 import pytest
-from gpu_gate import gate_gpu_items
+from gpu_gate import gate_gpu_items, gate_ray_items
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     gate_gpu_items(items)
+    gate_ray_items(items)
 
 
 def run_python(code: str) -> "subprocess.CompletedProcess[str]":

@@ -210,3 +210,16 @@ print("ok")
 """
     r = run_python(code)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_sample_error_pickles_with_its_index_path_and_notes():
+    # It crosses processes (a Ray actor on a CPU node, a worker) and must arrive whole.
+    import pickle
+
+    from gdsio.errors import SampleError
+
+    e = SampleError("sample 3 ('a/b.jpg'): ValueError: bad", index=3, path="a/b.jpg")
+    e.add_note("made on node n1")
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is SampleError and str(back) == str(e)
+    assert (back.index, back.path) == (3, "a/b.jpg") and back.__notes__ == ["made on node n1"]

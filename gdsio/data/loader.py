@@ -168,7 +168,7 @@ class Loader:
         self._done = 0  # batches of the epoch consumed so far
         self._resume = False  # the next pass starts at self._done (after load_state_dict)
         self._gen = 0  # bumped by set_epoch/load_state_dict/iter: a stale pass stops updating the position
-        self._pass: weakref.ref[_Pass] | None = None
+        self._pass: weakref.ref[Any] | None = None  # the running pass (anything with close())
         self._streams: tuple[Any, ...] | None = None
         self._dataset: SampleDataset | None = None
 
@@ -264,15 +264,22 @@ class Loader:
     # ---- iteration --------------------------------------------------------------
 
     def __iter__(self) -> "_Pass":
+        epoch, start, gen = self._begin_pass()
+        p = _Pass(self, epoch, start, gen)
+        self._pass = weakref.ref(p)
+        return p
+
+    def _begin_pass(self) -> tuple[int, int, int]:
+        """Stops the previous pass and says where the next one starts: (epoch,
+        first batch, generation). gdsio.data.ray's Loader runs its passes from
+        here too, so both keep one position and one state_dict."""
         old = self._pass() if self._pass is not None else None
         if old is not None:
             old.close()
         start = self._done if self._resume else 0
         self._gen += 1
         self._done, self._resume = start, False
-        p = _Pass(self, self._epoch, start, self._gen)
-        self._pass = weakref.ref(p)
-        return p
+        return self._epoch, start, self._gen
 
     def _consumed(self, gen: int, batch_no: int) -> None:
         if gen == self._gen:

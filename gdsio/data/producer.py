@@ -51,7 +51,7 @@ class PassPlan:
     runs from what it was given, whatever the Loader does meanwhile."""
 
     table: SampleTable
-    order: Any  # ShardedOrder
+    order: Any  # ShardedOrder, or anything with its .seed and .numbered_batches(epoch, start)
     epoch: int
     start: int  # the first batch of the pass (resume)
     transform: Any
@@ -69,8 +69,10 @@ class Producer:
     labels, ready_event)``, ``("empty", batch_no)``, ``("error", exc)`` or
     ``("end",)`` on the queue."""
 
-    def __init__(self, plan: PassPlan, q: queue.Queue[Any], stop: threading.Event, budget: ByteBudget | None = None) -> None:
+    def __init__(self, plan: PassPlan, q: queue.Queue[Any], stop: threading.Event, budget: ByteBudget | None = None,
+                 kept: dict[int, np.ndarray] | None = None) -> None:
         self.plan = plan
+        self.kept = kept  # when given: batch number -> the sample indices its batch holds (on_error="skip" drops some)
         self.cuda = plan.device.type == "cuda"
         self.q, self.stop, self.budget = q, stop, budget
         self.image_setup = None
@@ -108,7 +110,7 @@ class Producer:
             self.plan.threads, thread_name_prefix="gdsio-reader", initializer=mark_loader_thread
         )
         try:
-            batches = enumerate(self.plan.order.batches(self.plan.epoch, self.plan.start), start=self.plan.start)
+            batches = iter(self.plan.order.numbered_batches(self.plan.epoch, self.plan.start))
             ahead: collections.deque[_Pending] = collections.deque()
             while True:
                 # Keep this batch and the next one submitted: reads overlap the transform.
@@ -305,6 +307,8 @@ class Producer:
                 self.plan.meter.produced(time.perf_counter() - p.t0, len(p.hits), len(failures), None)
                 return ("empty", p.batch_no)
             images = self._assemble(p, samples, keep)
+            if self.kept is not None:
+                self.kept[p.batch_no] = p.indices[keep]
             labels = torch.from_numpy(self.plan.table.labels_of(p.indices[keep])).to(self.plan.device, non_blocking=True)
             end = self._event(1, timing=True)
         self.plan.meter.produced(time.perf_counter() - p.t0, len(p.hits), len(failures),

@@ -86,3 +86,16 @@ class ShardedOrder:
         idx = self.indices(epoch)
         for b in range(start, len(self)):
             yield idx[b * self.batch_size : (b + 1) * self.batch_size]
+
+    def batch(self, epoch: int, batch_no: int, indices: np.ndarray | None = None) -> np.ndarray:
+        """Batch number `batch_no` of `epoch` alone (`indices`: this epoch's
+        ``indices(epoch)``, when the caller holds them already)."""
+        if not 0 <= batch_no < len(self):
+            raise IndexError(f"batch {batch_no} is out of range for {len(self)} batches an epoch")
+        idx = self.indices(epoch) if indices is None else indices
+        return idx[batch_no * self.batch_size : (batch_no + 1) * self.batch_size]
+
+    def numbered_batches(self, epoch: int, start: int = 0) -> Iterator[tuple[int, np.ndarray]]:
+        """``(batch number, indices)`` from batch `start` on: what the loader's
+        producer walks (an order of one's own may yield a subset of them)."""
+        return enumerate(self.batches(epoch, start), start=start)

@@ -159,6 +159,22 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--batch-size", type=_positive_int, default=32, help="images per batch (default 32)")
     m.add_argument("--no-train", action="store_true", help="time the loader alone, without the small CNN step")
     m.set_defaults(func=_cmd_demo)
+
+    o = sub.add_parser("offload-plan", **exits, help="how many CPU-only nodes keep a GPU node fed, and the cost per step",
+                       description="From the measured decode+augment cost per image on one CPU core, the GPU's step "
+                                   "rate and batch size, and the instances' prices: how many CPU nodes to add "
+                                   "(gdsio.data.ray), the local_share to start from, and the cost per step.")
+    o.add_argument("--ms-per-image", type=float, required=True,
+                   help="read + decode + transform of one image on one core, ms (measured)")
+    o.add_argument("--steps-per-s", type=float, required=True, help="the GPU's step rate when it never waits")
+    o.add_argument("--batch-size", type=_positive_int, required=True, help="images per step")
+    o.add_argument("--local-cores", type=float, required=True, help="the GPU node's cores free for preprocessing")
+    o.add_argument("--node-cores", type=_positive_int, required=True, help="cores of one CPU node")
+    o.add_argument("--gpu-node-price", type=float, required=True, help="the GPU node's price per hour")
+    o.add_argument("--cpu-node-price", type=float, required=True, help="one CPU node's price per hour")
+    o.add_argument("--headroom", type=float, default=1.2, help="capacity above the need (default 1.2)")
+    o.add_argument("--json", action="store_true", help="print the plan as JSON")
+    o.set_defaults(func=_cmd_offload_plan)
     return parser
 
 
@@ -276,6 +292,18 @@ def _cmd_demo(args: argparse.Namespace, argv: Sequence[str]) -> int:
     run_demo(args.path, device=_demo_device(args.device), epochs=args.epochs, batch_size=args.batch_size,
              train=not args.no_train, out=sys.stdout)
     print("\nthe copy paths side by side: gdsio bench --quick; why GDS is or is not used: gdsio doctor")
+    return 0
+
+
+def _cmd_offload_plan(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    import dataclasses
+
+    from ..data.offload_plan import offload_plan
+
+    plan = offload_plan(ms_per_image=args.ms_per_image, steps_per_s=args.steps_per_s, batch_size=args.batch_size,
+                        local_cores=args.local_cores, node_cores=args.node_cores, gpu_node_price=args.gpu_node_price,
+                        cpu_node_price=args.cpu_node_price, headroom=args.headroom)
+    print(json.dumps(dataclasses.asdict(plan), indent=2) if args.json else str(plan))
     return 0
 
 

@@ -1,0 +1,205 @@
+"""gdsio.data.ray.Loader against gdsio.Loader alone: images/s at the consumer
+and its data-wait share, with 0, 1 and 2 CPU nodes and local_share fixed or "auto".
+
+A local multi-node Ray cluster (ray.cluster_utils.Cluster, every process on
+127.0.0.1): a trainer node (the head, 1 CPU, where this process consumes) and
+CPU nodes labelled ``gdsio-role=preprocess`` (1 CPU each). The consumer's
+"GPU step" is a sleep of --step-ms per batch (a stand-in: no GPU is needed and
+the step's length is known); batches are made on the CPU (device="cpu").
+
+    python bench/bench_ray.py                                    # the defaults below
+    python bench/bench_ray.py --images 256 --batch 32 --step-ms 60 --json out.json
+    pytest bench/bench_ray.py                                    # the smoke test only (needs gdsio[ray])
+
+Each configuration runs one untimed warm-up pass (actors start, page cache
+warms), then --passes timed passes over a fresh loader's epochs. Read the
+figures with the machine in mind: on one machine every "node" shares the
+same cores, so CPU nodes cannot add compute there; what this shows is the
+overhead of the offload (the Ray Data hop, the copy out of the object
+store, an actor pool started per pass), not the gain of a real cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+# Before ray is imported: keep every Ray process on 127.0.0.1 (Ray rewrites it
+# to the machine's address otherwise; ray/_private/services.py).
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # no usage reports off the machine (Ray's, Ray Data's poller)
+os.environ["RAY_DATA_USAGE_DISABLED"] = "1"
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import gdsio.data as gd  # noqa: E402
+from gdsio.tools import demo  # noqa: E402
+
+ROLE = "gdsio-role"
+PRE = {ROLE: "preprocess"}
+NODE = {"node_ip_address": "127.0.0.1", "object_store_memory": 150 << 20}
+
+
+def transform() -> Any:
+    return gd.Compose([gd.RandomResizedCrop(224), gd.RandomHorizontalFlip(), gd.ToDtype(torch.float32, scale=True),
+                       gd.Normalize(gd.IMAGENET_MEAN, gd.IMAGENET_STD)])
+
+
+def consume(loader: Any, step_s: float) -> tuple[int, float, int, float]:
+    """One pass: (images seen, seconds to the first batch, images after the first batch, seconds after it)."""
+    t0 = time.perf_counter()
+    first = None
+    n = n_first = 0
+    for images, _ in loader:
+        if first is None:
+            first = time.perf_counter()
+            n_first = int(images.shape[0])
+        n += int(images.shape[0])
+        time.sleep(step_s)  # the "GPU step"
+    end = time.perf_counter()
+    return n, (first or end) - t0, n - n_first, end - (first or end)
+
+
+def run_config(name: str, make: Any, step_s: float, passes: int) -> dict[str, Any]:
+    loader = make()
+    consume(loader, step_s)  # warm-up: actors start, page cache
+    loader.stats(reset=True)
+    firsts = []
+    after_n, after_s = 0, 0.0
+    t0 = time.perf_counter()
+    images = 0
+    for _ in range(passes):
+        n, first, n_after, s_after = consume(loader, step_s)
+        images += n
+        firsts.append(first)
+        after_n += n_after
+        after_s += s_after
+    wall = time.perf_counter() - t0
+    s = loader.stats()
+    row: dict[str, Any] = {"config": name, "images": images, "seconds": wall, "images_per_s": images / wall,
+                           "data_wait_share": s.data_wait_share, "first_batch_s": sum(firsts) / len(firsts),
+                           "steady_images_per_s": after_n / after_s if after_s > 0 else 0.0}
+    if hasattr(s, "remote_samples"):
+        row.update(path=s.path, local_samples=s.local_samples, remote_samples=s.remote_samples,
+                   nodes=len(s.remote_nodes), local_share_end=s.local_share, remote_ms_per_sample=s.remote_ms_per_sample)
+    else:
+        row.update(path="local", local_samples=s.samples, remote_samples=0, nodes=0)
+    return row
+
+
+def run(images: int, batch: int, step_ms: float, passes: int, size: tuple[int, int], threads: int,
+        only: set[str] | None = None) -> dict[str, Any]:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    import gdsio.data.ray as gray
+
+    tmp = tempfile.mkdtemp(prefix="gdsio-bray-", dir="/tmp")  # short: Ray's unix sockets live under it
+    os.environ["RAY_TMPDIR"] = tmp
+    root = os.path.join(tmp, "train")
+    demo.write_jpeg_folder(root, classes=4, per_class=max(1, images // 4), size=size)
+    tf = transform()
+    step_s = step_ms / 1e3
+    rows = []
+    c = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, include_dashboard=False,
+                                                          labels={ROLE: "trainer"}, **NODE))
+    try:
+        c.connect()
+        ray.data.DataContext.get_current().enable_progress_bars = False
+
+        def want(name: str) -> bool:
+            return only is None or name in only
+
+        if want("local"):
+            rows.append(run_config("local (gdsio.Loader)", lambda: gd.Loader(
+                root, batch, device="cpu", transform=tf, shuffle=True, threads=threads), step_s, passes))
+        c.add_node(num_cpus=1, labels=PRE, **NODE)
+
+        def offload(share: Any) -> Any:
+            return lambda: gray.Loader(root, batch, device="cpu", transform=tf, local_share=share, resources=PRE,
+                                       threads=threads, timeout=300)
+
+        for share in (0.0, 0.5, "auto"):
+            if want(f"1:{share}"):
+                rows.append(run_config(f"ray, 1 CPU node, local_share={share}", offload(share), step_s, passes))
+        c.add_node(num_cpus=1, labels=PRE, **NODE)
+        for share in (0.0, "auto"):
+            if want(f"2:{share}"):
+                rows.append(run_config(f"ray, 2 CPU nodes, local_share={share}", offload(share), step_s, passes))
+    finally:
+        ray.shutdown()
+        c.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"rows": rows, "machine": machine(), "settings": dict(images=images, batch=batch, step_ms=step_ms,
+                                                               passes=passes, size=list(size), threads=threads)}
+
+
+def machine() -> dict[str, Any]:
+    import ray
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=os.path.dirname(os.path.abspath(__file__)), check=False).stdout.strip()
+    except OSError:
+        commit = ""
+    return {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+            "torch": torch.__version__, "ray": ray.__version__, "commit": commit, "gpu": torch.cuda.is_available(),
+            "load_before": os.getloadavg()[0]}
+
+
+def table(result: dict[str, Any]) -> str:
+    rows = result["rows"]
+    base = next((r for r in rows if r["path"] == "local"), None)
+    out = ["| config | path | images/s | vs local | data-wait share | first batch s | images/s after the first batch "
+           "| vs local | made here / on CPU nodes |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        ratio = f"{r['images_per_s'] / base['images_per_s']:.2f}x" if base else "-"
+        steady = f"{r['steady_images_per_s'] / base['steady_images_per_s']:.2f}x" if base else "-"
+        out.append(f"| {r['config']} | {r['path']} | {r['images_per_s']:.1f} | {ratio} | {r['data_wait_share']:.0%} | "
+                   f"{r['first_batch_s']:.2f} | {r['steady_images_per_s']:.1f} | {steady} | "
+                   f"{r['local_samples']} / {r['remote_samples']} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--images", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--step-ms", type=float, default=60.0, help="the consumer's stand-in GPU step per batch")
+    ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--size", default="500x375", help="JPEG size WxH")
+    ap.add_argument("--threads", type=int, default=1, help="reader threads of the local loader")
+    ap.add_argument("--json", metavar="FILE")
+    a = ap.parse_args(argv)
+    w, h = (int(x) for x in a.size.split("x"))
+    result = run(a.images, a.batch, a.step_ms, a.passes, (w, h), a.threads)
+    result["command"] = " ".join(["python", "bench/bench_ray.py", *(sys.argv[1:] if argv is None else argv)])
+    print(table(result))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=2)
+    return 0
+
+
+@pytest.mark.ray
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
+def test_smoke():
+    """The benchmark runs end to end (tiny): it cannot rot unnoticed."""
+    result = run(8, 4, 1.0, 1, (64, 48), 1, only={"local", "1:0.0"})
+    paths = [r["path"] for r in result["rows"]]
+    assert paths == ["local", "ray"] and all(r["images"] == 8 for r in result["rows"])
+    assert "| ray, 1 CPU node" in table(result)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""gdsio.data.ray.Loader: this node's gdsio.Loader pipeline and the CPU nodes'
+Ray Data actors, merged in batch order (the passes themselves: passes.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import weakref
+from typing import Any, Callable
+
+from ..loader import Loader as _GdsioLoader
+from ..meter import LoaderStats, Meter
+from .passes import AUTO_START, _BoardImpl, _fixed_local, _OffloadPass
+from .remote import _actors, _check_cpus, _connected, _Placement, _ray
+
+__all__ = ["Loader", "OffloadStats"]
+
+
+@dataclasses.dataclass
+class OffloadStats(LoaderStats):
+    """``LoaderStats`` of the merged stream, and which side made what.
+
+    local_samples / remote_samples: samples this node made / the CPU nodes
+    made (handed to the consumer). remote_nodes: samples per Ray node id.
+    local_share: the share this node makes now (the last value "auto" chose).
+    path: "local", "ray" or "local+ray", from the counts.
+    remote_ms_per_sample: the actors' mean time per sample (read, decode,
+    transform on ``cpus_per_actor`` cores): the cost ``gdsio offload-plan`` takes.
+    """
+
+    local_samples: int = 0
+    remote_samples: int = 0
+    remote_nodes: dict[str, int] = dataclasses.field(default_factory=dict)
+    local_share: float = 1.0
+    remote_ms_per_sample: float | None = None
+
+    @property
+    def path(self) -> str:
+        """Which path made the samples handed out: ``"local"`` (this node
+        only), ``"ray"`` (the CPU nodes only) or ``"local+ray"``."""
+        if self.remote_samples == 0:
+            return "local"
+        return "ray" if self.local_samples == 0 else "local+ray"
+
+    def __str__(self) -> str:
+        made = (f"; path {self.path}: made here {self.local_samples}, on CPU nodes {self.remote_samples} "
+                f"({len(self.remote_nodes)} node(s)), local_share {self.local_share:.2f}")
+        return super().__str__() + made
+
+
+class _Sides:
+    """Counts of which side made what (thread-safe, reset by stats(reset=True))."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.local = 0
+            self.remote = 0
+            self.nodes: dict[str, int] = {}
+            self.remote_s = 0.0
+
+    def add(self, side: str, samples: int, node: str | None = None, seconds: float = 0.0) -> None:
+        with self._lock:
+            if side == "local":
+                self.local += samples
+            else:
+                self.remote += samples
+                self.remote_s += seconds
+                if node is not None:
+                    self.nodes[node] = self.nodes.get(node, 0) + samples
+
+def _parse_share(v: Any) -> float | str:
+    if v == "auto" and isinstance(v, str):
+        return "auto"
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+        raise ValueError(f"local_share must be 'auto' or a fraction in [0, 1]; got {v!r}")
+    return float(v)
+
+
+class Loader:
+    """Batches of `source` as ``(images, labels)``, made partly on this node
+    (gdsio.Loader's pipeline on `device`) and partly on the Ray cluster's CPU
+    nodes (Ray Data actors running gdsio's CPU path), merged in batch order.
+
+    Same batches, order, sharding and state as ``gdsio.Loader`` with the same
+    arguments: ``len``, ``set_epoch``, ``state_dict`` / ``load_state_dict``
+    (states move between the two loaders), ``dataset``, ``classes``. Remote
+    batches are copied to `device` on the consumer's current CUDA stream
+    (through pinned memory), or handed over on the CPU.
+
+    Args:
+        source, batch_size, device, transform, seed, shuffle, rank,
+            world_size, drop_last, prefetch, prefetch_bytes, threads,
+            on_error, kind, record_shape, record_dtype, image_mode: as
+            ``gdsio.Loader`` (shuffle defaults to True here).
+        local_share: the fraction of the batches this node makes (0.0: all
+            on the CPU nodes, 1.0: a plain gdsio.Loader, Ray unused), or
+            ``"auto"``: starts at 0.5 and moves by where the consumer waited
+            (a batch made here it waited for: more to the CPU nodes; one made
+            there: more here; each side's first batch of a pass, its
+            start-up, does not count).
+        resources: which nodes run the actors (see ``dataset``).
+        actors, cpus_per_actor: the actor pool (see ``dataset``).
+        timeout: seconds the consumer waits for one batch before raising
+            (a lost CPU node with no live node to replace it raises sooner,
+            naming the node).
+
+    Raises:
+        ImportError: ray[data] is not installed (names ``gdsio[ray]``).
+        RuntimeError: not connected to a Ray cluster (unless local_share=1.0).
+        ValueError, TypeError: bad arguments, named; no live node matches `resources`.
+
+    Example:
+        >>> ray.init(address="auto")
+        >>> loader = gdsio.data.ray.Loader("train", 256, device="cuda", transform=tf,
+        ...                                local_share="auto", resources={"gdsio-role": "preprocess"})
+        >>> for images, labels in loader: ...
+        >>> s = loader.stats(); s.local_samples, s.remote_samples, s.data_wait_share
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        batch_size: int,
+        *,
+        device: Any = "cuda",
+        transform: Callable[[Any], Any] | None = None,
+        seed: int = 0,
+        shuffle: bool = True,
+        rank: int = 0,
+        world_size: int = 1,
+        local_share: float | str = "auto",
+        resources: dict[str, Any] | None = None,
+        actors: int | None = None,
+        cpus_per_actor: float = 1,
+        drop_last: bool = False,
+        prefetch: int = 4,
+        prefetch_bytes: int | str | None = None,
+        threads: int | None = None,
+        on_error: str = "raise",
+        kind: str = "auto",
+        record_shape: Any = None,
+        record_dtype: Any = None,
+        image_mode: str = "RGB",
+        timeout: float = 600.0,
+    ) -> None:
+        self._local = _GdsioLoader(
+            source, batch_size, transform=transform, device=device, shuffle=shuffle, seed=seed, drop_last=drop_last,
+            rank=rank, world_size=world_size, prefetch=prefetch, prefetch_bytes=prefetch_bytes, threads=threads,
+            on_error=on_error, kind=kind, record_shape=record_shape, record_dtype=record_dtype, image_mode=image_mode,
+        )
+        self.local_share = _parse_share(local_share)
+        self.placement = _Placement.parse(resources)
+        self.cpus_per_actor = _check_cpus(cpus_per_actor)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self.timeout = float(timeout)
+        self._share = AUTO_START if self.local_share == "auto" else float(self.local_share)
+        self._actors: int | None = None
+        if self.local_share != 1.0:
+            _connected()
+            self._actors = _actors(self.placement, self.cpus_per_actor, actors)
+        self._meter = Meter()
+        self._sides = _Sides()
+        self._rows: dict[str, Any] = {}  # the input rows (batch numbers), made once: "all" or "fixed"
+        self._board: Any = None
+        self._passes = 0
+
+    # ---- what gdsio.Loader says ---------------------------------------------------------
+
+    device = property(lambda self: self._local.device)
+    kind = property(lambda self: self._local.kind)
+    classes = property(lambda self: self._local.classes)
+    epoch = property(lambda self: self._local.epoch)
+    batch_size = property(lambda self: self._local.batch_size)
+    drop_last = property(lambda self: self._local.drop_last)
+    dataset = property(lambda self: self._local.dataset)
+    order = property(lambda self: self._local.order)
+
+    def __len__(self) -> int:
+        return len(self._local)
+
+    def __repr__(self) -> str:
+        o = self.order
+        return (f"gdsio.data.ray.Loader({len(self._local.table)} {self.kind} samples, batch_size={self.batch_size}, "
+                f"device={self.device}, rank {o.rank}/{o.world_size}, local_share={self.local_share!r}, "
+                f"{self._actors or 0} actor(s) on {self.placement})")
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch of the next pass (its shuffle and random transforms)."""
+        self._local.set_epoch(epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """gdsio.Loader's state: batches handed to the consumer, whichever side made them."""
+        return self._local.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resumes mid-epoch: the next pass yields exactly the batches not yet handed out."""
+        self._local.load_state_dict(state)
+
+    def stats(self, reset: bool = False) -> OffloadStats:
+        """Throughput and data-wait share of the merged stream, and the samples each side made."""
+        base = self._meter.snapshot()
+        s = self._sides
+        with s._lock:
+            out = OffloadStats(**{f.name: getattr(base, f.name) for f in dataclasses.fields(LoaderStats)},
+                               local_samples=s.local, remote_samples=s.remote, remote_nodes=dict(s.nodes),
+                               local_share=self._share,
+                               remote_ms_per_sample=1e3 * s.remote_s / s.remote if s.remote else None)
+        if reset:
+            self._meter.reset()
+            self._sides.reset()
+        return out
+
+    # ---- iteration ----------------------------------------------------------------------
+
+    def __iter__(self) -> "_OffloadPass":
+        epoch, start, gen = self._local._begin_pass()
+        self._passes += 1
+        p = _OffloadPass(self, epoch, start, gen, self._passes)
+        self._local._pass = weakref.ref(p)  # a new pass of either kind stops this one
+        return p
+
+    def _input_rows(self, which: str) -> Any:
+        """The batch numbers the CPU nodes are given, as a dataset made once
+        per loader (one row per block: a block is one actor call, so each
+        batch streams out when it is made)."""
+        if which not in self._rows:
+            ray = _ray()
+            n = len(self)
+            ks = list(range(n)) if which == "all" else [k for k in range(n) if not _fixed_local(self._share, k)]
+            self._rows[which] = (ray.data.from_items([{"batch_no": k} for k in ks], override_num_blocks=len(ks))
+                                 if ks else None)
+        return self._rows[which]
+
+    def _board_handle(self) -> Any:
+        if self._board is None:
+            ray = _ray()
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            here = ray.get_runtime_context().get_node_id()  # the trainer's node, where the consumer is
+            self._board = ray.remote(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False))(
+                _BoardImpl).remote()
+        return self._board

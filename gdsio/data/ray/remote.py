@@ -1,0 +1,329 @@
+"""gdsio.data.ray, the remote side: where the actors run (custom resources or
+node labels), what each actor does (gdsio.Loader's producer on the CPU), the
+Ray Data pipeline over them, and ``dataset()``."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ..loader import Loader as _GdsioLoader
+from ..meter import Meter
+from ..producer import PassPlan, Producer
+from ..sampler import ShardedOrder
+
+__all__ = ["EXTRA", "dataset"]
+
+log = logging.getLogger("gdsio")
+
+EXTRA = 'pip install "gdsio[ray]"'
+
+
+def _ray() -> Any:
+    """The ray module, or an ImportError that names the extra to install."""
+    try:
+        import ray
+        import ray.data  # noqa: F401 - the extra is ray[data]; a bare ray lacks it
+    except ImportError as e:
+        raise ImportError(f"gdsio.data.ray needs Ray Data: {EXTRA} (ray[data] and pydantic); {e}") from e
+    return ray
+
+
+def _connected() -> Any:
+    ray = _ray()
+    if not ray.is_initialized():
+        raise RuntimeError(
+            "gdsio.data.ray: connect to the Ray cluster first, e.g. ray.init(address='auto') on a node of it "
+            "(gdsio does not start a cluster of its own)"
+        )
+    return ray
+
+
+# ---- where the work runs: custom resources or node labels -----------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Placement:
+    resources: dict[str, float]  # custom resources each actor asks for
+    labels: dict[str, str]  # node labels each actor's node must carry
+
+    @classmethod
+    def parse(cls, resources: Any) -> "_Placement":
+        if resources is None:
+            return cls({}, {})
+        if not isinstance(resources, dict):
+            raise TypeError("resources must be a dict: {name: amount} for custom resources, {label: value} for "
+                            f"node labels (e.g. {{'gdsio-role': 'preprocess'}}); got {type(resources).__name__}")
+        res: dict[str, float] = {}
+        labels: dict[str, str] = {}
+        for k, v in resources.items():
+            if not isinstance(k, str) or not k:
+                raise TypeError(f"resources: keys are resource or label names (str), got {k!r}")
+            if isinstance(v, str):
+                labels[k] = v
+            elif isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+                res[k] = float(v)
+            else:
+                raise ValueError(f"resources[{k!r}] must be a positive amount (a custom resource) or a str "
+                                 f"(a node label's value); got {v!r}")
+        return cls(res, labels)
+
+    def remote_args(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.resources:
+            out["resources"] = dict(self.resources)
+        if self.labels:
+            out["label_selector"] = dict(self.labels)
+        return out
+
+    def matches(self, node: dict[str, Any]) -> bool:
+        have = node.get("Resources", {})
+        labels = node.get("Labels", {}) or {}
+        return (all(have.get(k, 0) >= v for k, v in self.resources.items())
+                and all(labels.get(k) == v for k, v in self.labels.items()))
+
+    def slots(self, node: dict[str, Any], cpus: float) -> int:
+        """How many actors of `cpus` CPUs each the node can hold."""
+        have = node.get("Resources", {})
+        n = int(have.get("CPU", 0) // cpus)
+        for k, v in self.resources.items():
+            n = min(n, int(have.get(k, 0) // v))
+        return n
+
+    def __str__(self) -> str:
+        parts = [f"{k}={v:g}" for k, v in self.resources.items()] + [f"label {k}={v}" for k, v in self.labels.items()]
+        return ", ".join(parts) or "any node"
+
+
+def _nodes(placement: _Placement) -> list[dict[str, Any]]:
+    """The live nodes the placement selects."""
+    return [n for n in _ray().nodes() if n.get("Alive") and placement.matches(n)]
+
+
+def _describe(node: dict[str, Any]) -> str:
+    return f"node {node['NodeID']} ({node.get('NodeManagerAddress', '?')})"
+
+
+# ---- the remote side: gdsio's CPU path inside a Ray Data actor ---------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    """What an actor needs to make batches: pickled once into each actor."""
+
+    table: Any  # SampleTable
+    num_samples: int
+    batch_size: int
+    shuffle: bool
+    seed: int
+    rank: int
+    world_size: int
+    drop_last: bool
+    epoch: int
+    transform: Any
+    mode: str
+    on_error: str
+    threads: int
+    per_batch: bool  # Loader: rows name loader batches; dataset(): rows are sample positions
+    start: int = 0  # Loader: batches before it are not made (a resumed pass)
+    board: Any = None  # local_share="auto": the actor handle that says who makes each batch
+    pass_id: int = 0
+
+    def order(self) -> ShardedOrder:
+        return ShardedOrder(self.num_samples, batch_size=self.batch_size, shuffle=self.shuffle, seed=self.seed,
+                            rank=self.rank, world_size=self.world_size, drop_last=self.drop_last)
+
+
+class _Given:
+    """An order for the producer: exactly these numbered batches."""
+
+    def __init__(self, batches: list[tuple[int, np.ndarray]], seed: int) -> None:
+        self._batches = batches
+        self.seed = seed
+
+    def numbered_batches(self, epoch: int, start: int = 0) -> Iterator[tuple[int, np.ndarray]]:
+        return iter(self._batches)
+
+
+def _as_array(images: Any) -> np.ndarray:
+    import torch
+
+    if not isinstance(images, torch.Tensor):
+        raise TypeError(f"gdsio.data.ray: the transform must return a tensor batch; got {type(images).__name__}")
+    if images.dtype == torch.bfloat16:  # numpy, and so Arrow and Ray Data, have no bfloat16
+        raise TypeError("gdsio.data.ray: a bfloat16 batch cannot cross Ray Data (numpy has no bfloat16); end the "
+                        "transform with ToDtype(torch.float16) or torch.float32 and cast on the GPU")
+    return np.ascontiguousarray(images.contiguous().numpy())
+
+
+class _Maker:
+    """The UDF of the actor pool. Makes batches with gdsio.Loader's own
+    producer on the CPU, so a batch is what ``gdsio.Loader(device="cpu")``
+    makes for it, bit for bit."""
+
+    def __init__(self, spec: _Spec) -> None:
+        import ray
+
+        self.spec = spec
+        self.node = ray.get_runtime_context().get_node_id()
+        self.order = spec.order()
+        self.indices = self.order.indices(spec.epoch)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
+        spec = self.spec
+        if not spec.per_batch:  # dataset(): the rows' positions in the epoch's order, made as one batch
+            pos = np.asarray(batch["id"], np.int64)
+            for _, out in self._make([(0, self.indices[pos])]):
+                yield {k: out[k] for k in ("index", "label", "image")}
+            return
+        for k in np.asarray(batch["batch_no"]).tolist():
+            if k < spec.start:
+                continue
+            if spec.board is not None:
+                import ray
+
+                if ray.get(spec.board.owner.remote(spec.pass_id, k)) != "remote":
+                    continue  # this node's loader makes it (or the pass is over)
+            yield from (out for _, out in self._make([(k, self.order.batch(spec.epoch, k, self.indices))]))
+
+    def _make(self, batches: list[tuple[int, np.ndarray]]) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        import torch
+
+        spec = self.spec
+        q: queue.Queue[Any] = queue.Queue()
+        kept: dict[int, np.ndarray] = {}
+        plan = PassPlan(table=spec.table, order=_Given(batches, spec.seed), epoch=spec.epoch, start=0,
+                        transform=spec.transform, device=torch.device("cpu"), streams=None, threads=spec.threads,
+                        on_error=spec.on_error, mode=spec.mode, cache=None, meter=Meter())
+        t0 = time.perf_counter()
+        Producer(plan, q, threading.Event(), None, kept=kept).run()
+        seconds = (time.perf_counter() - t0) / max(1, len(batches))
+        while True:
+            item = q.get_nowait()
+            if item[0] == "error":
+                raise item[1]
+            if item[0] == "end":
+                return
+            if item[0] == "empty":
+                continue
+            _, k, images, labels, _ = item
+            n = int(images.shape[0])
+            yield k, {
+                "batch_no": np.full(n, k, np.int64), "count": np.full(n, n, np.int64),
+                "index": np.asarray(kept[k], np.int64), "label": labels.numpy().astype(np.int64, copy=False),
+                "image": _as_array(images), "node": np.full(n, self.node), "seconds": np.full(n, seconds),
+            }
+
+
+def _actors(placement: _Placement, cpus: float, actors: Any) -> int:
+    if actors is not None:
+        if not isinstance(actors, int) or isinstance(actors, bool) or actors < 1:
+            raise ValueError(f"actors must be a positive int, got {actors!r}")
+        return actors
+    n = sum(placement.slots(node, cpus) for node in _nodes(placement))
+    if n < 1:
+        nodes = [f"{_describe(x)}: {x.get('Resources')}, labels {x.get('Labels')}" for x in _ray().nodes() if x.get("Alive")]
+        raise ValueError(f"resources: no live node of the cluster can hold an actor of {cpus:g} CPU(s) with {placement}; "
+                         "the nodes are:\n  " + "\n  ".join(nodes))
+    return n
+
+
+def _pipeline(rows: Any, spec: _Spec, placement: _Placement, *, actors: int, cpus: float, batch_size: int) -> Any:
+    ray = _ray()
+    ds = rows.map_batches(
+        _Maker, batch_size=batch_size, fn_constructor_args=(spec,),
+        compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=cpus, **placement.remote_args(),
+    )
+    # In the epoch's order: the loader merges two ordered streams, and a
+    # dataset's rows come as gdsio.Loader's would. The dataset's own context (a copy).
+    ds.context.execution_options.preserve_order = True
+    # A bad sample raises gdsio's SampleError naming the file, as gdsio.Loader does, not Ray's wrapper of it.
+    ds.context.raise_original_map_exception = True
+    return ds
+
+
+def _check_cpus(cpus: Any) -> float:
+    if isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or cpus <= 0:
+        raise ValueError(f"cpus_per_actor must be a positive number, got {cpus!r}")
+    return float(cpus)
+
+
+def dataset(
+    source: Any,
+    *,
+    transform: Callable[[Any], Any] | None = None,
+    seed: int = 0,
+    epoch: int = 0,
+    shuffle: bool = False,
+    kind: str = "auto",
+    on_error: str = "raise",
+    resources: dict[str, Any] | None = None,
+    batch_size: int = 32,
+    actors: int | None = None,
+    cpus_per_actor: float = 1,
+    image_mode: str = "RGB",
+    record_shape: Any = None,
+    record_dtype: Any = None,
+) -> Any:
+    """The samples of `source`, decoded and transformed by gdsio's CPU path
+    on the nodes `resources` selects, as a ``ray.data.Dataset``.
+
+    Rows, in the epoch's order (shuffled by (seed, epoch) when `shuffle`, as
+    ``gdsio.Loader``): ``"index"`` (int64, the sample's index in the source's
+    order), ``"label"`` (int64, -1 where the source has none) and ``"image"``
+    (the transformed sample: uint8 ``(C, H, W)`` without a transform, or the
+    transform's shape and dtype). A sample equals, bit for bit, what
+    ``gdsio.Loader(source, ..., device="cpu", transform=transform,
+    seed=seed)`` gives for that index in that epoch, for transforms whose
+    output for a sample depends on that sample alone (gdsio's do:
+    randomness from (seed, epoch, index)).
+
+    Args:
+        source, kind, image_mode, record_shape, record_dtype, transform,
+            on_error: as ``gdsio.Loader`` (``on_error="skip"`` leaves the
+            sample's row out).
+        seed, epoch, shuffle: the order and the random draws.
+        resources: where the actors run: ``{name: amount}`` asks each actor
+            for custom resources (``{"preprocess": 0.01}``), ``{label:
+            "value"}`` selects nodes by label (``{"gdsio-role":
+            "preprocess"}``); both may be mixed. None: any node.
+        batch_size: samples transformed together by one actor call.
+        actors: the actor pool's size (default: as many as the selected
+            nodes hold, `cpus_per_actor` CPUs each).
+        cpus_per_actor: CPUs each actor asks for (its reader threads).
+
+    Returns:
+        ray.data.Dataset: lazy; run by iterating it (``iter_batches``,
+        ``iter_torch_batches``, ``take_all``).
+
+    Raises:
+        ImportError: ray[data] is not installed (names ``gdsio[ray]``).
+        RuntimeError: not connected to a Ray cluster.
+        ValueError, TypeError: a bad argument (named), or no live node matches `resources`.
+
+    Example:
+        >>> ds = gdsio.data.ray.dataset("train", transform=tf, shuffle=True, epoch=3,
+        ...                             resources={"gdsio-role": "preprocess"})
+        >>> for batch in ds.iter_batches(batch_size=256): ...   # batch["image"], batch["label"]
+    """
+    ray = _connected()
+    # gdsio.Loader checks the arguments and lists the samples; it starts no thread until iterated.
+    ref = _GdsioLoader(source, batch_size, transform=transform, device="cpu", shuffle=shuffle, seed=seed,
+                       on_error=on_error, kind=kind, image_mode=image_mode, record_shape=record_shape,
+                       record_dtype=record_dtype)
+    if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
+        raise ValueError(f"epoch must be a non-negative int, got {epoch!r}")
+    cpus = _check_cpus(cpus_per_actor)
+    placement = _Placement.parse(resources)
+    o = ref.order
+    spec = _Spec(table=ref.table, num_samples=o.num_samples, batch_size=o.batch_size, shuffle=o.shuffle, seed=o.seed,
+                 rank=0, world_size=1, drop_last=False, epoch=epoch, transform=transform, mode=image_mode,
+                 on_error=on_error, threads=max(1, int(cpus)), per_batch=False)
+    rows = ray.data.range(len(ref.table))
+    return _pipeline(rows, spec, placement, actors=_actors(placement, cpus, actors), cpus=cpus, batch_size=batch_size)

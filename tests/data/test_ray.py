@@ -1,0 +1,543 @@
+"""gdsio.data.ray on a real local multi-node Ray cluster (ray.cluster_utils.Cluster):
+a trainer node (the head, where this process is the driver) and CPU nodes labelled
+for preprocessing. Every Ray process stays on loopback, and a test checks it from
+the sockets they hold. Batches are compared with gdsio.Loader(device="cpu") byte
+for byte; node ids say where each batch was made; nodes are removed mid-epoch.
+
+Marker ``ray`` (skipped centrally without Ray Data). The tests without the
+marker check what holds without ray: the imports stay light, arguments are
+checked before any cluster is needed, local_share=1.0 needs no Ray.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before ray is imported anywhere in this process: without it Ray rewrites
+# 127.0.0.1 to the machine's own address (ray/_private/services.py,
+# resolve_ip_for_localhost), and its processes would listen there.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
+import shutil
+import sys
+import tempfile
+import threading
+import time
+
+import hypothesis  # noqa: F401 - now, single-threaded: see below
+import numpy as np
+import pytest
+import torch
+
+import gdsio.data as gd
+from gdsio.errors import SampleError
+from gdsio.tools.demo import write_jpeg_folder
+
+from conftest import run_python
+
+# hypothesis is imported above so that its pytest plugin does not import (and
+# assertion-rewrite) it lazily during a test while Ray's threads run: CPython
+# 3.11.7's AST recursion counter is not thread-safe (gh-106905) and once failed
+# such an import with "AST constructor recursion depth mismatch".
+
+# Ray 2.60's DataContext() sets its own deprecated fields while it is made, so
+# its first use warns whatever the caller does: those warnings (raised in
+# ray/data/context.py itself) only.
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
+
+ROLE = "gdsio-role"
+PRE = {ROLE: "preprocess"}
+NODE = {"node_ip_address": "127.0.0.1", "object_store_memory": 100 << 20}
+SEED = 5
+TF = gd.Compose([gd.RandomResizedCrop(24), gd.RandomHorizontalFlip(), gd.ToDtype(torch.float16, scale=True),
+                 gd.Normalize(gd.IMAGENET_MEAN, gd.IMAGENET_STD)])
+# On 2 busy cores an actor pool takes seconds to start; generous, never reached when all is well.
+TIMEOUT = 240.0
+
+
+class Slow(gd.BatchTransform):
+    """The inner transform after a pause: an epoch lasts long enough to lose a node in it."""
+
+    def __init__(self, inner, seconds):
+        self.inner, self.seconds = inner, seconds
+
+    def __call__(self, images):
+        time.sleep(self.seconds)
+        return self.inner(images)
+
+
+class SlowOn(gd.BatchTransform):
+    """The inner transform, after a pause only where it runs on the given Ray node."""
+
+    def __init__(self, inner, node_id, seconds):
+        self.inner, self.node_id, self.seconds = inner, node_id, seconds
+
+    def __call__(self, images):
+        import ray
+
+        if ray.get_runtime_context().get_node_id() == self.node_id:
+            time.sleep(self.seconds)
+        return self.inner(images)
+
+
+class RecordNode(gd.BatchTransform):
+    """The inner transform, writing the Ray node id it ran on to a file (one line per batch)."""
+
+    def __init__(self, inner, path):
+        self.inner, self.path = inner, path
+
+    def __call__(self, images):
+        import ray
+
+        with open(self.path, "a") as f:
+            f.write(ray.get_runtime_context().get_node_id() + "\n")
+        return self.inner(images)
+
+
+# ---- the cluster ------------------------------------------------------------------------
+
+
+class _Cluster:
+    """The module's cluster; close() is idempotent (the last test calls it, to check what it leaves behind)."""
+
+    def __init__(self, tmp: str) -> None:
+        import ray
+        from ray.cluster_utils import Cluster
+
+        self.ray, self.tmp = ray, tmp
+        self.c = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, include_dashboard=False,
+                                                                   labels={ROLE: "trainer"}, **NODE))
+        self.head = self.c.head_node
+        self.pre = self.c.add_node(num_cpus=1, labels=PRE, resources={"preprocess": 1}, **NODE)
+        self.c.connect()
+        self.closed = False
+
+    def close(self) -> set[int]:
+        """Shuts the cluster down; returns the pids its processes had (this process excluded)."""
+        if self.closed:
+            return set()
+        self.closed = True
+        pids = _family_pids() - {os.getpid()}
+        self.ray.shutdown()
+        self.c.shutdown()
+        return pids
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    tmp = tempfile.mkdtemp(prefix="gdsio-ray-", dir="/tmp")  # short: Ray's unix sockets live under it
+    old_tmp = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = tmp  # sessions, logs and the cluster's address file stay in it
+    import ray
+    import ray.cloudpickle
+
+    assert ray._private.ray_constants.ENABLE_RAY_CLUSTER is False, "ray was imported before the loopback setting"
+    from ray._common.usage.usage_lib import usage_stats_enabled
+
+    assert not usage_stats_enabled(), "Ray would report usage off this machine (RAY_USAGE_STATS_ENABLED=0 unset)"
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # this module's transforms travel to the actors
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    c = _Cluster(tmp)
+    try:
+        yield c
+    finally:
+        c.close()
+        ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+        if old_tmp is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = old_tmp
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ray-data") / "train"
+    write_jpeg_folder(str(root), classes=2, per_class=9, size=(40, 30))  # 18 JPEGs
+    return str(root)
+
+
+def cpu_batches(source, batch_size, epoch, transform=TF, **kw):
+    loader = gd.Loader(source, batch_size, device="cpu", transform=transform, shuffle=True, seed=SEED, **kw)
+    loader.set_epoch(epoch)
+    return list(loader)
+
+
+def assert_same(got, want):
+    assert len(got) == len(want)
+    for k, ((x, y), (wx, wy)) in enumerate(zip(got, want)):
+        assert x.dtype == wx.dtype and x.shape == wx.shape, k
+        assert x.numpy().tobytes() == wx.numpy().tobytes(), f"batch {k} differs"
+        assert torch.equal(y, wy), k
+
+
+def ray_loader(source, batch_size, **kw):
+    import gdsio.data.ray as gray
+
+    kw.setdefault("resources", PRE)
+    kw.setdefault("timeout", TIMEOUT)
+    return gray.Loader(source, batch_size, device="cpu", transform=kw.pop("transform", TF), seed=SEED, **kw)
+
+
+# ---- loopback ---------------------------------------------------------------------------
+
+
+def _family_pids() -> set[int]:
+    """This process and every process below it (Cluster starts the nodes' raylets, GCS and workers from here)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+            children.setdefault(ppid, []).append(int(name))
+    out, todo = set(), [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        out.add(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _address(hexaddr: str) -> str:
+    """'0100007F:1F90' or the IPv6 form -> '127.0.0.1' / '::1' / '::ffff:127.0.0.1'."""
+    import ipaddress
+
+    host = bytes.fromhex(hexaddr.split(":")[0])
+    if len(host) == 4:
+        return str(ipaddress.IPv4Address(host[::-1]))
+    words = b"".join(host[i : i + 4][::-1] for i in range(0, 16, 4))  # four little-endian 32-bit words
+    return str(ipaddress.IPv6Address(words))
+
+
+def _loopback(addr: str) -> bool:
+    import ipaddress
+
+    a = ipaddress.ip_address(addr)
+    if isinstance(a, ipaddress.IPv6Address) and a.ipv4_mapped is not None:
+        a = a.ipv4_mapped
+    return a.is_loopback
+
+
+def ray_sockets() -> list[tuple[int, str, str, str]]:
+    """(pid, kind, local address, remote address) of every TCP/UDP socket of this process tree."""
+    inodes: dict[str, int] = {}
+    for pid in _family_pids():
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes[link[8:-1]] = pid
+        except OSError:
+            continue
+    out = []
+    for kind in ("tcp", "tcp6", "udp", "udp6"):
+        with open(f"/proc/net/{kind}") as f:
+            for line in f.readlines()[1:]:
+                cols = line.split()
+                if cols[9] in inodes:
+                    state = "LISTEN" if kind.startswith("tcp") and cols[3] == "0A" else cols[3]
+                    out.append((inodes[cols[9]], f"{kind} {state}", _address(cols[1]), _address(cols[2])))
+    return out
+
+
+def assert_loopback_only():
+    socks = ray_sockets()
+    listening = [s for s in socks if "LISTEN" in s[1]]
+    assert len(listening) >= 3, f"expected the cluster's servers among {socks}"  # GCS, raylets, object managers
+    outside = [s for s in socks if not _loopback(s[2]) or (s[3] not in ("0.0.0.0", "::") and not _loopback(s[3]))]
+    assert not outside, f"Ray sockets off loopback: {outside}"
+
+
+@pytest.mark.ray
+def test_every_ray_process_stays_on_loopback(cluster):
+    nodes = cluster.ray.nodes()
+    assert len(nodes) == 2 and {n["NodeManagerAddress"] for n in nodes} == {"127.0.0.1"}
+    assert_loopback_only()
+
+
+# ---- dataset() --------------------------------------------------------------------------
+
+
+@pytest.mark.ray
+def test_dataset_rows_equal_the_cpu_loader_and_come_from_the_preprocessing_node(cluster, folder, tmp_path):
+    import gdsio.data.ray as gray
+
+    where = tmp_path / "nodes.txt"
+    ds = gray.dataset(folder, transform=RecordNode(TF, str(where)), seed=SEED, epoch=2, shuffle=True,
+                      resources=PRE, batch_size=4)
+    rows = ds.take_all()
+    ref = gd.Loader(folder, 18, device="cpu", transform=TF, shuffle=True, seed=SEED)
+    ref.set_epoch(2)
+    (want, labels), = list(ref)
+    order = ref.order.indices(2)
+    assert [int(r["index"]) for r in rows] == order.tolist()  # the epoch's order, as the loader's
+    for r, k in zip(rows, range(len(order))):
+        assert set(r) == {"index", "label", "image"}
+        assert r["image"].dtype == np.float16 and r["image"].shape == (3, 24, 24)
+        assert r["image"].tobytes() == want[k].numpy().tobytes(), f"sample {r['index']} differs"
+        assert int(r["label"]) == int(labels[k])
+    assert set(where.read_text().split()) == {cluster.pre.node_id}  # decoded and transformed there, only there
+
+
+@pytest.mark.ray
+def test_dataset_without_transform_gives_uint8_chw(cluster, folder):
+    import gdsio.data.ray as gray
+
+    rows = gray.dataset(folder, resources=PRE).take(3)
+    assert [int(r["index"]) for r in rows] == [0, 1, 2]
+    img = gd.Loader(folder, 1, device="cpu").dataset[1][0]
+    assert rows[1]["image"].dtype == np.uint8 and rows[1]["image"].shape == tuple(img.shape)
+    assert np.array_equal(rows[1]["image"], img.numpy())
+
+
+# ---- the loader -------------------------------------------------------------------------
+
+
+@pytest.mark.ray
+def test_all_remote_equals_the_cpu_loader_byte_for_byte(cluster, folder):
+    loader = ray_loader(folder, 4, local_share=0.0)
+    loader.set_epoch(1)
+    assert_same(list(loader), cpu_batches(folder, 4, 1))
+    s = loader.stats()
+    assert (s.local_samples, s.remote_samples) == (0, 18)
+    assert s.remote_nodes == {cluster.pre.node_id: 18}  # made on the preprocessing node
+    assert s.path == "ray" and "path ray" in str(s)
+    assert s.remote_ms_per_sample is not None and s.remote_ms_per_sample > 0
+    assert s.batches == 5 and loader.epoch == 2
+    assert_loopback_only()  # the actors' worker processes included
+
+
+@pytest.mark.ray
+def test_a_fixed_share_splits_a_rank_and_gives_the_rank_its_gdsio_shard(cluster, folder):
+    for rank in (0, 1):
+        loader = ray_loader(folder, 2, local_share=0.5, rank=rank, world_size=2)
+        got = list(loader)
+        assert_same(got, cpu_batches(folder, 2, 0, rank=rank, world_size=2))
+        s = loader.stats()
+        assert s.local_samples + s.remote_samples == 9 and s.local_samples > 0 and s.remote_samples > 0
+        assert set(s.remote_nodes) == {cluster.pre.node_id} and s.path == "local+ray"
+
+
+@pytest.mark.ray
+def test_auto_share_is_exact_and_says_where_it_went(cluster, folder):
+    loader = ray_loader(folder, 2, local_share="auto")
+    assert_same(list(loader), cpu_batches(folder, 2, 0))
+    s = loader.stats()
+    assert s.local_samples + s.remote_samples == 18
+    assert 0.0 <= s.local_share <= 1.0 and "local_share" in str(s)
+
+
+@pytest.mark.ray
+def test_auto_share_moves_work_here_when_the_cpu_nodes_lag(cluster, folder):
+    # The other direction (this node lags) is not checked on a cluster: on 2 busy cores the actor pool's start
+    # takes so long that every local batch is ready before the first remote one, and nothing is waited for.
+    loader = ray_loader(folder, 2, local_share="auto", transform=SlowOn(TF, cluster.pre.node_id, 0.6), prefetch=2)
+    got = []
+    for batch in loader:
+        got.append(batch)
+        time.sleep(0.1)  # the consumer's step: a batch made in time is not waited for
+    assert_same(got, cpu_batches(folder, 2, 0))
+    assert loader.stats().local_share > 0.5, loader.stats()
+
+
+@pytest.mark.ray
+def test_resume_mid_epoch_is_exact_across_loaders(cluster, folder):
+    want = cpu_batches(folder, 3, 4)
+    first = ray_loader(folder, 3, local_share=0.0)
+    first.set_epoch(4)
+    it = iter(first)
+    head = [next(it), next(it)]
+    state = first.state_dict()
+    it.close()
+    assert state["batches_done"] == 2 and state["epoch"] == 4
+    second = ray_loader(folder, 3, local_share=0.5)
+    second.load_state_dict(state)
+    assert_same(head + list(second), want)
+    assert second.stats().samples == 12
+    # The state is gdsio.Loader's: a plain loader resumes from it too.
+    plain = gd.Loader(folder, 3, device="cpu", transform=TF, shuffle=True, seed=SEED)
+    plain.load_state_dict(state)
+    assert_same(list(plain), want[2:])
+
+
+@pytest.mark.ray
+def test_bad_samples_on_the_cpu_nodes_skip_or_raise_as_gdsio_loader(cluster, tmp_path):
+    root = tmp_path / "train"
+    write_jpeg_folder(str(root), classes=1, per_class=6, size=(40, 30))
+    bad = sorted((root / os.listdir(root)[0]).iterdir())[2]
+    bad.write_bytes(b"\xff\xd8 not a jpeg")
+    got = list(ray_loader(str(root), 4, local_share=0.0, on_error="skip"))
+    assert_same(got, cpu_batches(str(root), 4, 0, on_error="skip"))
+    assert sum(len(x) for x, _ in got) == 5
+    with pytest.raises(SampleError, match=bad.name):
+        list(ray_loader(str(root), 4, local_share=0.0))
+
+
+# ---- nodes lost mid-epoch ---------------------------------------------------------------
+
+
+@pytest.mark.ray
+def test_a_node_lost_mid_epoch_has_its_batches_remade_elsewhere(cluster, folder):
+    spares = [cluster.c.add_node(num_cpus=1, labels={ROLE: "spare"}, **NODE) for _ in range(2)]
+    try:
+        loader = ray_loader(folder, 2, local_share=0.0, resources={ROLE: "spare"}, actors=1,
+                            transform=Slow(TF, 0.4), prefetch=1)
+        it = iter(loader)
+        got = [next(it)]
+        (first,) = loader.stats().remote_nodes
+        victim = next(n for n in spares if n.node_id == first)
+        cluster.c.remove_node(victim)
+        got += list(it)
+        assert_same(got, cpu_batches(folder, 2, 0))  # none lost, none twice, in order
+        s = loader.stats()
+        assert s.remote_samples == 18 and s.batches == 9
+        other = next(n for n in spares if n is not victim)
+        assert other.node_id in s.remote_nodes  # Ray remade the rest on the other node
+    finally:
+        for n in spares:
+            if n in cluster.c.worker_nodes:
+                cluster.c.remove_node(n)
+
+
+@pytest.mark.ray
+def test_the_only_node_lost_raises_naming_it_and_never_hangs(cluster, folder):
+    lone = cluster.c.add_node(num_cpus=1, labels={ROLE: "lone"}, **NODE)
+    removed = False
+    try:
+        loader = ray_loader(folder, 2, local_share=0.0, resources={ROLE: "lone"}, transform=Slow(TF, 0.4),
+                            prefetch=1, timeout=120)
+        it = iter(loader)
+        next(it)
+        cluster.c.remove_node(lone)
+        removed = True
+        t0 = time.perf_counter()
+        with pytest.raises(RuntimeError, match=f"lost node {lone.node_id}.*no live node has label {ROLE}=lone"):
+            list(it)
+        assert time.perf_counter() - t0 < 60  # well before the timeout: the loss is seen, not waited out
+        assert not [t for t in threading.enumerate() if t.name in ("gdsio-ray", "gdsio-loader")]  # nothing left blocked
+    finally:
+        if not removed:
+            cluster.c.remove_node(lone)
+
+
+# ---- shutdown (last of the module's Ray tests: it ends the cluster) ---------------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie holds nothing but its pid
+    except OSError:
+        return False
+
+
+def _mentioning(text: str) -> list[str]:
+    """Processes whose command line names `text` (Ray's processes name their session dir, under RAY_TMPDIR)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmd and _alive(int(name)):
+                out.append(f"{name}: {cmd[:200]}")
+    return out
+
+
+@pytest.mark.ray
+def test_shutdown_leaves_no_ray_process_or_socket_behind(cluster):
+    assert _mentioning(cluster.tmp), "the check must see the cluster's processes while it runs"
+    pids = cluster.close()
+    assert len(pids) >= 4  # GCS, two raylets, their workers (and what else Ray started)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and ([p for p in pids if _alive(p)] or _mentioning(cluster.tmp)):
+        time.sleep(0.5)
+    assert not [p for p in pids if _alive(p)], "Ray processes alive after shutdown"
+    assert not _mentioning(cluster.tmp), "processes of the cluster's session alive after shutdown"
+    assert not [s for s in ray_sockets() if "LISTEN" in s[1]], "sockets still listening after shutdown"
+
+
+# ---- without ray (no marker) ------------------------------------------------------------
+
+
+def test_the_auto_board_decides_each_batch_once_and_spreads_the_share():
+    from gdsio.data.ray.passes import _BoardImpl
+
+    board = _BoardImpl()
+    board.begin(1, 0.25)
+    first = [board.owner(1, k) for k in range(8)]
+    assert first.count("local") == 2 and first[3] == first[7] == "local"  # a quarter, spread evenly
+    assert [board.owner(1, k) for k in reversed(range(8))] == first[::-1]  # asked again (a retried task): same answer
+    board.set_share(1, 1.0)
+    assert [board.owner(1, k) for k in range(8, 12)] == ["local"] * 4  # later batches follow the new share
+    board.set_share(0, 0.0)  # a stale pass's word changes nothing
+    assert board.owner(1, 12) == "local" and board.owner(0, 13) == "stale"
+    board.begin(2, 0.0)
+    assert board.owner(2, 0) == "remote" and board.owner(1, 0) == "stale"
+
+
+def test_imports_stay_light_and_the_extra_is_named():
+    p = run_python(
+        "import sys, gdsio, gdsio.data, gdsio.data.ray as gray\n"
+        "assert 'ray' not in sys.modules, 'importing gdsio.data.ray imported ray'\n"
+        "sys.modules['ray'] = None  # as if it were not installed\n"
+        "try:\n"
+        "    gray.dataset('.')\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    assert p.returncode == 0, p.stderr
+    assert 'pip install "gdsio[ray]"' in p.stdout
+
+
+def test_local_share_one_is_a_plain_loader_without_ray(tmp_path):
+    write_jpeg_folder(str(tmp_path / "train"), classes=2, per_class=3, size=(40, 30))
+    p = run_python(
+        "import sys, torch, gdsio.data as gd, gdsio.data.ray as gray\n"
+        f"tf = gd.Compose([gd.RandomResizedCrop(24), gd.RandomHorizontalFlip()])\n"
+        f"a = list(gray.Loader({str(tmp_path / 'train')!r}, 4, device='cpu', transform=tf, local_share=1.0))\n"
+        f"b = list(gd.Loader({str(tmp_path / 'train')!r}, 4, device='cpu', transform=tf, shuffle=True))\n"
+        "assert all(torch.equal(x, y) for (x, _), (y, _) in zip(a, b)) and len(a) == len(b) == 2\n"
+        f"l = gray.Loader({str(tmp_path / 'train')!r}, 4, device='cpu', local_share=1.0); list(l)\n"
+        "assert l.stats().path == 'local' and l.stats().local_samples == 6\n"
+        "assert 'ray' not in sys.modules\n"
+        "print('ok')\n"
+    )
+    assert p.returncode == 0 and "ok" in p.stdout, p.stderr
+
+
+@pytest.mark.parametrize("kw, err, match", [
+    ({"local_share": 1.5}, ValueError, "local_share must be 'auto' or a fraction"),
+    ({"local_share": "half"}, ValueError, "local_share must be 'auto' or a fraction"),
+    ({"local_share": True}, ValueError, "local_share"),
+    ({"resources": ["preprocess"]}, TypeError, "resources must be a dict"),
+    ({"resources": {"preprocess": -1}}, ValueError, r"resources\['preprocess'\] must be a positive amount"),
+    ({"resources": {"preprocess": None}}, ValueError, "resources"),
+    ({"cpus_per_actor": 0}, ValueError, "cpus_per_actor"),
+    ({"timeout": 0}, ValueError, "timeout"),
+    ({"batch_size": 0}, ValueError, "batch_size"),
+])
+def test_arguments_are_checked_before_any_cluster_is_needed(tmp_path, kw, err, match):
+    import gdsio.data.ray as gray
+
+    write_jpeg_folder(str(tmp_path / "train"), classes=1, per_class=2, size=(40, 30))
+    batch_size = kw.pop("batch_size", 2)
+    with pytest.raises(err, match=match):
+        gray.Loader(str(tmp_path / "train"), batch_size, device="cpu", **kw)
+
+
+def test_an_order_names_its_batches_one_at_a_time_as_it_walks_them():
+    # What the CPU nodes' actors and the local producer share: batch k alone, and (k, indices) from a start.
+    o = gd.ShardedOrder(11, batch_size=3, shuffle=True, seed=2, rank=1, world_size=2)
+    walked = list(o.numbered_batches(4, 1))
+    assert [k for k, _ in walked] == list(range(1, len(o)))
+    for k, idx in walked:
+        assert np.array_equal(o.batch(4, k), idx)
+        assert np.array_equal(o.batch(4, k, o.indices(4)), idx)
+    with pytest.raises(IndexError, match="batch 2 is out of range for 2 batches"):
+        o.batch(4, len(o))
