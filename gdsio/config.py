@@ -22,7 +22,7 @@ from typing import Any, Iterator, Mapping
 
 __all__ = ["BACKENDS", "Settings", "current", "env_name", "from_env", "parse_bytes", "settings"]
 
-BACKENDS = ("auto", "gds", "cufile", "kvikio", "pinned", "posix")
+BACKENDS = ("auto", "gds", "cufile", "kvikio", "pinned", "posix", "s3", "http", "kvikio-remote")
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
@@ -52,6 +52,12 @@ class Settings:
     decompression-bomb rule, Pillow's (``PIL.Image.MAX_IMAGE_PIXELS``, the same
     default): an image of more pixels is decoded with a DecompressionBombWarning,
     one of more than twice as many refused (DecompressionBombError), from its header.
+
+    Remote objects (s3://, http(s)://): remote_concurrency: ranged GETs in
+    flight per read (each on its own kept-alive connection). remote_chunk_bytes:
+    bytes per GET (a multiple of 4096). remote_retries: tries after the first
+    on a 5xx/429 answer, a dropped connection or a timeout (with backoff).
+    remote_timeout: seconds a connect or a socket read may take.
     """
 
     threads: int = dataclasses.field(default_factory=_default_threads)
@@ -60,6 +66,10 @@ class Settings:
     direct_io: bool = False
     backend: str = "auto"
     huge_pages: bool = True
+    remote_concurrency: int = 8
+    remote_chunk_bytes: int = 8 << 20
+    remote_retries: int = 4
+    remote_timeout: float = 30.0
     max_image_pixels: int = 89_478_485  # Pillow's: 1 GiB of 4-byte pixels, over 3
 
     def __post_init__(self) -> None:
@@ -75,6 +85,18 @@ class Settings:
         _check("direct_io", self.direct_io, bool, lambda v: True, "a bool")
         _check("backend", self.backend, str, lambda v: v in BACKENDS, "one of " + ", ".join(BACKENDS))
         _check("huge_pages", self.huge_pages, bool, lambda v: True, "a bool")
+        _check("remote_concurrency", self.remote_concurrency, int, lambda v: 1 <= v <= 256, "between 1 and 256")
+        _check(
+            "remote_chunk_bytes",
+            self.remote_chunk_bytes,
+            int,
+            lambda v: 4096 <= v <= (1 << 30) and v % 4096 == 0,
+            "a multiple of 4096 between 4 KiB and 1 GiB",
+        )
+        _check("remote_retries", self.remote_retries, int, lambda v: 0 <= v <= 50, "between 0 and 50")
+        if isinstance(self.remote_timeout, int) and not isinstance(self.remote_timeout, bool):
+            object.__setattr__(self, "remote_timeout", float(self.remote_timeout))
+        _check("remote_timeout", self.remote_timeout, float, lambda v: 0 < v <= 3600, "seconds between 0 and 3600")
         _check("max_image_pixels", self.max_image_pixels, int, lambda v: v >= 1, "a positive int")
 
 
@@ -109,6 +131,10 @@ _PARSERS = {
     "direct_io": _parse_bool,
     "backend": lambda s: s.strip().lower(),
     "huge_pages": _parse_bool,
+    "remote_concurrency": int,
+    "remote_chunk_bytes": parse_bytes,
+    "remote_retries": int,
+    "remote_timeout": float,
     "max_image_pixels": int,
 }
 
@@ -211,6 +237,10 @@ def settings(**changes: Any) -> Iterator[Settings]:
             thread, >= 2), ``direct_io`` (bool: O_DIRECT for host and pinned
             reads), ``backend`` (the default backend), ``huge_pages`` (bool:
             transparent huge pages for large host buffers gdsio allocates),
+            ``remote_concurrency`` (ranged GETs in flight per remote read,
+            1-256), ``remote_chunk_bytes`` (bytes per GET, like chunk_bytes),
+            ``remote_retries`` (tries after the first, 0-50),
+            ``remote_timeout`` (seconds per connect or socket read),
             ``max_image_pixels`` (gdsio.image warns of images of more pixels
             and refuses those of more than twice as many, as Pillow does).
 
@@ -231,8 +261,9 @@ def settings(**changes: Any) -> Iterator[Settings]:
     unknown = set(changes) - set(_PARSERS)
     if unknown:
         raise TypeError(f"unknown setting(s) {sorted(unknown)}; known: {sorted(_PARSERS)}")
-    if isinstance(changes.get("chunk_bytes"), str):
-        changes["chunk_bytes"] = parse_bytes(changes["chunk_bytes"])
+    for name in ("chunk_bytes", "remote_chunk_bytes"):
+        if isinstance(changes.get(name), str):
+            changes[name] = parse_bytes(changes[name])
     merged = {**_overrides.get(), **changes}
     token = _overrides.set(merged)
     try:

@@ -72,7 +72,7 @@ def _safetensors_header(f: Any) -> tuple[int, dict[str, Any], dict[str, str]]:
     def host(offset: int, size: int) -> bytes:
         buf = np.empty(size, np.uint8)
         if size:
-            f.read_into(buf, size, offset, backend="posix")
+            f.read_into(buf, size, offset, backend="posix" if f.kind == "local" else "auto")
         return buf.tobytes()
 
     if file_size < 8:
@@ -252,7 +252,7 @@ def _npy_header(f: Any) -> tuple[int, Any, bool, tuple[int, ...]]:
     def host(offset: int, n: int) -> bytes:
         buf = np.empty(n, np.uint8)
         if n:
-            f.read_into(buf, n, offset, backend="posix")
+            f.read_into(buf, n, offset, backend="posix" if f.kind == "local" else "auto")
         return buf.tobytes()
 
     want = min(size, 12)

@@ -72,7 +72,7 @@ def test_cache_on_the_gpu_says_the_same_with_its_own_argument(no_cuda):
     for where in ("cuda", "cuda:0", "pinned"):
         _check(lambda: gdsio.Cache(bytes="1M", where=where), f"Cache(where={where!r}) needs CUDA",
                'pass where="cpu" to use the CPU')
-    with pytest.raises(ValueError, match="where must be 'cuda', 'cuda:N', 'pinned' or 'cpu'; got 'cuda:x'"):
+    with pytest.raises(ValueError, match="where must be 'cuda', 'cuda:N', 'pinned', 'cpu' or 'disk'; got 'cuda:x'"):
         gdsio.Cache(bytes="1M", where="cuda:x")
 
 

@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -112,6 +113,15 @@ class HostCopyEngine final : public CopyEngine {
 };
 
 }  // namespace
+
+std::unique_ptr<CopyEngine> make_host_copy_engine(unsigned copy_delay_us) {
+  return std::make_unique<HostCopyEngine>(copy_delay_us);
+}
+
+HostEngineReport host_copy_engine_report(CopyEngine& engine) {
+  auto* h = dynamic_cast<HostCopyEngine*>(&engine);
+  return h ? h->report() : HostEngineReport{};
+}
 
 HostEngineReport staged_read_host_engine(FileHandle& f, const std::vector<ReadRequest>& reqs,
                                          const ReadOptions& opts_in, unsigned copy_delay_us,

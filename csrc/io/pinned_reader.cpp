@@ -172,6 +172,11 @@ ReadResult pinned_read(FileHandle& f, const std::vector<ReadRequest>& reqs,
   return res;
 }
 
+std::unique_ptr<CopyEngine> make_cuda_copy_engine(int device, std::uintptr_t stream, std::size_t reserve_bytes) {
+  pool().reserve_limit(reserve_bytes);
+  return std::make_unique<CudaCopyEngine>(device, reinterpret_cast<cudaStream_t>(stream));
+}
+
 StagingPoolStats staging_pool_stats() { return pool().stats(); }
 void release_staging() { pool().clear(); }
 
@@ -180,6 +185,7 @@ void release_staging() { pool().clear(); }
 ReadResult pinned_read(FileHandle&, const std::vector<ReadRequest>&, const ReadOptions&) {
   throw_no_cuda();
 }
+std::unique_ptr<CopyEngine> make_cuda_copy_engine(int, std::uintptr_t, std::size_t) { throw_no_cuda(); }
 StagingPoolStats staging_pool_stats() { return {}; }
 void release_staging() {}
 

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "io/file.hpp"
@@ -61,5 +62,11 @@ struct HostEngineReport {
 HostEngineReport staged_read_host_engine(FileHandle& f, const std::vector<ReadRequest>& reqs,
                                          const ReadOptions& opts, unsigned copy_delay_us,
                                          ReadResult& res);
+
+
+// The host stand-in on its own, for a StagingRing (io/staging_ring.hpp) that
+// tests drive from outside the core; `report` reads what it saw.
+std::unique_ptr<CopyEngine> make_host_copy_engine(unsigned copy_delay_us);
+HostEngineReport host_copy_engine_report(CopyEngine& engine);
 
 }  // namespace gdsio

@@ -44,17 +44,31 @@ class Cache:
     `where`: ``"cuda"`` (device memory; ``"cuda:N"`` for a given device),
     ``"pinned"`` (page-locked host memory, copied to the GPU on use) or
     ``"cpu"``. ``None`` picks the loader's device. Thread-safe; one cache may
-    serve several loaders over the same files."""
+    serve several loaders over the same files.
 
-    def __init__(self, bytes: int | str, where: str | None = None) -> None:
+    ``Cache(where="disk", path=folder, bytes=...)`` is another kind: the
+    s3:// and http(s):// objects a loader reads, kept whole as local files
+    under `folder` (see gdsio.data.disk_cache)."""
+
+    def __new__(cls, bytes: int | str = 0, where: str | None = None, path: Any = None) -> "Cache":
+        if cls is Cache and where == "disk":  # remote objects kept as local files: gdsio.data.disk_cache
+            from .disk_cache import DiskCache
+
+            return object.__new__(DiskCache)
+        return object.__new__(cls)
+
+    def __init__(self, bytes: int | str, where: str | None = None, path: Any = None) -> None:
         from ..config import parse_bytes
+
+        if path is not None:
+            raise ValueError(f"path= is for Cache(where='disk'); a Cache(where={where!r}) holds samples in memory")
 
         budget = parse_bytes(bytes) if isinstance(bytes, str) else bytes
         if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
             raise ValueError(f"bytes must be a non-negative int or text like '8G'; got {bytes!r}")
         if where is not None and (not isinstance(where, str) or where.split(":")[0] not in _WHERE
                                   or (":" in where and not (where.startswith("cuda:") and where[5:].isdigit()))):
-            raise ValueError(f"where must be 'cuda', 'cuda:N', 'pinned' or 'cpu'; got {where!r}")
+            raise ValueError(f"where must be 'cuda', 'cuda:N', 'pinned', 'cpu' or 'disk'; got {where!r}")
         if where is not None and where != "cpu":
             _require_cuda(where)  # at the line that asked for it, not later in the Loader
         self.budget = budget

@@ -102,8 +102,9 @@ class Loader:
     prefetch_bytes (an int or "2G"): the bytes those batches may hold (a batch
     larger than that alone still waits when none other does). threads:
     reader threads (default: ``gdsio.current_settings().threads``).
-    cache: a ``gdsio.Cache`` of decoded samples. image_mode: ``"RGB"``,
-    ``"GRAY"`` or ``"UNCHANGED"``.
+    cache: a ``gdsio.Cache`` of decoded samples, or a ``Cache(where="disk",
+    path=...)`` of the remote objects read (local files for later epochs).
+    image_mode: ``"RGB"``, ``"GRAY"`` or ``"UNCHANGED"``.
 
     Epochs: each complete pass advances ``epoch``; ``set_epoch(e)`` sets the
     next pass's epoch (call it each epoch as with DistributedSampler, or let

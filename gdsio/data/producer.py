@@ -255,7 +255,7 @@ class Producer:
                 reqs[-1][1] += rb
             else:
                 reqs.append([0, rb, off, r * rb])
-        path = t.files.paths[int(t.file_of(idx[rows[:1]])[0])]
+        path = self._local(t.files.paths[int(t.file_of(idx[rows[:1]])[0])])
         with self._on(0):
             stream = self.plan.streams[0].cuda_stream if self.cuda else None  # type: ignore[index]
             with File(path) as f:
@@ -264,13 +264,18 @@ class Producer:
         self.plan.meter.read(st.backend, st.nbytes)
         return None, ev
 
+    def _local(self, path: str) -> str:
+        """The file to read for `path`: a Cache(where="disk")'s local copy of a remote object, or `path`."""
+        local = getattr(self.plan.cache, "local_path", None)
+        return local(path) if local is not None else path
+
     def _read_file(self, index: int) -> tuple[Any, Any]:
         """Reader thread: one npy tensor, or one image (decoded here on the CPU;
         on a GPU its header and bytes, decoded later with the whole batch)."""
         from ..io import read
         from ..tensors import load_npy
 
-        path = self.plan.table.files.paths[index]
+        path = self._local(self.plan.table.files.paths[index])
         with self._on(0):
             if self.plan.table.kind == "npy":
                 t, st = load_npy(path, device=self.plan.device, return_stats=True)

@@ -1,5 +1,9 @@
 """Where samples come from: a folder in ImageFolder layout, a glob, a list of
-paths (with optional labels), or one file of fixed-size records.
+paths (with optional labels), or one file of fixed-size records. Remote
+objects too: ``s3://bucket/prefix/`` is an ImageFolder (classes from the
+first path component under the prefix), ``s3://bucket/prefix/*.jpg`` a glob
+(``*`` matches across ``/``, as in S3 keys), and lists may hold s3:// and
+http(s):// URLs.
 
 A source becomes a ``SampleTable``: the files, a label per file, and for raw
 records how many records each file holds. Sample ``i`` is resolved to
@@ -16,6 +20,7 @@ entries.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import glob as _glob
 import math
 import os
@@ -24,6 +29,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..image import formats
+from ..io.urls import is_url, scheme_of, split_s3
 
 __all__ = ["IMAGE_EXTENSIONS", "KINDS", "NPY_EXTENSIONS", "UNLABELED", "FileList", "SampleTable", "scan"]
 
@@ -98,13 +104,59 @@ class FileList:
         return cls(files, np.full(len(files), UNLABELED, np.int64))
 
     @classmethod
+    def from_url(cls, url: str, extensions: Sequence[str] | None = None) -> "FileList":
+        """An s3:// prefix (``s3://bucket/train/``: ImageFolder by the first path
+        component under it, unlabeled when there are no sub-prefixes), an s3://
+        glob (sorted, unlabeled) or one object. http(s) has no listing: one URL.
+
+        Raises:
+            FileNotFoundError: nothing under the prefix, no such bucket.
+            PermissionError: listing refused. ValueError: a glob of http(s) URLs.
+        """
+        if scheme_of(url) != "s3":
+            if _glob.has_magic(url.split("?")[0]):
+                raise ValueError(f"'{url}': http(s) servers have no listing, so a glob cannot match; "
+                                 "pass a list of URLs")
+            return cls.from_paths([url])
+        from ..io import s3
+
+        bucket, key = split_s3(url)
+        if _glob.has_magic(key):
+            fixed = key[: min(key.index(c) for c in "*?[" if c in key)]
+            keys = [k for k, _ in s3.list_objects(bucket, fixed) if fnmatch.fnmatchcase(k, key)]
+            files = [f"s3://{bucket}/{k}" for k in keys if _wanted(k.rsplit("/", 1)[-1], extensions)]
+            return cls(files, np.full(len(files), UNLABELED, np.int64))
+        prefix = key if key.endswith("/") or not key else key + "/"
+        listed = [(k, n) for k, n in s3.list_objects(bucket, key) if not k.endswith("/")]
+        if key and not key.endswith("/") and any(k == key for k, _ in listed):
+            return cls.from_paths([url])  # one object
+        rels = [k[len(prefix):] for k, _ in listed if k.startswith(prefix)]
+        if not rels:
+            raise FileNotFoundError(f"source 's3://{bucket}/{prefix}' holds no object")
+        under = {r.split("/", 1)[0] for r in rels if "/" in r}
+        base = f"s3://{bucket}/{prefix}"
+        if not under:
+            files = [base + r for r in rels if _wanted(r, extensions)]
+            return cls(files, np.full(len(files), UNLABELED, np.int64))
+        classes = sorted(under)
+        index = {c: i for i, c in enumerate(classes)}
+        # As torchvision's ImageFolder: objects right under the prefix are ignored; keys come sorted from S3.
+        picked = sorted((index[r.split("/", 1)[0]], base + r) for r in rels
+                        if "/" in r and _wanted(r.rsplit("/", 1)[-1], extensions))
+        empty = sorted(set(classes) - {classes[i] for i, _ in picked})
+        if empty:
+            raise FileNotFoundError(f"'{base}': no object with extension {_ext_text(extensions)} under "
+                                    f"class prefix(es) {', '.join(empty[:5])}")
+        return cls([p for _, p in picked], np.asarray([i for i, _ in picked], np.int64), classes)
+
+    @classmethod
     def from_paths(cls, paths: Iterable[Any], labels: Iterable[int] | None = None) -> "FileList":
         """Paths in the given order; ``labels`` one int per path, or None.
         A list of ``(path, label)`` pairs works too."""
         items = list(paths)
         if labels is None and items and all(isinstance(p, (tuple, list)) and len(p) == 2 for p in items):
             items, labels = [p for p, _ in items], [int(y) for _, y in items]
-        out = [os.fspath(p) for p in items]
+        out = [p if is_url(p) else os.fspath(p) for p in items]
         lab = np.full(len(out), UNLABELED, np.int64) if labels is None else np.asarray(list(labels), np.int64)
         return cls(out, lab)
 
@@ -165,6 +217,8 @@ class SampleTable:
 def _to_file_list(source: Any, extensions: Sequence[str] | None) -> FileList:
     if isinstance(source, FileList):
         return source
+    if isinstance(source, str) and is_url(source):
+        return FileList.from_url(source, extensions)
     if isinstance(source, (str, os.PathLike)):
         text = os.fspath(source)
         if os.path.isdir(text):
@@ -182,8 +236,17 @@ def _to_file_list(source: Any, extensions: Sequence[str] | None) -> FileList:
     )
 
 
+def _size_of(path: str) -> int:
+    if is_url(path):
+        from ..io import File
+
+        with File(path) as f:
+            return f.size()
+    return os.path.getsize(path)
+
+
 def _infer_kind(files: FileList, where: str) -> str:
-    exts = {os.path.splitext(p)[1].lower() for p in files.paths}
+    exts = {os.path.splitext(p.split("?")[0] if is_url(p) else p)[1].lower() for p in files.paths}
     if exts <= set(IMAGE_EXTENSIONS):
         return "image"
     if exts <= set(NPY_EXTENSIONS):
@@ -237,7 +300,7 @@ def scan(
     rb = math.prod(shape) * dtype.itemsize
     counts = np.empty(len(files.paths), np.int64)
     for i, p in enumerate(files.paths):
-        size = os.path.getsize(p)
+        size = _size_of(p)
         if size == 0 or size % rb:
             raise ValueError(
                 f"'{p}' holds {size} bytes, not a whole number of {rb}-byte records "

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import torch
 
+from ..io.urls import is_url
 from . import batch
 from .batch import Item
 from .formats.raw import RawFormat
@@ -165,7 +166,7 @@ def read(
     target = batch.target(device)
     if target is None:
         raise ValueError("device must be 'cpu', 'cuda', 'cuda:N', an int or a torch.device, got None")
-    items = [Item(i, os.fsdecode(os.fspath(p))) for i, p in enumerate(paths)]
+    items = [Item(i, p if is_url(p) else os.fsdecode(os.fspath(p))) for i, p in enumerate(paths)]
     batch.read_files(items, target, backend, opts)
     if opts.on_error == "raise":
         batch.raise_first(items)

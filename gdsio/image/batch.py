@@ -245,7 +245,7 @@ def _host_bytes(f: Any, size: int, offset: int) -> bytes:
     """`size` bytes of the open gdsio.File `f` at `offset`, read on the host."""
     buf = np.empty(size, np.uint8)
     if size:
-        f.read_into(buf, size, offset, backend="posix")
+        f.read_into(buf, size, offset, backend="posix" if f.kind == "local" else "auto")
     return buf.tobytes()
 
 
@@ -266,7 +266,7 @@ def probe_file(it: Item, opts: Options) -> None:
     try:
         # Through the module: tests stand in for gdsio.io.File.
         it.file = gdsio_io.File(it.name)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, ImportError) as e:  # ImportError: an s3:// URL without the [s3] extra
         it.error = e
         return
     try:

@@ -11,6 +11,7 @@ from ..device import parse_device
 from .file import File, int_arg
 from .many import read_small
 from .stats import ReadStats
+from .urls import is_url
 
 __all__ = ["read", "read_into"]
 
@@ -131,7 +132,8 @@ def read(
     offset, size = int_arg(offset, "offset"), None if size is None else int_arg(size, "size")
     target = parse_device(device)
     s = current()
-    if target.type == "cpu" and offset == 0 and size is None and not s.direct_io and isinstance(path, (str, bytes, os.PathLike)):
+    if (target.type == "cpu" and offset == 0 and size is None and not s.direct_io
+            and isinstance(path, (str, bytes, os.PathLike)) and not is_url(path)):
         if (s.backend if backend is None else backend) in ("auto", "posix"):
             # A small file in one C++ call (open, fstat, pread, close), as open().read() does.
             got = read_small(path, s, return_stats)

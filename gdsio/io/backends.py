@@ -8,8 +8,11 @@ lists and what ``backend=`` accepts all come from this table; adding a
 backend is one record here.
 
 auto, for GPU memory: ``gds`` where true GPUDirect Storage works for the
-file, else ``pinned``; for host memory: ``posix``. Each result says which ran
-and, when a faster one was skipped, why.
+file, else ``pinned``; for host memory: ``posix``. Remote objects have their
+own: ``s3`` and ``http`` (parallel ranged GETs; into GPU memory through the
+pinned backend's staging ring), and ``kvikio-remote`` when asked for
+(``backend="kvikio"`` on a URL). Each result says which ran and, when a
+faster one was skipped, why.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from ..platform import gds, nvidia
 from . import kvikio as kvikio_backend
 from .buffers import Destination
 from .readers import LocalReader, Reader, open_reader
+from .remote import RemoteReader, fetch
 from .stats import ReadStats, stats_from_core
+from .urls import is_url
 
 __all__ = ["BACKENDS", "Backend", "BackendInfo", "ReadJob", "backends", "choose", "run"]
 
@@ -85,6 +90,24 @@ def _kvikio_run(job: ReadJob) -> dict[str, Any]:
     return kvikio_backend.kvikio_read(job.reader.path, job.dest, view, size, offset, job.settings)
 
 
+def _remote_run(job: ReadJob) -> dict[str, Any]:
+    assert isinstance(job.reader, RemoteReader)
+    to_gpu = job.dest.kind == "cuda"
+    if to_gpu:
+        why = nvidia.cuda_unusable_reason()
+        if why:
+            raise BackendUnavailable(f"cannot read '{job.reader.path}' into {job.dest.describe()}: {why}")
+    return fetch(job.reader, job.requests, to_gpu=to_gpu, device=max(job.dest.device, 0), stream=job.dest.stream,
+                 settings=job.settings)
+
+
+def _kvikio_remote_run(job: ReadJob) -> dict[str, Any]:
+    (ptr, size, offset), = job.requests  # batches=False: one request per call
+    assert isinstance(job.reader, RemoteReader)
+    view = kvikio_backend.uint8_view(job.dest, ptr - job.dest.ptr, size)
+    return kvikio_backend.kvikio_remote_read(job.reader, job.dest, view, size, offset, job.settings)
+
+
 # ---- why each one cannot run here ---------------------------------------------------------
 
 
@@ -131,7 +154,21 @@ def _posix_probe(reader: Reader | None, device: int) -> tuple[str | None, str]:
     return None, f"{refusal}; buffered reads are used when O_DIRECT is asked" if refusal else ""
 
 
+def _http_probe(reader: Reader | None, device: int) -> tuple[str | None, str]:
+    why = nvidia.cuda_unusable_reason()  # GPU destinations go through the pinned staging ring
+    return None, f"host memory only here: {why}" if why else ""
+
+
+def _s3_probe(reader: Reader | None, device: int) -> tuple[str | None, str]:
+    import importlib.util
+
+    if importlib.util.find_spec("botocore") is None:
+        return "botocore is not installed (pip install 'gdsio[s3]')", ""
+    return _http_probe(reader, device)
+
+
 _CUDA, _CPU, _LOCAL = frozenset({"cuda"}), frozenset({"cpu"}), frozenset({"local"})
+_S3, _HTTP = frozenset({"s3"}), frozenset({"http"})
 
 #: The table, in auto's order of preference.
 BACKENDS: dict[str, Backend] = {b.name: b for b in [
@@ -149,6 +186,16 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in [
     Backend("posix", "posix", _CPU, _LOCAL, batches=True, auto=True,
             summary="chunked pread over a thread pool; O_DIRECT on request", probe=_posix_probe,
             run=_core_run(_core.Engine.posix)),
+    Backend("s3", "s3", _CUDA | _CPU, _S3, batches=True, auto=True,
+            summary="s3:// objects: parallel signed ranged GETs (botocore: pip install 'gdsio[s3]'), received "
+                    "straight into host memory or into pinned staging slots whose GPU copies overlap the next GETs",
+            probe=_s3_probe, run=_remote_run),
+    Backend("http", "http", _CUDA | _CPU, _HTTP, batches=True, auto=True,
+            summary="http(s):// objects: parallel ranged GETs, as s3 without the signing",
+            probe=_http_probe, run=_remote_run),
+    Backend("kvikio-remote", "kvikio's RemoteFile", _CUDA | _CPU, _S3 | _HTTP, batches=False, auto=False,
+            summary="kvikio.RemoteFile (pip install 'gdsio[kvikio]'); backend='kvikio' on a URL runs it",
+            probe=_kvikio_probe, run=_kvikio_remote_run),
 ]}
 
 # The settings' vocabulary (gdsio.config sits below this package) must be this table's.
@@ -183,13 +230,17 @@ def choose(name: str, reader: Reader, dest: Destination) -> tuple[Backend, str]:
                     return b, "; ".join(skipped)
                 skipped.append(f"{b.name} skipped: {why}")
         raise BackendUnavailable(f"no backend can read '{reader.path}' into {dest.describe()}: " + "; ".join(skipped))
+    if name == "kvikio" and reader.kind != "local":
+        name = "kvikio-remote"  # kvikio's own remote reader (kvikio.RemoteFile)
     b = BACKENDS[name]
     if dest.kind not in b.memory:
         fits = [x.name for x in BACKENDS.values() if dest.kind in x.memory]
         raise ValueError(f"backend {name!r} reads into {_where(b.memory)}, but the destination is {dest.describe()}; "
                          f"use 'auto' or one of {', '.join(repr(x) for x in fits)}")
     if reader.kind not in b.sources:
-        raise ValueError(f"backend {name!r} does not read {reader.kind} sources ('{reader.path}')")
+        fits = [x.name for x in BACKENDS.values() if reader.kind in x.sources and dest.kind in x.memory]
+        raise ValueError(f"backend {name!r} does not read {reader.kind} sources ('{reader.path}'); "
+                         f"use 'auto' or one of {', '.join(repr(x) for x in fits)}")
     why, _ = b.probe(reader, device)
     if why:
         raise BackendUnavailable(f"{b.title} is not available: {why}")
@@ -234,15 +285,17 @@ def backends(path: str | os.PathLike[str] | None = None, device: int = 0) -> lis
 
     Returns:
         list[BackendInfo]: one per backend (``gds``, ``cufile``, ``kvikio``,
-        ``pinned``, ``posix``, in auto's order of preference), each with
+        ``pinned``, ``posix``, then the remote ones ``s3``, ``http``,
+        ``kvikio-remote``, in auto's order of preference), each with
         ``name``, ``destination`` ("gpu", "host" or "gpu/host"), ``usable``
         and ``reason`` (why not, or a caveat such as compat mode).
 
     Example:
         >>> [(b.name, b.usable) for b in gdsio.backends()]
-        [('gds', False), ('cufile', False), ('kvikio', False), ('pinned', False), ('posix', True)]
+        [('gds', False), ('cufile', False), ('kvikio', False), ('pinned', False), ('posix', True), ('s3', True),
+         ('http', True), ('kvikio-remote', False)]
     """
-    reader = open_reader(path) if path is not None and os.path.isfile(path) else None
+    reader = open_reader(path) if path is not None and not is_url(path) and os.path.isfile(path) else None
     try:
         out = []
         for b in BACKENDS.values():
@@ -256,10 +309,11 @@ def backends(path: str | os.PathLike[str] | None = None, device: int = 0) -> lis
 
 
 def auto_choice(infos: list[BackendInfo]) -> dict[str, str]:
-    """What auto picks for GPU and host memory, from a ``backends()`` list."""
+    """What auto picks for GPU and host memory for local files, from a ``backends()`` list."""
     usable = {b.name for b in infos if b.usable}
     pick = {}
     for kind, key in (("cuda", "gpu"), ("cpu", "host")):
-        names = [b.name for b in BACKENDS.values() if b.auto and kind in b.memory and b.name in usable]
+        names = [b.name for b in BACKENDS.values()
+                 if b.auto and kind in b.memory and "local" in b.sources and b.name in usable]
         pick[key] = names[0] if names else "unavailable"
     return pick

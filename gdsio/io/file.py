@@ -48,16 +48,23 @@ class File:
     backend, the cuFile handle registration) per read. ``pread`` returns a
     future, ``read_batch`` puts many reads in flight at once.
 
+    A remote object (``s3://bucket/key``, ``http://`` or ``https://`` URL)
+    is opened with one HEAD, which pins its size and ETag: a read of an
+    object rewritten since raises OSError rather than mix two versions.
+
     Args:
-        path: the file to read.
+        path: the file to read, or the URL of a remote object.
         backend: the default backend of this file's reads: ``"auto"``,
-            ``"gds"``, ``"cufile"``, ``"kvikio"``, ``"pinned"`` or ``"posix"``
+            ``"gds"``, ``"cufile"``, ``"kvikio"``, ``"pinned"``, ``"posix"``,
+            or for URLs ``"s3"``, ``"http"``, ``"kvikio-remote"``
             (None: the ``backend`` setting, ``"auto"`` unless changed). A
             method's own ``backend=`` overrides it.
 
     Raises:
         FileNotFoundError: `path` does not exist (PermissionError: unreadable,
             IsADirectoryError: a directory; OSError: not a regular file).
+            For a URL: 404, 403, or the store could not be reached.
+        ImportError: an s3:// URL without botocore (``pip install 'gdsio[s3]'``).
 
     Example:
         >>> buf = torch.empty(1 << 20, dtype=torch.uint8)
@@ -69,7 +76,8 @@ class File:
 
     def __init__(self, path: str | bytes | os.PathLike[str] | os.PathLike[bytes], *, backend: str | None = None) -> None:
         self._reader = open_reader(path)
-        self.path = self._reader.path
+        self.path = self._reader.path  # a URL's display form: no credentials, no query string
+        self.kind = self._reader.kind  # "local", "s3" or "http"
         self._backend = backend
         self._lock = threading.Lock()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None

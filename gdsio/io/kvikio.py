@@ -11,8 +11,9 @@ from .. import _core
 from ..config import Settings
 from ..platform import gds
 from .buffers import Destination
+from .urls import redact
 
-__all__ = ["kvikio_config", "kvikio_read", "kvikio_unusable_reason", "uint8_view"]
+__all__ = ["kvikio_config", "kvikio_read", "kvikio_remote_read", "kvikio_unusable_reason", "uint8_view"]
 
 
 def kvikio_unusable_reason() -> str | None:
@@ -78,6 +79,52 @@ def kvikio_read(path: str, dest: Destination, view: Any, size: int, offset: int,
         "chunks": max(1, -(-size // s.chunk_bytes)),
         "direct_io": not compat and not cufile_compat,
         "reason": reason,
+    }
+
+
+def _import_kvikio() -> Any:
+    why = kvikio_unusable_reason()
+    if why:
+        raise _core.BackendUnavailable(why)
+    try:
+        import kvikio
+        import kvikio.defaults
+    except Exception as e:  # kvikio raises OSError when libcuda is missing
+        raise _core.BackendUnavailable(f"kvikio cannot be imported here: {e}") from e
+    return kvikio
+
+
+def kvikio_remote_read(reader: Any, dest: Destination, view: Any, size: int, offset: int, s: Settings) -> dict[str, Any]:
+    """Reads a remote object through kvikio.RemoteFile (its own HTTP client,
+    libcurl; S3 configured by the same AWS_* variables) into `view`."""
+    kvikio = _import_kvikio()
+    if dest.kind == "cuda":
+        _core.cuda_stream_synchronize(dest.stream, dest.device)  # kvikio writes outside stream order
+    config = {"num_threads": s.remote_concurrency, "task_size": s.remote_chunk_bytes}
+    with kvikio_config(kvikio, config):
+        if reader.kind == "s3":
+            # kvikio takes the endpoint from AWS_ENDPOINT_URL and the region from AWS_DEFAULT_REGION.
+            f = kvikio.RemoteFile.open_s3(reader.bucket, reader.key, reader.info.size)
+        else:
+            f = kvikio.RemoteFile.open_http(reader.url, reader.info.size)
+        with f:
+            t0 = time.perf_counter()
+            try:
+                got = f.pread(view, size, offset).get()
+            except RuntimeError as e:
+                # kvikio's messages may quote the URL: shown in display form (a presigned query holds a signature).
+                raise OSError(5, f"kvikio's remote read failed: {redact(str(e), reader.url)}", reader.path) from None
+            seconds = time.perf_counter() - t0
+    if got != size:
+        raise OSError(5, f"kvikio read {got} of {size} bytes at offset {offset}", reader.path)
+    return {
+        "backend": "kvikio-remote",
+        "nbytes": size,
+        "seconds": seconds,
+        "threads": s.remote_concurrency,
+        "chunks": max(1, -(-size // s.remote_chunk_bytes)),
+        "direct_io": False,
+        "reason": "kvikio's remote reader waits for each chunk's copy before its next GET" if dest.kind == "cuda" else "",
     }
 
 

@@ -20,6 +20,7 @@ from ..config import Settings, current
 from ..device import resolve_device
 from .buffers import HUGE_PAGES_MIN, host_empty
 from .stats import ReadStats
+from .urls import display, is_url
 
 __all__ = ["read_many", "read_small", "small_read_limit"]
 
@@ -71,7 +72,7 @@ def read_many(
 
     Raises:
         FileNotFoundError, PermissionError, IsADirectoryError: naming the path.
-        ValueError: ``out`` too small or not a contiguous uint8 CPU tensor.
+        ValueError: ``out`` too small or not a contiguous uint8 CPU tensor; a path is a URL.
 
     >>> blobs = gdsio.read_many(["a.jpg", "b.jpg"])
     >>> buf = torch.empty(64 << 20, dtype=torch.uint8)
@@ -82,6 +83,9 @@ def read_many(
     target = resolve_device(device, what=f"cannot read {len(paths)} files into {device}")
     s = current()
     names = [os.fsdecode(os.fspath(p)) for p in paths]
+    remote = next((n for n in names if is_url(n)), None)
+    if remote is not None:  # one C++ call of local opens: an object store is read by read() and the Loader
+        raise ValueError(f"read_many reads local files; {display(remote)} is a URL (read it with gdsio.read or gdsio.Loader)")
     t0 = time.perf_counter()
     sizes = _core.file_sizes(names, threads=s.threads)
     total = sum(sizes)

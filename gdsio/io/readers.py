@@ -1,9 +1,10 @@
 """Readers: where the bytes come from. A ``File`` holds one reader; a backend
 of the I/O engine takes the readers of its ``sources`` kind.
 
-Today one kind: ``local`` (a file of this machine's file systems, opened by
-the core: a buffered descriptor, and an O_DIRECT one on first use). Remote
-objects are other readers behind the same ``File``.
+Kinds: ``local`` (a file of this machine's file systems, opened by the
+core: a buffered descriptor, and an O_DIRECT one on first use), ``s3``
+(``s3://bucket/key``) and ``http`` (``http://`` and ``https://`` URLs): the
+remote objects of gdsio.io.remote, behind the same ``File``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 from typing import Any, Protocol
 
 from .. import _core
+from ..config import current
+from .urls import is_url
 
 __all__ = ["LocalReader", "Reader", "open_reader"]
 
@@ -62,15 +65,23 @@ class LocalReader:
         self.core.register_cufile(device)
 
 
-def open_reader(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> LocalReader:
-    """The reader for `path` (str, bytes or os.PathLike, as Python's open takes).
+def open_reader(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> Reader:
+    """The reader for `path`: an ``s3://``, ``http://`` or ``https://`` URL
+    (a str) is a remote object; anything else a local file (str, bytes or
+    os.PathLike, as Python's open takes).
 
     Raises:
         TypeError: `path` is none of those.
         ValueError: `path` holds a NUL byte (as Python's open).
         OSError: missing, unreadable, a directory, or not a regular file (a FIFO,
-            a device, a procfs/sysfs pseudo-file), with the path.
+            a device, a procfs/sysfs pseudo-file), with the path; for a URL,
+            FileNotFoundError (404), PermissionError (403) or OSError naming it.
+        ImportError: an s3:// URL without botocore (``pip install 'gdsio[s3]'``).
     """
     if not isinstance(path, (str, bytes, os.PathLike)):
         raise TypeError(f"path must be str, bytes or os.PathLike, not {type(path).__name__}")
+    if is_url(path):
+        from .remote import RemoteReader
+
+        return RemoteReader(path, current())  # type: ignore[arg-type]
     return LocalReader(os.fspath(path))

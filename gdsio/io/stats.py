@@ -11,8 +11,11 @@ __all__ = ["ReadStats", "stats_from_core"]
 @dataclasses.dataclass(frozen=True)
 class ReadStats:
     """What one read did. ``backend`` is the path that ran: gds,
-    cufile-compat, kvikio, pinned or posix; ``reason`` says why a faster one
-    (or O_DIRECT) was not used, empty when nothing was skipped."""
+    cufile-compat, kvikio, pinned or posix for local files; s3, http or
+    kvikio-remote for remote objects. ``reason`` says why a faster one (or
+    O_DIRECT) was not used, empty when nothing was skipped. ``requests`` and
+    ``retries`` count the HTTP requests a remote read sent (retries
+    included) and the retried ones (0 for local files)."""
 
     backend: str
     nbytes: int
@@ -23,6 +26,8 @@ class ReadStats:
     reason: str = ""
     path: str = ""
     device: str = "cpu"
+    requests: int = 0
+    retries: int = 0
 
     @property
     def gbps(self) -> float:
@@ -33,7 +38,9 @@ class ReadStats:
         s = (
             f"{self.backend}: {self.nbytes} bytes in {self.seconds * 1e3:.2f} ms "
             f"({self.gbps:.2f} GB/s, {self.threads} threads, {self.chunks} chunks"
-            f"{', O_DIRECT' if self.direct_io else ''}) -> {self.device}"
+            f"{', O_DIRECT' if self.direct_io else ''}"
+            f"{f', {self.requests} requests' if self.requests else ''}"
+            f"{f', {self.retries} retries' if self.retries else ''}) -> {self.device}"
         )
         return s + (f" [{self.reason}]" if self.reason else "")
 
@@ -52,4 +59,6 @@ def stats_from_core(d: dict[str, Any], path: str, device: str, reason: str) -> R
         reason="; ".join(reasons),
         path=path,
         device=device,
+        requests=int(d.get("requests", 0)),
+        retries=int(d.get("retries", 0)),
     )

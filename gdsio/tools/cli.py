@@ -7,7 +7,8 @@
     gdsio info --json
 
 Option names are the settings' names (``--threads``, ``--chunk-bytes``,
-``--staging-buffers``, ``--direct-io``, ``--huge-pages``), as in ``gdsio.settings`` and the
+``--staging-buffers``, ``--direct-io``, ``--huge-pages``, ``--remote-concurrency``,
+``--remote-chunk-bytes``, ``--remote-retries``, ``--remote-timeout``), as in ``gdsio.settings`` and the
 ``GDSIO_*`` environment variables.
 
 Exit status (``EXIT_CODES``, shown by ``gdsio --help``): 0 success, 1 a check or a
@@ -101,6 +102,11 @@ def _add_settings(p: argparse.ArgumentParser) -> None:
                    help="transparent huge pages for large host buffers gdsio allocates (default on)")
     g.add_argument("--direct-io", action=argparse.BooleanOptionalAction, default=None,
                    help="read with O_DIRECT on gdsio's posix and pinned paths")
+    g.add_argument("--remote-concurrency", type=int, metavar="N", help="ranged GETs in flight per s3:// or http(s):// read")
+    g.add_argument("--remote-chunk-bytes", type=parse_bytes, metavar="BYTES",
+                   help="bytes per ranged GET, e.g. 8M (multiple of 4 KiB)")
+    g.add_argument("--remote-retries", type=int, metavar="N", help="tries after the first on 5xx, drops, timeouts")
+    g.add_argument("--remote-timeout", type=float, metavar="SECONDS", help="seconds a connect or socket read may take")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -182,7 +188,9 @@ def _bench_config(args: argparse.Namespace) -> Any:
     paths = tuple(p.strip() for p in args.paths.split(",") if p.strip()) if args.paths else ()
     if not (args.device == "cuda" or (args.device.startswith("cuda:") and args.device[5:].isdigit())):
         raise _Error(f"--device names the CUDA device of the GPU paths (cuda or cuda:N); got {args.device!r}")
-    overrides = {k: getattr(args, k) for k in ("threads", "chunk_bytes", "staging_buffers", "direct_io", "huge_pages")
+    overrides = {k: getattr(args, k) for k in ("threads", "chunk_bytes", "staging_buffers", "direct_io", "huge_pages",
+                                            "remote_concurrency", "remote_chunk_bytes", "remote_retries",
+                                            "remote_timeout")
                  if getattr(args, k) is not None}
     try:
         with gdsio.settings(**overrides):  # validates the values, env included, before any work

@@ -695,6 +695,8 @@ def test_cache_respects_its_budget(tmp_path):
     p = loader.stats().passes[1]
     assert p["cache_hits"] == 10 and p["bytes_read"] > 0
     with pytest.raises(ValueError, match="where must be"):
+        Cache(bytes=1, where="tape")
+    with pytest.raises(ValueError, match="needs path="):  # a disk cache of remote objects (tests/io/test_remote_http.py)
         Cache(bytes=1, where="disk")
     with pytest.raises(ValueError, match="bytes must be"):
         Cache(bytes=-1)

@@ -41,6 +41,10 @@ class BenchConfig:
     staging_buffers: int | None = None
     direct_io: bool | None = None
     huge_pages: bool | None = None
+    remote_concurrency: int | None = None  # settings of remote reads: accepted as everywhere, unused by local paths
+    remote_chunk_bytes: int | None = None
+    remote_retries: int | None = None
+    remote_timeout: float | None = None
     device: str = "cuda"
 
     def __post_init__(self) -> None:
@@ -51,7 +55,8 @@ class BenchConfig:
             raise ValueError(f"unknown path(s) {', '.join(unknown)}; known: {', '.join(PATHS)}")
 
     def overrides(self) -> dict[str, Any]:
-        names = ("threads", "chunk_bytes", "staging_buffers", "direct_io", "huge_pages")
+        names = ("threads", "chunk_bytes", "staging_buffers", "direct_io", "huge_pages", "remote_concurrency",
+                 "remote_chunk_bytes", "remote_retries", "remote_timeout")
         return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
 
 

@@ -1,0 +1,365 @@
+"""Servers for the remote-object tests, all on 127.0.0.1: a ranged HTTP
+server with faults on demand (drops, 503s, delays, an object rewritten
+mid-read, a server that ignores Range), nginx, and moto's S3; and a guard that
+fails a test whose code connects anywhere but loopback."""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import http.server
+import ipaddress
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+LOOPBACK = "127.0.0.1"
+
+
+class LoopbackGuard:
+    """Patches socket.socket.connect: a connection to anything but 127.0.0.0/8
+    (or a Unix socket) is refused and recorded; `violations` lists them."""
+
+    def __init__(self) -> None:
+        self.violations: list[Any] = []
+        self._orig = socket.socket.connect
+        self._orig_ex = socket.socket.connect_ex
+
+    def _ok(self, address: Any) -> bool:
+        if isinstance(address, (str, bytes)):  # AF_UNIX
+            return True
+        host = address[0]
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return host == "localhost"
+
+    def __enter__(self) -> "LoopbackGuard":
+        guard = self
+
+        def connect(sock: socket.socket, address: Any) -> Any:
+            if not guard._ok(address):
+                guard.violations.append(address)
+                raise ConnectionRefusedError(f"test guard: connection to {address!r} refused (loopback only)")
+            return guard._orig(sock, address)
+
+        def connect_ex(sock: socket.socket, address: Any) -> Any:
+            if not guard._ok(address):
+                guard.violations.append(address)
+                return 111
+            return guard._orig_ex(sock, address)
+
+        socket.socket.connect = connect  # type: ignore[method-assign]
+        socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        socket.socket.connect = self._orig  # type: ignore[method-assign]
+        socket.socket.connect_ex = self._orig_ex  # type: ignore[method-assign]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return s.getsockname()[1]
+
+
+class Faults:
+    """What the ranged server does wrong, counted down per GET."""
+
+    def __init__(self) -> None:
+        self.status_503 = 0  # answer the next N GETs with 503
+        self.drop = 0  # the next N GET bodies: send half, then close the connection
+        self.stall = 0.0  # seconds to sleep before each answer
+        self.mutate_after = -1  # after this many GETs, rewrite every object (new bytes, new ETag)
+        self.ignore_range = False  # answer 200 with the whole object
+        self.no_head = False  # answer HEAD with 405 (as a presigned GET URL's server would refuse it)
+        self.lock = threading.Lock()
+
+
+class RangeServer:
+    """A threaded HTTP/1.1 server of in-memory objects with Range, ETag,
+    Last-Modified, If-Match and keep-alive; `faults` injects failures, `gets`
+    counts GETs, `ranges` records the Range headers seen."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+        self.faults = Faults()
+        self.gets = 0
+        self.heads = 0
+        self.ranges: list[str] = []
+        self.headers_seen: list[dict[str, str]] = []
+        self.version = 1
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a: Any) -> None:
+                pass
+
+            def setup(self) -> None:
+                super().setup()
+                # Headers and body go out in two writes: without this, Nagle and the client's delayed ACK
+                # hold the body back 40 ms per answer.
+                self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def _meta(self, data: bytes) -> tuple[str, str]:
+                etag = '"' + hashlib.md5(data).hexdigest() + f'-{server.version}"'
+                return etag, email.utils.formatdate(1_700_000_000 + server.version, usegmt=True)
+
+            def do_HEAD(self) -> None:
+                server.heads += 1
+                self._answer(head=True)
+
+            def do_GET(self) -> None:
+                f = server.faults
+                with f.lock:
+                    server.gets += 1
+                    n = server.gets
+                    if f.mutate_after >= 0 and n > f.mutate_after:
+                        f.mutate_after = -1
+                        server.version += 1
+                        server.objects = {k: bytes(255 - b for b in v[:1]) + v[1:] for k, v in server.objects.items()}
+                    fail = f.status_503 > 0
+                    if fail:
+                        f.status_503 -= 1
+                    drop = not fail and f.drop > 0
+                    if drop:
+                        f.drop -= 1
+                server.ranges.append(self.headers.get("Range", ""))
+                server.headers_seen.append(dict(self.headers.items()))
+                if fail:
+                    body = b"<Error><Code>SlowDown</Code></Error>"
+                    self.send_response(503)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                self._answer(head=False, drop=drop)
+
+            def _answer(self, head: bool, drop: bool = False) -> None:
+                f = server.faults
+                if f.stall:
+                    time.sleep(f.stall)
+                if head and f.no_head:
+                    self.send_response(405)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                data = server.objects.get(self.path.split("?")[0])
+                if data is None:
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if self.path.startswith("/private/"):
+                    self.send_response(403)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                etag, lm = self._meta(data)
+                im = self.headers.get("If-Match")
+                if im is not None and im != etag:
+                    self.send_response(412)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                start, end, status = 0, len(data) - 1, 200
+                rng = self.headers.get("Range")
+                if rng and not f.ignore_range:
+                    a, b = rng.split("=", 1)[1].split("-")
+                    start, end = int(a), min(int(b) if b else len(data) - 1, len(data) - 1)
+                    status = 206
+                    if start >= len(data):
+                        self.send_response(416)
+                        self.send_header("Content-Range", f"bytes */{len(data)}")
+                        self.send_header("Content-Length", "0")
+                        self.end_headers()
+                        return
+                body = data[start : end + 1]
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("ETag", etag)
+                self.send_header("Last-Modified", lm)
+                self.send_header("Accept-Ranges", "bytes")
+                if status == 206:
+                    self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+                self.end_headers()
+                if head:
+                    return
+                if drop:
+                    self.wfile.write(body[: len(body) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                self.wfile.write(body)
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+            allow_reuse_address = True
+
+        self.httpd = Server((LOOPBACK, 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.base = f"http://{LOOPBACK}:{self.port}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def url(self, name: str) -> str:
+        return f"{self.base}/{name.lstrip('/')}"
+
+    def put(self, name: str, data: bytes) -> str:
+        self.objects["/" + name.lstrip("/")] = data
+        return self.url(name)
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class Nginx:
+    """nginx (Debian's package) serving `root` on 127.0.0.1, started by the test itself."""
+
+    def __init__(self, root: Path, work: Path) -> None:
+        binary = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
+        if binary is None:
+            raise FileNotFoundError("nginx is not installed (apt-get install -y nginx; .ci/run does it)")
+        self.port = free_port()
+        self.root = root
+        work.mkdir(parents=True, exist_ok=True)
+        conf = work / "nginx.conf"
+        # As root, nginx's workers would run as nobody, who cannot read the test's private tmp folders.
+        user = "user root;" if os.geteuid() == 0 else ""
+        conf.write_text(f"""
+{user}
+worker_processes 2;
+daemon off;
+error_log {work}/error.log warn;
+pid {work}/nginx.pid;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 100000;
+    client_body_temp_path {work}/body;
+    proxy_temp_path {work}/proxy;
+    fastcgi_temp_path {work}/fastcgi;
+    uwsgi_temp_path {work}/uwsgi;
+    scgi_temp_path {work}/scgi;
+    server {{
+        listen {LOOPBACK}:{self.port};
+        root {root};
+    }}
+}}
+""")
+        self.proc = subprocess.Popen([binary, "-p", str(work), "-c", str(conf)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        self.base = f"http://{LOOPBACK}:{self.port}"
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with socket.create_connection((LOOPBACK, self.port), timeout=0.2):
+                    break
+            except OSError:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    err = self.proc.stderr.read().decode() if self.proc.poll() is not None else "no answer"
+                    self.close()
+                    raise RuntimeError(f"nginx did not start: {err}")
+                time.sleep(0.05)
+
+    def url(self, name: str) -> str:
+        return f"{self.base}/{name}"
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stderr:
+            self.proc.stderr.close()
+
+
+class MotoS3:
+    """moto's S3 (and IAM) server in this process on 127.0.0.1; `client()` is a boto3 client of it."""
+
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        self.server = ThreadedMotoServer(ip_address=LOOPBACK, port=0, verbose=False)
+        self.server.start()
+        host, port = self.server.get_host_and_port()
+        self.endpoint = f"http://{LOOPBACK}:{port}"
+        self.clients: list[Any] = []
+
+    def env(self) -> dict[str, str]:
+        """The AWS_* variables that point an SDK at this server, with moto's test keys."""
+        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                "AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
+
+    def client(self, service: str = "s3", **keys: str) -> Any:
+        import boto3
+
+        e = self.env()
+        c = boto3.client(service, endpoint_url=self.endpoint, region_name="us-east-1",
+                            aws_access_key_id=keys.get("key", e["AWS_ACCESS_KEY_ID"]),
+                            aws_secret_access_key=keys.get("secret", e["AWS_SECRET_ACCESS_KEY"]))
+        self.clients.append(c)
+        return c
+
+    def close_clients(self) -> None:
+        """Closes the boto3 clients made by client() (their sockets would otherwise be left to the GC)."""
+        for c in self.clients:
+            c.close()
+        self.clients.clear()
+
+    def reset(self) -> None:
+        import urllib.request
+
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy: loopback only
+        with opener.open(urllib.request.Request(self.endpoint + "/moto-api/reset", method="POST")) as r:
+            r.read()
+
+    def close(self) -> None:
+        self.server.stop()
+
+
+def open_fds() -> set[str]:
+    """'fd -> target' of every file descriptor this process holds open
+    (sockets read 'socket:[inode]'; Linux /proc)."""
+    out = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            out.add(f"{name} -> {os.readlink(f'/proc/self/fd/{name}')}")
+        except OSError:  # the listing's own fd, closed meanwhile
+            continue
+    return out
+
+
+class LeakCheck:
+    """What a test left behind: threads still alive and file descriptors
+    (sockets, files, pipes) still open that were not there before it. Servers' per-connection threads finish a moment
+    after the client hangs up, so the check waits up to `grace` seconds."""
+
+    def __init__(self, grace: float = 3.0) -> None:
+        self.grace = grace
+        self.threads = set(threading.enumerate())
+        self.fds = open_fds()
+
+    def leaks(self) -> tuple[list[str], list[str]]:
+        deadline = time.monotonic() + self.grace
+        while True:
+            threads = [t.name for t in threading.enumerate() if t not in self.threads and t.is_alive()]
+            fds = sorted(open_fds() - self.fds)
+            if (not threads and not fds) or time.monotonic() > deadline:
+                return threads, fds
+            time.sleep(0.05)
