@@ -6,12 +6,13 @@ the loader's own threads.
 
 from __future__ import annotations
 
+import queue
 import threading
 from typing import Any
 
 import torch
 
-__all__ = ["POLL_S", "BatchBuffers", "ByteBudget", "batch_nbytes", "in_loader_thread", "mark_loader_thread"]
+__all__ = ["POLL_S", "BatchBuffers", "ByteBudget", "batch_nbytes", "in_loader_thread", "mark_loader_thread", "put_until_stopped"]
 
 POLL_S = 0.1  # how often blocked threads look at the stop flag
 
@@ -27,6 +28,18 @@ def in_loader_thread() -> bool:
     """Whether the calling thread is one of a loader's: a pass closed there (by a
     garbage collection running in it) must not join the thread it runs in."""
     return getattr(_local, "in_loader", False)
+
+
+def put_until_stopped(q: queue.Queue[Any], item: Any, stop: threading.Event) -> bool:
+    """Puts ``item`` on the bounded queue ``q``, waiting for room but looking at
+    ``stop`` every POLL_S; False if stopped first (the consumer went away)."""
+    while not stop.is_set():
+        try:
+            q.put(item, timeout=POLL_S)
+            return True
+        except queue.Full:
+            continue
+    return False
 
 
 def batch_nbytes(*tensors: Any) -> int:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import SampleError
 from . import decode
-from .flow import POLL_S, BatchBuffers, ByteBudget, batch_nbytes, mark_loader_thread
+from .flow import BatchBuffers, ByteBudget, batch_nbytes, mark_loader_thread, put_until_stopped
 from .meter import Meter
 from .sources import SampleTable
 from ..transforms.classes import BatchInfo, BatchTransform, batch_context
@@ -137,16 +137,8 @@ class Producer:
         if item[0] == "batch" and self.budget is not None:
             if not self.budget.acquire(batch_nbytes(item[2], item[3]), self.stop):
                 return False
-        return self._enqueue(item)
+        return put_until_stopped(self.q, item, self.stop)
 
-    def _enqueue(self, item: tuple[Any, ...]) -> bool:
-        while not self.stop.is_set():
-            try:
-                self.q.put(item, timeout=POLL_S)
-                return True
-            except queue.Full:
-                continue
-        return False
 
     # ---- reads ------------------------------------------------------------------
 

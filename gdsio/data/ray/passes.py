@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
-from ..flow import POLL_S, ByteBudget, batch_nbytes
+from ..flow import POLL_S, ByteBudget, batch_nbytes, put_until_stopped
 from ..producer import Producer
 from ..sampler import ShardedOrder
 from .remote import _describe, _nodes, _pipeline, _ray, _Spec
@@ -158,13 +158,7 @@ class _RemoteFeed:
                 log.warning("gdsio.data.ray.Loader: could not stop the Ray dataset: %s: %s", type(e).__name__, e)
 
     def _put(self, item: tuple[Any, ...]) -> bool:
-        while not self.stop.is_set():
-            try:
-                self.q.put(item, timeout=POLL_S)
-                return True
-            except queue.Full:
-                continue
-        return False
+        return put_until_stopped(self.q, item, self.stop)
 
 
 class _OffloadPass:
