@@ -35,6 +35,28 @@ def run_python(code: str) -> "subprocess.CompletedProcess[str]":
     return subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, env=env, cwd="/")
 
 
+def in_time(fn, seconds: float = 10.0):
+    """fn() in a daemon thread; fails the test (instead of hanging it) if it
+    blocks for longer than ``seconds``; re-raises what fn raised."""
+    import threading
+
+    out: dict = {}
+
+    def run() -> None:
+        try:
+            out["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            out["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"{fn} blocked for {seconds} s"
+    if "error" in out:
+        raise out["error"]
+    return out.get("value")
+
+
 def in_threads(work, n: int = 4) -> None:
     """Runs work() in n threads at once and re-raises the first exception one raised."""
     import threading

@@ -43,14 +43,7 @@ def _cufile_compat(device: int) -> bool:
 
 def kvikio_read(path: str, dest: Destination, view: Any, size: int, offset: int, s: Settings) -> dict[str, Any]:
     """Reads through kvikio.CuFile.pread into `view` (a uint8 view of the destination)."""
-    why = kvikio_unusable_reason()
-    if why:
-        raise _core.BackendUnavailable(why)
-    try:
-        import kvikio
-        import kvikio.defaults
-    except Exception as e:  # kvikio raises OSError when libcuda is missing
-        raise _core.BackendUnavailable(f"kvikio cannot be imported here: {e}") from e
+    kvikio = _import_kvikio()
     compat = bool(getattr(kvikio.defaults, "is_compat_mode_preferred", lambda: False)())
     if dest.kind == "cuda":
         # cuFile (and kvikio's compat copies) write outside stream order: what the
@@ -83,6 +76,7 @@ def kvikio_read(path: str, dest: Destination, view: Any, size: int, offset: int,
 
 
 def _import_kvikio() -> Any:
+    """kvikio (with kvikio.defaults loaded), or BackendUnavailable saying why not."""
     why = kvikio_unusable_reason()
     if why:
         raise _core.BackendUnavailable(why)

@@ -8,32 +8,14 @@ import gc
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import gdsio
+from conftest import in_time
 
-
-def _in_time(fn, seconds=10.0):
-    """fn() in a thread; fails the test (instead of hanging it) if it blocks."""
-    out: dict = {}
-
-    def run():
-        try:
-            out["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the test
-            out["error"] = e
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), f"{fn} blocked for {seconds} s"
-    if "error" in out:
-        raise out["error"]
-    return out.get("value")
 
 
 @pytest.fixture
@@ -56,7 +38,7 @@ READERS = {
 @pytest.mark.parametrize("name", list(READERS))
 def test_a_fifo_is_refused_without_blocking(fifo, name):
     with pytest.raises(OSError, match=r"is a FIFO \(named pipe\), not a regular file") as e:
-        _in_time(lambda: READERS[name](fifo))
+        in_time(lambda: READERS[name](fifo))
     assert str(fifo) in str(e.value)
 
 
@@ -72,7 +54,7 @@ def test_pseudo_files_are_refused_not_read_as_empty(path):
 
 def test_a_character_device_is_refused():
     with pytest.raises(OSError, match="is a character device, not a regular file"):
-        _in_time(lambda: gdsio.read("/dev/zero", device="cpu"))
+        in_time(lambda: gdsio.read("/dev/zero", device="cpu"))
 
 
 @pytest.mark.parametrize("name", ["read", "File", "read_many"])

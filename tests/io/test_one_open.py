@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import gdsio
+from conftest import in_time
 from gdsio import image as gi
 from gdsio import tensors
 from gdsio.data import decode
@@ -140,23 +141,6 @@ def test_a_rename_swap_race_never_mixes_two_images(tmp_path):
 # --------------------------------------------------------------------------- not regular files
 
 
-def _in_time(fn, seconds=10.0):
-    out: dict = {}
-
-    def run():
-        try:
-            out["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed to the test
-            out["error"] = e
-
-    th = threading.Thread(target=run, daemon=True)
-    th.start()
-    th.join(seconds)
-    assert not th.is_alive(), f"{fn} blocked for {seconds} s"
-    if "error" in out:
-        raise out["error"]
-    return out.get("value")
-
 
 @pytest.fixture
 def specials(tmp_path):
@@ -188,7 +172,7 @@ READERS = {
 def test_what_is_not_a_regular_file_is_refused_at_once(specials, reader, kind):
     path, exc, what = specials[kind]
     with pytest.raises(exc, match=what) as e:
-        _in_time(lambda: READERS[reader](path))
+        in_time(lambda: READERS[reader](path))
     assert path in str(e.value)
 
 
@@ -196,7 +180,7 @@ def test_skip_leaves_out_what_is_not_a_regular_file(specials, tmp_path):
     good = tmp_path / "good.pgm"
     good.write_bytes(_pgm(2, 2, 5))
     paths = [str(good)] + [specials[k][0] for k in ("fifo", "socket", "/dev/zero", "directory")] + [str(good)]
-    images, failed = _in_time(lambda: gi.read(paths, device="cpu", on_error="skip"))
+    images, failed = in_time(lambda: gi.read(paths, device="cpu", on_error="skip"))
     assert failed == [1, 2, 3, 4] and len(images) == 2
 
 
