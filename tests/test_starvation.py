@@ -57,7 +57,9 @@ def test_measure_compute_bound(folder):
     loader = Loader(folder, 4, device="cpu", prefetch=4)
 
     def step(batch):
-        time.sleep(0.05)
+        # Long beside a pass's start (a fresh producer every 6 batches), so a
+        # loaded 2-core machine still keeps the step fed.
+        time.sleep(0.15)
         return batch[0].sum()
 
     r = starvation.measure(step, loader, steps=10, warmup=3)  # 13 steps > 6 batches: passes repeat
