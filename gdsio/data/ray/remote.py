@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ..loader import Loader as _GdsioLoader
+from ..flow import BatchBuffers
 from ..meter import Meter
 from ..producer import PassPlan, Producer
 from ..sampler import ShardedOrder
@@ -200,7 +201,8 @@ class _Maker:
         kept: dict[int, np.ndarray] = {}
         plan = PassPlan(table=spec.table, order=_Given(batches, spec.seed), epoch=spec.epoch, start=0,
                         transform=spec.transform, device=torch.device("cpu"), streams=None, threads=spec.threads,
-                        on_error=spec.on_error, mode=spec.mode, cache=None, meter=Meter())
+                        on_error=spec.on_error, mode=spec.mode, cache=None, meter=Meter(),
+                        buffers=BatchBuffers())  # the batches leave this actor as copies: nothing to reuse across calls
         t0 = time.perf_counter()
         Producer(plan, q, threading.Event(), None, kept=kept).run()
         seconds = (time.perf_counter() - t0) / max(1, len(batches))
