@@ -28,7 +28,10 @@ def info(path: str | os.PathLike[str] | None = None, device: int = 0) -> dict[st
         ``cuda_architectures``, ``cuda`` (device count, driver and runtime
         versions, why no device), ``cufile`` (libcufile and driver state),
         ``settings`` (in force here), ``backends`` (as ``backends()``) and
-        ``auto`` (the backend auto picks for GPU and host memory).
+        ``auto`` (the backend auto picks for GPU and host memory),
+        ``cpu_simd`` (the CPU resize's SIMD level) and ``cpu_jpeg_box``
+        (libjpeg-turbo for the loader's crop decode: its version, or why
+        this build has none).
 
     Example:
         >>> gdsio.info()["auto"]
@@ -46,4 +49,6 @@ def info(path: str | os.PathLike[str] | None = None, device: int = 0) -> dict[st
         "settings": dataclasses.asdict(current()),
         "backends": [dataclasses.asdict(b) for b in infos],
         "auto": auto_choice(infos),
+        "cpu_simd": _core.tf_cpu_simd(),
+        "cpu_jpeg_box": _core.jpeg_cpu_version(),
     }

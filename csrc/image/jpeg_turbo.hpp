@@ -1,0 +1,46 @@
+// JPEG on the CPU through libjpeg-turbo's libjpeg API, linked into the engine
+// when the build finds it (GDSIO_HAVE_LIBJPEG): a whole image or only a box of
+// it, decoded straight into the caller's (H, W, C) memory. The box is what a
+// crop keeps: rows above it are skipped (jpeg_skip_scanlines still reads their
+// entropy-coded data, it runs no IDCT, upsampling or colour conversion for
+// them), columns outside it are not decoded past the iMCU columns around it
+// (jpeg_crop_scanline), rows below it are not read at all. The pixels equal
+// those of a full decode (ISLOW IDCT, fancy upsampling, as Pillow decodes):
+// the decoded window keeps a margin on each side of the box so that the
+// upsampler sees the same neighbours as in a full decode.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace gdsio::image::jpeg {
+
+// Whether this build has the libjpeg path, and the library's version
+// ("libjpeg-turbo 2.1.5 (JPEG_LIB_VERSION 62)"), or why not.
+bool available();
+std::string version();
+
+struct Box {
+  int top = 0, left = 0, height = 0, width = 0;  // height/width 0: to the image's edge
+};
+
+struct Result {
+  int image_height = 0, image_width = 0;  // the whole image's size
+  bool warned = false;                    // libjpeg-turbo warned (corrupt data it went past)
+  std::string warning;                    // its first warning
+  int rows_decoded = 0;                   // rows run through IDCT and colour conversion
+  int columns_decoded = 0;                // width of the decoded window
+};
+
+// Decodes `box` of the JPEG in [data, data + size) to `out`: box.height rows of
+// box.width * channels bytes, `row_stride` bytes apart. channels 3: RGB, 1:
+// grayscale (a grayscale JPEG only; a colour one raises). strict: a warning
+// raises ValueError (the caller hands the file to a reader that decides), as
+// simplejpeg's strict mode does. Raises ValueError naming libjpeg-turbo's
+// message for data it refuses or a box outside the image; the GIL is the
+// caller's business.
+Result decode(const std::uint8_t* data, std::size_t size, Box box, int channels, std::uint8_t* out,
+              std::size_t row_stride, bool strict);
+
+}  // namespace gdsio::image::jpeg
