@@ -13,8 +13,24 @@ std::int64_t round_up(std::int64_t v, std::int64_t a) { return (v + a - 1) / a *
 
 // The epilogue of one output row held as uint8 values `v` (interleaved: value
 // x * C + c; planar: one channel `c0`) into the (C, out_h, out_w) image.
-void store_row(simd::Level level, const ResizeSpec& spec, bool flip, bool interleaved, int c0,
-               const std::uint8_t* v, int y, void* out_image) {
+template <typename T>
+void store_row_table(const EpilogueTable& t, int out_w, int C, int c0, std::int64_t plane, bool flip,
+                     const std::uint8_t* v, int y, void* out_image) {
+  for (int c = 0; c < C; ++c) {
+    const int ch = c0 + c;
+    const T* __restrict lut = reinterpret_cast<const T*>(t.bytes.data()) + 256 * ch;
+    T* __restrict o = static_cast<T*>(out_image) + (std::int64_t)ch * plane + (std::int64_t)y * out_w;
+    const std::uint8_t* __restrict vc = v + c;
+    if (!flip) {
+      for (int x = 0; x < out_w; ++x) o[x] = lut[vc[x * C]];
+    } else {
+      for (int x = 0; x < out_w; ++x) o[out_w - 1 - x] = lut[vc[x * C]];
+    }
+  }
+}
+
+void store_row(simd::Level level, const ResizeSpec& spec, const EpilogueTable* table, bool flip, bool interleaved,
+               int c0, const std::uint8_t* v, int y, void* out_image) {
   const int out_w = spec.out_w, C = interleaved ? spec.channels : 1;
   const std::int64_t plane = (std::int64_t)spec.out_h * out_w;
   const px::Epilogue& e = spec.epilogue;
@@ -40,6 +56,10 @@ void store_row(simd::Level level, const ResizeSpec& spec, bool flip, bool interl
     }
     return;
   }
+  if (table != nullptr && table->elem == 4)
+    return store_row_table<std::uint32_t>(*table, out_w, C, c0, plane, flip, v, y, out_image);
+  if (table != nullptr && table->elem == 2)
+    return store_row_table<std::uint16_t>(*table, out_w, C, c0, plane, flip, v, y, out_image);
   for (int c = 0; c < C; ++c) {
     const int ch = c0 + c;
     const std::int64_t base = (std::int64_t)ch * plane + (std::int64_t)y * out_w;
@@ -49,6 +69,17 @@ void store_row(simd::Level level, const ResizeSpec& spec, bool flip, bool interl
 }
 
 }  // namespace
+
+EpilogueTable epilogue_table(const px::Epilogue& e, int channels) {
+  EpilogueTable t;
+  if (e.out == PixelType::kU8) return t;
+  t.elem = e.out == PixelType::kF32 ? 4 : 2;
+  t.bytes.resize((std::size_t)channels * 256 * t.elem);
+  // store_resampled writes value i of a (channels, 256) "image": entry [c][u].
+  for (int c = 0; c < channels; ++c)
+    for (int u = 0; u < 256; ++u) px::store_resampled(e, t.bytes.data(), (std::int64_t)c * 256 + u, c, u);
+  return t;
+}
 
 SimdPlan simd_prepare(simd::Level level, const ImageRef& im, const ImagePlan& p, const std::int32_t* co,
                       int channels) {
@@ -133,7 +164,7 @@ void simd_rows(simd::Level level, const SimdPlan& sp, const ImageRef& im, const 
       const int start = vb[2 * y], n = vb[2 * y + 1];
       for (int k = 0; k < n; ++k) rows[k] = base + (std::int64_t)(clampi(start + k, 0, in_h - 1) - lo) * pitch;
       simd::v_row(level, rows.data(), vw + (std::int64_t)y * kv, n, width, vrow);
-      store_row(level, spec, im.flip, interleaved, g, vrow, y, out_image);
+      store_row(level, spec, sp.table, im.flip, interleaved, g, vrow, y, out_image);
     }
   }
 }

@@ -14,10 +14,20 @@
 
 namespace gdsio::image::detail {
 
+// The epilogue of a float or 16-bit output as a table of its 256 results per
+// channel, each filled by px::store_resampled itself: one lookup per value
+// instead of its arithmetic (a division among it), the same bits.
+struct EpilogueTable {
+  std::vector<std::uint8_t> bytes;  // [channel][256] values of `elem` bytes
+  int elem = 0;                     // 0: no table (uint8 output)
+};
+EpilogueTable epilogue_table(const px::Epilogue& e, int channels);
+
 // Per image: which kernel runs its horizontal pass, with its weights.
 struct SimdPlan {
   enum Kind : std::uint8_t { kNone = 0, kInterleaved = 1, kPlanar = 2 } kind = kNone;
   std::vector<std::int16_t> weights;
+  const EpilogueTable* table = nullptr;  // the call's, for non-uint8 outputs
 };
 
 // Chooses the kernel for an image whose horizontal windows are padded (all

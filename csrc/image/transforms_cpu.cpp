@@ -281,6 +281,8 @@ void resize_cpu(const std::vector<ImageRef>& images, const ResizeSpec& spec, std
   // results are the scalar loops' (tests compare the levels byte for byte).
   const simd::Level level = arith == Arith::kPillow8 && !nearest ? simd::level() : simd::Level::kScalar;
   std::vector<detail::SimdPlan> simd_plans(images.size());
+  const detail::EpilogueTable table =
+      level != simd::Level::kScalar ? detail::epilogue_table(spec.epilogue, spec.channels) : detail::EpilogueTable{};
   parallel_for(images.size(), threads, [&](std::size_t, WorkQueue& q) {
     std::size_t i;
     while (q.claim(&i)) {
@@ -289,7 +291,10 @@ void resize_cpu(const std::vector<ImageRef>& images, const ResizeSpec& spec, std
       px::axis_coeffs(p.h, p.ksize_h, co);
       px::axis_coeffs(p.v, p.ksize_v, co + px::axis_ints(p.h, p.ksize_h));
       padded[i] = pad_windows(p.h, p.ksize_h, co);
-      if (padded[i]) simd_plans[i] = detail::simd_prepare(level, images[i], p, co, spec.channels);
+      if (padded[i]) {
+        simd_plans[i] = detail::simd_prepare(level, images[i], p, co, spec.channels);
+        simd_plans[i].table = &table;
+      }
     }
   });
 

@@ -167,3 +167,25 @@ def test_expanded_images_are_copied_before_the_kernel():
     assert torch.equal(T.resize([expanded], [20, 15])[0], ref)
     assert torch.equal(T.resize(expanded[None].expand(2, 3, 40, 30), [20, 15])[1], ref)
     assert torch.equal(T.resized_crop(expanded, 0, 0, 40, 30, [20, 15]), ref)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("norm,scale", [(True, True), (False, True), (False, False), (True, False)])
+def test_fused_float_outputs_equal_the_scalar_arithmetic(dtype, norm, scale):
+    """The SIMD schedule writes a float or 16-bit output from a table of the
+    epilogue's 256 results per channel; the scalar loops compute each value:
+    the same bits for every dtype, scale and normalisation."""
+    imgs = [torch.from_numpy(_image(h, w, 3, seed=h)).permute(2, 0, 1) for h, w in ((120, 90), (64, 200))]
+    boxes = [[3, 5, 100, 80], [0, 0, 64, 200]]
+    kw = dict(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]) if norm else dict(mean=None, std=None)
+    outs = {}
+    for lv in LEVELS:
+        best = _core.tf_cpu_simd()
+        _core.tf_set_cpu_simd(lv)
+        try:
+            outs[lv] = T.resized_crop_flip_normalize(imgs, boxes, [False, True], 48, dtype=dtype, scale=scale, **kw)
+        finally:
+            _core.tf_set_cpu_simd(best)
+    for lv in LEVELS:
+        assert torch.equal(outs[lv].view(torch.int16 if dtype != torch.float32 else torch.int32),
+                           outs["scalar"].view(torch.int16 if dtype != torch.float32 else torch.int32)), lv
