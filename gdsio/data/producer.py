@@ -46,6 +46,24 @@ class _Pending:
     hits: dict[int, Any]  # position in the batch -> cached sample
     futures: list[tuple[list[int], concurrent.futures.Future[Any]]]  # positions -> (samples, event)
     buf: Any = None  # raw kind: the batch buffer the reads fill
+    regions: dict[int, tuple[int, int, int, int]] = dataclasses.field(default_factory=dict)  # position -> decoded box
+
+
+class _Region(tuple):
+    """A reader's result for an image decoded only for its crop's box:
+    (tensor, (image height, image width, top, left))."""
+
+    __slots__ = ()
+
+    def __new__(cls, tensor: Any, region: tuple[int, int, int, int]) -> _Region:
+        return super().__new__(cls, (tensor, region))
+
+
+def batch_options(mode: str) -> Any:
+    """gdsio.image's decode options for a reader thread (its settings, on_error="raise")."""
+    from ..image.batch import options
+
+    return options(mode, "raise", False, None, "auto", None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +84,8 @@ class PassPlan:
     mode: str  # image mode
     cache: Any  # gdsio.Cache or None
     meter: Meter
-    buffers: BatchBuffers  # host batch buffers of the raw kind, kept by the Loader across passes
+    buffers: BatchBuffers  # host batch buffers (raw reads, fused transform outputs), kept by the Loader across passes
+    crop_decode: bool = False  # CPU JPEGs: decode only the box the transform's first crop keeps
 
 
 class Producer:
@@ -83,6 +102,12 @@ class Producer:
         self.image_setup = None
         if self.cuda and plan.table.kind == "image":
             self.image_setup = decode.image_setup(plan.device, plan.mode)
+        # Boxes before decoding: a CPU pass of images whose transform reads
+        # only a box of each (a RandomResizedCrop first); not with a cache of
+        # decoded samples, which must hold whole images.
+        self.boxes = (plan.crop_decode and not self.cuda and plan.table.kind == "image" and plan.cache is None
+                      and isinstance(plan.transform, BatchTransform)
+                      and type(plan.transform).decode_boxes is not BatchTransform.decode_boxes)
 
     # ---- contexts ---------------------------------------------------------------
 
@@ -170,18 +195,21 @@ class Producer:
                     p.buf = torch.empty((len(idx), t.record_bytes), dtype=torch.uint8, device=self.plan.device)
             else:
                 p.buf = self.plan.buffers.take((len(idx), t.record_bytes))
-            groups = self._group_by_file(idx, misses)
-            if not self.cuda and groups:
+            if not self.cuda and misses:
                 # Host batches: every file of the batch in one C++ call (no future,
                 # File or GIL hand-off per file).
-                rows_all = [r for g in groups for r in g]
-                p.futures.append((rows_all, pool.submit(self._read_records_host, idx, groups, p.buf)))
+                p.futures.append((misses, pool.submit(self._read_records_host, idx, misses, p.buf)))
             else:
-                for rows in groups:
+                for rows in self._group_by_file(idx, misses):
                     p.futures.append((rows, pool.submit(self._read_records, idx, rows, p.buf)))
         else:
+            # The crop boxes of the batch, drawn before decoding (per sample, from
+            # (seed, epoch, index): the same draws the transform makes later).
+            draw = (self.plan.transform.decode_boxes(BatchInfo(self.plan.order.seed, self.plan.epoch, idx))
+                    if self.boxes else None)
             for pos in misses:
-                p.futures.append(([pos], pool.submit(self._read_file, int(idx[pos]))))
+                box = (lambda h, w, pos=pos: draw(pos, h, w)) if draw is not None else None
+                p.futures.append(([pos], pool.submit(self._read_file, int(idx[pos]), box)))
         return p
 
     def _group_by_file(self, idx: np.ndarray, rows: list[int]) -> list[list[int]]:
@@ -191,45 +219,43 @@ class Producer:
             groups.setdefault(f, []).append(r)
         return list(groups.values())
 
-    def _record_requests(self, idx: np.ndarray, rows: list[int]) -> list[list[int]]:
-        """[file offset, size, batch-buffer offset] of the records of `rows` (one file),
-        runs adjacent both in the file and in the batch (unshuffled data) coalesced."""
-        rb = self.plan.table.record_bytes
-        reqs: list[list[int]] = []
-        for r, off in zip(rows, self.plan.table.offset_of(idx[rows]).tolist()):
-            if reqs and reqs[-1][0] + reqs[-1][1] == off and reqs[-1][2] + reqs[-1][1] == r * rb:
-                reqs[-1][1] += rb
-            else:
-                reqs.append([off, rb, r * rb])
-        return reqs
-
-    def _read_records_host(self, idx: np.ndarray, groups: list[list[int]], buf: Any) -> tuple[Any, None]:
-        """Reader thread, host batches: the records of every file in one call
-        (gdsio._core.read_paths). When it fails, file by file, so that each
-        error names its own rows: returns {row: error} then."""
+    def _read_records_host(self, idx: np.ndarray, rows: list[int], buf: Any) -> tuple[Any, None]:
+        """Reader thread, host batches: the records of `rows` in one call
+        (gdsio._core.read_paths), the per-row work vectorised (a batch of
+        one-record files is as many reads as files). When it fails, file by
+        file, so that each error names its own rows: returns {row: error} then."""
         from .. import _core
         from ..config import current
 
         t = self.plan.table
+        rb = t.record_bytes
         base = buf.data_ptr()
-        reads = []
-        per_file = []
-        for rows in groups:
-            path = t.files.paths[int(t.file_of(idx[rows[:1]])[0])]
-            reqs = self._record_requests(idx, rows)
-            reads += [(path, base + out, n, off) for off, n, out in reqs]
-            per_file.append(sum(n for _, n, _ in reqs))
+        sel = idx[rows]
+        files = t.file_of(sel).tolist()
+        offs = t.offset_of(sel).tolist()
+        paths = t.files.paths
+        reads: list[list[Any]] = []
+        per_file: dict[int, int] = {}
+        last = -1
+        for r, f, off in zip(rows, files, offs):
+            # Runs adjacent both in the file and in the batch (unshuffled data): one request.
+            if f == last and reads[-1][3] + reads[-1][2] == off and reads[-1][1] + reads[-1][2] == base + r * rb:
+                reads[-1][2] += rb
+            else:
+                reads.append([paths[f], base + r * rb, rb, off])
+            last = f
+            per_file[f] = per_file.get(f, 0) + rb
         try:
-            _core.read_paths(reads, threads=current().threads)
+            _core.read_paths([tuple(q) for q in reads], threads=current().threads)
         except (OSError, ValueError):
             errors: dict[int, BaseException] = {}
-            for rows in groups:
+            for group in self._group_by_file(idx, rows):
                 try:
-                    self._read_records(idx, rows, buf)
+                    self._read_records(idx, group, buf)
                 except (OSError, ValueError) as e:
-                    errors.update({r: e for r in rows})
+                    errors.update({r: e for r in group})
             return _RowErrors(errors), None
-        for nbytes in per_file:  # one read per file, as the per-file path counts them
+        for nbytes in per_file.values():  # one read per file, as the per-file path counts them
             self.plan.meter.read("posix", nbytes)
         return None, None
 
@@ -261,7 +287,7 @@ class Producer:
         local = getattr(self.plan.cache, "local_path", None)
         return local(path) if local is not None else path
 
-    def _read_file(self, index: int) -> tuple[Any, Any]:
+    def _read_file(self, index: int, box: Any = None) -> tuple[Any, Any]:
         """Reader thread: one npy tensor, or one image (decoded here on the CPU;
         on a GPU its header and bytes, decoded later with the whole batch)."""
         from ..io import read
@@ -280,8 +306,14 @@ class Producer:
         if st is not None:
             self.plan.meter.read(st.backend, st.nbytes)
         if self.plan.table.kind == "image" and not self.cuda:
-            t, backend = decode.decode_one(t, self.plan.device, self.plan.mode)
-            self.plan.meter.decoded(backend)
+            if box is not None:
+                t, backend, region = decode.decode_box(t, self.plan.mode, box, batch_options(self.plan.mode), path)
+                self.plan.meter.decoded(backend)
+                if region is not None:
+                    return _Region(t, region), ev
+            else:
+                t, backend = decode.decode_one(t, self.plan.device, self.plan.mode)
+                self.plan.meter.decoded(backend)
         return t, ev
 
     # ---- one batch --------------------------------------------------------------
@@ -321,6 +353,8 @@ class Producer:
                     self._failed(idx[r], e, failures, r)
             events.append(ev)
             if p.buf is None:
+                if isinstance(t, _Region):
+                    t, p.regions[rows[0]] = t
                 samples[rows[0]] = t
         fresh = [r for rows, _ in p.futures for r in rows if r not in failures]
         start = None
@@ -407,12 +441,31 @@ class Producer:
                 return _collate(chosen, names)
         if not isinstance(self.plan.transform, BatchTransform):
             return self._per_sample(p, chosen, kept_idx)
+        regions = None
+        if p.regions:
+            regions = np.full((len(keep), 4), -1, np.int64)
+            for k, r in enumerate(keep):
+                if r in p.regions:
+                    regions[k] = p.regions[r]
+        taken: list[Any] = []
+
+        def alloc(shape: tuple[int, ...], dtype: Any) -> Any:
+            # Host batches from the Loader's reused buffers (no page faults on
+            # every byte of every batch); free again once the consumer drops them.
+            buf = self.plan.buffers.take(shape, dtype)
+            taken.append(buf)
+            return buf.view(buf.shape)  # a tensor of its own: the pool sees the consumer hold it
+
         try:
-            with batch_context(BatchInfo(self.plan.order.seed, self.plan.epoch, kept_idx)):
+            with batch_context(BatchInfo(self.plan.order.seed, self.plan.epoch, kept_idx, regions,
+                                         None if self.cuda else alloc)):
                 out = self.plan.transform(chosen)
         except Exception as e:
             e.add_note(f"in the transform of gdsio.Loader, batch {p.batch_no} of epoch {self.plan.epoch}")
             raise
+        finally:
+            for buf in taken:
+                self.plan.buffers.release(buf)
         if isinstance(out, (list, tuple)):
             return _collate(list(out), names)
         if not isinstance(out, torch.Tensor) or out.dim() < 1 or out.shape[0] != len(chosen):
