@@ -16,14 +16,14 @@ one call (``decode_items``: one launch per format and backend).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from .. import image
 from ..image import batch
 
-__all__ = ["ImageSetup", "decode_items", "decode_one", "image_setup", "read_image"]
+__all__ = ["ImageSetup", "decode_box", "decode_items", "decode_one", "image_setup", "read_image"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +44,38 @@ def decode_one(data: Any, device: Any, mode: str) -> tuple[Any, str]:
     """One encoded image (1-D uint8 tensor) -> ((C,H,W) tensor, decoder name); raises on a bad image."""
     img, info = image.decode(data, device=device, mode=mode, return_info=True)
     return img, info.backend
+
+
+def decode_box(data: Any, mode: str, box_for: Callable[[int, int], Any], options: batch.Options,
+               name: str) -> tuple[Any, str, tuple[int, int, int, int] | None]:
+    """One encoded image on the CPU, decoded only for the box its first
+    transform keeps when it is a JPEG the box decoder takes:
+    ``box_for(height, width)`` gives the box (top, left, height, width).
+    Returns (tensor, decoder name, (image height, image width, top, left) of
+    the box, or None for a whole image). Anything else, or a JPEG
+    libjpeg-turbo warns about, goes to decode_one (the whole image, the
+    decoders that decide what a damaged file gives)."""
+    from ..errors import NeedMoreData
+    from ..image import codec, jpeg_cpu
+    from ..image.formats.jpeg import parse_jpeg
+
+    raw = data.numpy()
+    if raw.size >= 4 and raw[0] == 0xFF and raw[1] == 0xD8 and jpeg_cpu.box_available():
+        try:
+            h = parse_jpeg(raw[: 1 << 16].tobytes(), int(raw.size), raw[-2:].tobytes())
+        except (NeedMoreData, ValueError):
+            h = None  # decode_one says what is wrong with it
+        if h is not None and h.components in (1, 3) and jpeg_cpu.refusal(h, mode) is None:
+            codec.check_pixels(h.width, h.height, options, name)  # as a whole decode would
+            top, left, bh, bw = (int(v) for v in box_for(h.height, h.width))
+            if (bh, bw) != (h.height, h.width):
+                try:
+                    img = jpeg_cpu.decode_box(data, h, mode, (top, left, bh, bw))
+                    return img, jpeg_cpu.BOX_BACKEND, (h.height, h.width, top, left)
+                except ValueError:
+                    pass
+    img, backend = decode_one(data, "cpu", mode)
+    return img, backend, None
 
 
 def read_image(path: str, setup: ImageSetup) -> batch.Item:

@@ -76,8 +76,9 @@ class ByteBudget:
 
 
 class BatchBuffers:
-    """Host batch buffers of the raw kind, reused once nothing outside holds
-    them: a fresh 25 MiB buffer per batch would page-fault every byte again.
+    """Host batch buffers (the raw kind's reads, the images' fused transform
+    output), reused once nothing outside holds them: a fresh 25 MiB buffer per
+    batch would page-fault every byte again.
     A buffer is busy from its batch's reads until its batch is built; after
     that the batch (a view the consumer holds) keeps it from reuse until the
     consumer lets go of it. Without torch's storage use count (a private
@@ -94,13 +95,14 @@ class BatchBuffers:
         # The pool's tensor and the temporary storage object: nothing else.
         return self.use_count is not None and self.use_count(t.untyped_storage()._cdata) <= 2
 
-    def take(self, shape: tuple[int, int]) -> torch.Tensor:
+    def take(self, shape: tuple[int, ...], dtype: torch.dtype = torch.uint8) -> torch.Tensor:
+        shape = tuple(int(v) for v in shape)
         with self.lock:
             for t in self.bufs:
-                if id(t) not in self.busy and tuple(t.shape) == shape and self._unused(t):
+                if id(t) not in self.busy and tuple(t.shape) == shape and t.dtype == dtype and self._unused(t):
                     self.busy.add(id(t))
                     return t
-            t = torch.empty(shape, dtype=torch.uint8)
+            t = torch.empty(shape, dtype=dtype)
             if len(self.bufs) >= self.keep:
                 self.bufs = [b for b in self.bufs if id(b) in self.busy or not self._unused(b)][-(self.keep - 1):]
             self.bufs.append(t)

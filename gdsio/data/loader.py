@@ -104,7 +104,13 @@ class Loader:
     reader threads (default: ``gdsio.current_settings().threads``).
     cache: a ``gdsio.Cache`` of decoded samples, or a ``Cache(where="disk",
     path=...)`` of the remote objects read (local files for later epochs).
-    image_mode: ``"RGB"``, ``"GRAY"`` or ``"UNCHANGED"``.
+    image_mode: ``"RGB"``, ``"GRAY"`` or ``"UNCHANGED"``. crop_decode: on
+    the CPU, with a transform whose first step is a ``RandomResizedCrop`` (and
+    no cache), a JPEG is decoded only for the box the crop keeps (its rows,
+    and its iMCU columns), which the loader draws before decoding; the
+    batches are the same as with a whole decode (``stats()`` counts these
+    decodes as ``libjpeg-turbo-box``). Needs a build that links libjpeg-turbo
+    (``gdsio info`` says); False decodes every image whole.
 
     Epochs: each complete pass advances ``epoch``; ``set_epoch(e)`` sets the
     next pass's epoch (call it each epoch as with DistributedSampler, or let
@@ -141,6 +147,7 @@ class Loader:
         record_shape: Any = None,
         record_dtype: Any = None,
         image_mode: str = "RGB",
+        crop_decode: bool = True,
     ) -> None:
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be 'raise' or 'skip'; got {on_error!r}")
@@ -160,6 +167,9 @@ class Loader:
         self.threads = current().threads if threads is None else _positive_int("threads", threads)
         self.on_error = on_error
         self.image_mode = image_mode
+        if not isinstance(crop_decode, bool):
+            raise TypeError(f"crop_decode must be a bool, got {crop_decode!r}")
+        self.crop_decode = crop_decode
         self.cache = cache
         if cache is not None:
             cache.bind(self.device)
@@ -296,7 +306,7 @@ class Loader:
             table=self.table, order=self.order, epoch=epoch, start=start, transform=self.transform,
             device=self.device, streams=self._cuda_streams() if self.device.type == "cuda" else None,
             threads=self.threads, on_error=self.on_error, mode=self.image_mode, cache=self.cache, meter=self._meter,
-            buffers=self._batch_buffers,
+            buffers=self._batch_buffers, crop_decode=self.crop_decode,
         )
 
     def _cuda_streams(self) -> tuple[Any, Any, Any]:

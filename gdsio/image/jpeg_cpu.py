@@ -29,9 +29,12 @@ from typing import TYPE_CHECKING, Any, Sequence
 if TYPE_CHECKING:  # formats/jpeg.py imports this module
     from .formats.jpeg import JpegHeader
 
-__all__ = ["BACKEND", "available", "decode", "decode_many", "refusal"]
+__all__ = ["BACKEND", "BOX_BACKEND", "available", "box_available", "decode", "decode_box", "decode_many", "refusal"]
 
 BACKEND = "simplejpeg"
+# A box of the image only (a crop's), through libjpeg-turbo's libjpeg API
+# linked into gdsio._core when the build found it (csrc/image/jpeg_turbo.hpp).
+BOX_BACKEND = "libjpeg-turbo-box"
 
 _SUBSAMPLINGS = ("gray", "444", "422", "420", "440", "411")
 
@@ -105,6 +108,37 @@ def decode(data: Any, h: JpegHeader, mode: str) -> Any:
     arr = sj.decode_jpeg(data.numpy(), colorspace=space, fastdct=False, fastupsample=False, buffer=out.numpy())
     if arr.shape[:2] != (h.height, h.width):
         raise ValueError(f"libjpeg-turbo decoded {arr.shape[1]}x{arr.shape[0]}, the header says {h.width}x{h.height}")
+    if mode == "GRAY" and c == 3:
+        return _luma(out)
+    return out.permute(2, 0, 1)
+
+
+def box_available() -> bool:
+    """Whether this build decodes boxes of JPEGs (it links libjpeg-turbo:
+    ``gdsio._core.jpeg_cpu_version()`` says which, or why not)."""
+    from .. import _core
+
+    return bool(_core.jpeg_cpu_available())
+
+
+def decode_box(data: Any, h: JpegHeader, mode: str, box: tuple[int, int, int, int]) -> Any:
+    """The box (top, left, height, width) of one image, the pixels a full
+    decode() has there: a uint8 (C, height, width) view of (height, width, C)
+    memory. Only the box's rows (and a margin) run through IDCT, upsampling
+    and colour conversion, only its iMCU columns (and a margin) are decoded;
+    rows below it are not read. ValueError when libjpeg-turbo refuses or warns."""
+    import torch
+
+    from .. import _core
+
+    top, left, bh, bw = (int(v) for v in box)
+    space, c = _colorspace(h, mode)
+    out = torch.empty((bh, bw, c), dtype=torch.uint8)
+    got = _core.jpeg_cpu_decode(data.data_ptr(), data.numel(), top, left, bh, bw, c, out.data_ptr(), out.numel(),
+                                bw * c, True)
+    if (got["image_height"], got["image_width"]) != (h.height, h.width):
+        raise ValueError(f"libjpeg-turbo read {got['image_width']}x{got['image_height']}, the header says "
+                         f"{h.width}x{h.height}")
     if mode == "GRAY" and c == 3:
         return _luma(out)
     return out.permute(2, 0, 1)

@@ -84,6 +84,15 @@ class BatchInfo:
     seed: int
     epoch: int
     indices: np.ndarray  # the dataset index of each sample in the batch, in order
+    # Where each input sits in its image, when the loader decoded only the box
+    # the first transform keeps (decode_boxes): (N, 4) int64 rows (image
+    # height, image width, top, left); a row of -1 for an input that is its
+    # whole image. None: every input is its whole image.
+    regions: np.ndarray | None = None
+    # Where a fused transform writes the batch: alloc(shape, dtype) -> a
+    # contiguous tensor on the batch's device (a loader's reused buffers);
+    # None: a fresh tensor.
+    alloc: Callable[[tuple[int, ...], torch.dtype], torch.Tensor] | None = None
 
 
 _current: contextvars.ContextVar[BatchInfo | None] = contextvars.ContextVar("gdsio_batch", default=None)
@@ -173,6 +182,15 @@ def _each(images: Any, fn: Callable[[Any], Any]) -> Any:
     return [fn(t) for t in images] if isinstance(images, (list, tuple)) else fn(images)
 
 
+def _batch_out(seq: list[Any], size: Sequence[int], dtype: torch.dtype) -> torch.Tensor | None:
+    """The fused op's output from the current batch's allocator (a loader's
+    reused host buffers), or None (a fresh tensor)."""
+    info = current_batch()
+    if info is None or info.alloc is None or not seq or seq[0].device.type != "cpu":
+        return None
+    return info.alloc((len(seq), int(seq[0].shape[-3]), int(size[0]), int(size[1])), dtype)
+
+
 def _stack_if_same(images: list[Any]) -> Any:
     if images and len({tuple(t.shape) for t in images}) == 1:
         return torch.stack(images)
@@ -196,6 +214,15 @@ class BatchTransform:
         if type(self).__call__ is not BatchTransform.__call__:  # a subclass that defines __call__ only
             return self(images)
         raise NotImplementedError(f"{type(self).__name__} must define __call__(images)")
+
+    def decode_boxes(self, info: BatchInfo) -> Callable[[int, int, int], tuple[int, int, int, int]] | None:
+        """When this transform reads only a box of each image: for the batch
+        `info` names, a function (position in the batch, image height, image
+        width) -> the box (top, left, height, width) it will read of that
+        image; None when it reads whole images. A CPU loader draws the boxes
+        before decoding, decodes only them (the pixels are the same) and says
+        so in ``info.regions``."""
+        return None
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
@@ -293,26 +320,73 @@ class RandomResizedCrop(BatchTransform):
         left = np.floor(ul * (w - cw + 1)).astype(np.int64)
         out = np.stack([top, left, ch, cw], axis=1)
         for i in np.flatnonzero(~ok.any(axis=1)):  # the fallback: rare, so a plain loop
-            H, W = int(h[i]), int(w[i])
-            r = W / H
-            if r < self.ratio[0]:
-                bw, bh = W, int(round(W / self.ratio[0]))
-            elif r > self.ratio[1]:
-                bh, bw = H, int(round(H * self.ratio[1]))
-            else:
-                bh, bw = H, W
-            out[i] = ((H - bh) // 2, (W - bw) // 2, bh, bw)
+            out[i] = self._fallback_box(int(h[i]), int(w[i]))
         return out
 
     def _boxes_for(self, images: Any, salt: int) -> np.ndarray:
         sizes = _sizes(images)
-        return self.boxes(sizes, uniforms(_info_for(len(sizes)), salt, 40))
+        info = _info_for(len(sizes))
+        if info.regions is None:
+            return self.boxes(sizes, uniforms(info, salt, 40))
+        # Inputs the loader decoded as boxes of larger images: draw on the
+        # images' sizes, then place each box in its input.
+        reg = np.asarray(info.regions, np.int64).reshape(len(sizes), 4)
+        whole = reg[:, 0] < 0
+        full = [sizes[i] if whole[i] else (int(reg[i, 0]), int(reg[i, 1])) for i in range(len(sizes))]
+        boxes = self.boxes(full, uniforms(info, salt, 40))
+        boxes[~whole, 0] -= reg[~whole, 2]
+        boxes[~whole, 1] -= reg[~whole, 3]
+        h, w = np.asarray(sizes, np.int64).reshape(-1, 2).T
+        if (boxes[:, :2] < 0).any() or (boxes[:, 0] + boxes[:, 2] > h).any() or (boxes[:, 1] + boxes[:, 3] > w).any():
+            raise RuntimeError("gdsio: a decoded region does not hold its crop box (the loader's decode_boxes and "
+                               "this transform disagree)")
+        return boxes
+
+    def decode_boxes(self, info: BatchInfo) -> Callable[[int, int, int], tuple[int, int, int, int]] | None:
+        return self._box_drawer(info, _salt(self, -1))
+
+    def _box_drawer(self, info: BatchInfo, salt: int) -> Callable[[int, int, int], tuple[int, int, int, int]]:
+        """boxes() one image at a time, for a reader thread that knows one
+        image's size: the draws that do not depend on the size (area fraction,
+        aspect ratio, position) are made for the whole batch here, vectorised
+        as in boxes(); the rest is the same float arithmetic in scalars (IEEE
+        multiply, correctly rounded sqrt, round half to even, floor), so each
+        box equals boxes()'s."""
+        u = uniforms(info, salt, 40).reshape(-1, 10, 4)
+        frac = (self.scale[0] + (self.scale[1] - self.scale[0]) * u[..., 0]).tolist()
+        lr = (math.log(self.ratio[0]), math.log(self.ratio[1]))
+        aspect = np.exp(lr[0] + (lr[1] - lr[0]) * u[..., 1]).tolist()
+        ut, ul = u[..., 2].tolist(), u[..., 3].tolist()
+
+        def box(k: int, h: int, w: int) -> tuple[int, int, int, int]:
+            area = float(h * w)
+            for a in range(10):
+                target = area * frac[k][a]
+                cw = round(math.sqrt(target * aspect[k][a]))
+                ch = round(math.sqrt(target / aspect[k][a]))
+                if 0 < cw <= w and 0 < ch <= h:
+                    return (math.floor(ut[k][a] * (h - ch + 1)), math.floor(ul[k][a] * (w - cw + 1)), ch, cw)
+            return self._fallback_box(h, w)
+
+        return box
+
+    def _fallback_box(self, h: int, w: int) -> tuple[int, int, int, int]:
+        """torchvision's central crop of the nearest allowed ratio, after 10 misses."""
+        r = w / h
+        if r < self.ratio[0]:
+            bw, bh = w, int(round(w / self.ratio[0]))
+        elif r > self.ratio[1]:
+            bh, bw = h, int(round(h * self.ratio[1]))
+        else:
+            bh, bw = h, w
+        return ((h - bh) // 2, (w - bw) // 2, bh, bw)
 
     def _apply(self, images: Any, salt: int) -> Any:
         boxes = self._boxes_for(images, salt)
         seq = list(images) if isinstance(images, (list, tuple)) or images.dim() == 4 else [images]
         out = F.resized_crop_flip_normalize(seq, boxes, False, list(self.size), None, None, dtype=torch.uint8,
-                                            interpolation=self.interpolation, antialias=self.antialias)
+                                            interpolation=self.interpolation, antialias=self.antialias,
+                                            out=_batch_out(seq, self.size, torch.uint8))
         return out if isinstance(images, (list, tuple)) or images.dim() == 4 else out[0]
 
 
@@ -578,13 +652,31 @@ class Compose(BatchTransform):
                 return self._apply(images, 0)
         return self._apply(images, 0)
 
+    def decode_boxes(self, info: BatchInfo) -> Callable[[int, int, int], tuple[int, int, int, int]] | None:
+        first = self.transforms[0] if self.transforms else None
+        if isinstance(first, RandomResizedCrop):  # the same draws in the fused and the unfused path
+            return first._box_drawer(info, _salt(first, 0))
+        return None
+
     def _apply(self, images: Any, salt: int) -> Any:
         if self._fusion is not None:
             out = self._run_fused(images, self._fusion)
             if out is not None:
                 return out
         x = images
+        info = current_batch()
         for pos, t in enumerate(self.transforms):
+            if pos == 1 and info is not None and info.regions is not None:
+                # Decoded regions are the first transform's business only: the
+                # rest see its output, whole images.
+                with batch_context(dataclasses.replace(info, regions=None)):
+                    return self._rest(x, 1)
+            x = t._apply(x, _salt(t, pos)) if isinstance(t, BatchTransform) else t(x)
+        return _stack_if_same(x) if isinstance(x, list) else x
+
+    def _rest(self, x: Any, start: int) -> Any:
+        for pos in range(start, len(self.transforms)):
+            t = self.transforms[pos]
             x = t._apply(x, _salt(t, pos)) if isinstance(t, BatchTransform) else t(x)
         return _stack_if_same(x) if isinstance(x, list) else x
 
@@ -607,5 +699,6 @@ class Compose(BatchTransform):
             list(f.mean) if f.mean is not None else None, list(f.std) if f.std is not None else None,
             interpolation=f.resize.interpolation, antialias=f.resize.antialias,
             dtype=f.dtype if f.dtype is not None else torch.uint8, scale=f.scale,
+            out=_batch_out(seq, f.resize.size, f.dtype if f.dtype is not None else torch.uint8),
         )
         return out if isinstance(images, (list, tuple)) or images.dim() == 4 else out[0]

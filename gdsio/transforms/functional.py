@@ -309,8 +309,15 @@ def _run_resize(
     scale: bool = False,
     mean: list[float] | None = None,
     std: list[float] | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    out = torch.empty((len(refs), batch.channels, out_h, out_w), dtype=dtype, device=batch.device)
+    shape = (len(refs), batch.channels, out_h, out_w)
+    if out is None:
+        out = torch.empty(shape, dtype=dtype, device=batch.device)
+    elif (tuple(out.shape) != shape or out.dtype != dtype or out.device != batch.device
+          or not out.is_contiguous()):
+        raise ValueError(f"out must be a contiguous {tuple(shape)} {dtype} tensor on {batch.device}; got "
+                         f"{tuple(out.shape)} {out.dtype} on {out.device}")
     kw: dict[str, Any] = {
         "channels": batch.channels,
         "out_h": out_h,
@@ -940,6 +947,7 @@ def resized_crop_flip_normalize(
     antialias: bool = True,
     dtype: torch.dtype = torch.float16,
     scale: bool = True,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The training hot path in one kernel: per image crop ``boxes[i]`` =
     (top, left, height, width), resize to ``size`` ([h, w] or an int for a
@@ -950,7 +958,8 @@ def resized_crop_flip_normalize(
     mean, std).to(dtype)``, the uint8 resize being Pillow-exact (or OpenCV's
     with antialias=False). ``mean``/``std`` None: only the cast (to [0, 1]
     with ``scale``, else 0..255); ``dtype=torch.uint8`` (with mean and std
-    None): the resized bytes.
+    None): the resized bytes. ``out``: a contiguous ``(N, C, h, w)`` tensor of
+    ``dtype`` on the images' device to write into (returned), as torch's ``out=``.
 
     >>> boxes = random_resized_crop_params([375, 480], [500, 640], generator=0)
     >>> x = resized_crop_flip_normalize([a, b], boxes, [True, False], 224,
@@ -988,5 +997,6 @@ def resized_crop_flip_normalize(
         scale=scale and dtype != torch.uint8,
         mean=mean_l,
         std=std_l,
+        out=out,
     )
     return out[0] if batch.single else out

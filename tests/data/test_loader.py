@@ -590,7 +590,9 @@ def test_break_and_del_and_gc_stop_every_thread(many):
     assert back_to(base_py, base_os) is True
     it = iter(many)
     next(it)
-    assert thread_counts()[0] == base_py + 4  # the loader thread and three readers
+    # The loader thread and up to three readers (the pool starts a reader only
+    # when none is idle: fast reads may need fewer).
+    assert base_py + 2 <= thread_counts()[0] <= base_py + 4
     del it
     assert back_to(base_py, base_os) is True
     it = iter(many)
