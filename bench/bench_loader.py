@@ -3,7 +3,9 @@
 Every pipeline turns an ImageFolder of JPEGs (about 500x375) into
 RandomResizedCrop(224) + flip + normalised batches on the target device:
 
-  gdsio            gdsio.Loader (reads via the I/O engine, nvJPEG or Pillow, fused transform)
+  gdsio            gdsio.Loader (reads via the I/O engine, nvJPEG or Pillow, fused transform;
+                   on the CPU the JPEGs decoded only for their crop's box)
+  gdsio-whole      the same with crop_decode=False (every JPEG decoded whole)
   dataloader       torch DataLoader, PIL decode + torchvision transforms (PIL-only twin
                    when torchvision is missing), num_workers, pin_memory on a GPU
   torchvision-gpu  (GPU, torchvision) read_file + batched decode_jpeg(device="cuda")
@@ -60,11 +62,12 @@ def _files(root: str) -> list[tuple[str, int]]:
 # ---- pipelines: each returns a function that runs one pass and returns the images seen -----
 
 
-def gdsio_pipeline(root: str, device: str, batch: int, dtype: Any) -> Callable[[], int]:
+def gdsio_pipeline(root: str, device: str, batch: int, dtype: Any, crop_decode: bool = True) -> Callable[[], int]:
     from gdsio.data import Compose, Loader, Normalize, RandomHorizontalFlip, RandomResizedCrop, ToDtype
 
     tf = Compose([RandomResizedCrop(224), RandomHorizontalFlip(), ToDtype(dtype, scale=True), Normalize(MEAN, STD)])
-    loader = Loader(root, batch, transform=tf, device=device, shuffle=True, kind="image", drop_last=False)
+    loader = Loader(root, batch, transform=tf, device=device, shuffle=True, kind="image", drop_last=False,
+                    crop_decode=crop_decode)
 
     def one_pass() -> int:
         n = 0
@@ -187,21 +190,21 @@ def run(root: str, *, device: str, batch: int, workers: int, passes: int, which:
     results: dict[str, Any] = {"device": device, "batch": batch, "workers": workers, "passes": passes,
                                "images": len(_files(root)), "torchvision": _have_torchvision(), "pipelines": {}}
     for name in which:
-        if name not in ("gdsio", "dataloader", "torchvision-gpu"):
+        if name not in ("gdsio", "gdsio-whole", "dataloader", "torchvision-gpu"):
             raise ValueError(f"unknown pipeline {name!r}")
         if name == "torchvision-gpu" and (not cuda or not _have_torchvision()):
             results["pipelines"][name] = {"skipped": "needs a GPU and torchvision"}
             continue
         p = None
         try:  # one pipeline's failure is reported and the others still run
-            if name == "gdsio":
-                p = gdsio_pipeline(root, device, batch, dtype)
+            if name in ("gdsio", "gdsio-whole"):
+                p = gdsio_pipeline(root, device, batch, dtype, crop_decode=name == "gdsio")
             elif name == "dataloader":
                 p = dataloader_pipeline(root, device, batch, dtype, workers)
             else:
                 p = torchvision_gpu_pipeline(root, device, batch, dtype)
             r = _time(p, passes, device)
-            if name == "gdsio":
+            if name in ("gdsio", "gdsio-whole"):
                 st = p.loader.stats()  # type: ignore[attr-defined]
                 r.update(io_backends=st.io_backends, decode_backends=st.decode_backends, fused=True,
                          data_wait_share=st.data_wait_share)
@@ -240,7 +243,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--batch", type=int, default=None, help="batch size (default 256 on a GPU, 64 on the CPU)")
     ap.add_argument("--workers", type=int, default=None, help="DataLoader workers (default: CPU cores, at most 16)")
     ap.add_argument("--passes", type=int, default=2)
-    ap.add_argument("--pipelines", default="gdsio,dataloader,torchvision-gpu")
+    ap.add_argument("--pipelines", default="gdsio,gdsio-whole,dataloader,torchvision-gpu")
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args(argv)
     device = a.device or demo.default_device()
@@ -264,7 +267,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 def test_smoke(tmp_path):
     """Runs every CPU pipeline on 16 small images so the script cannot rot."""
     demo.write_jpeg_folder(str(tmp_path), classes=2, per_class=8, size=(64, 48))
-    r = run(str(tmp_path), device="cpu", batch=8, workers=0, passes=1, which=["gdsio", "dataloader"])
+    r = run(str(tmp_path), device="cpu", batch=8, workers=0, passes=1, which=["gdsio", "gdsio-whole", "dataloader"])
     assert r["pipelines"]["gdsio"]["images"] == 16 and r["pipelines"]["dataloader"]["images"] == 16
     assert r["pipelines"]["dataloader"]["gdsio_ratio"] > 0
 
