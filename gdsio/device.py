@@ -29,6 +29,9 @@ __all__ = ["DEVICE_SPELLINGS", "parse_device", "require_cuda", "resolve_device"]
 DEVICE_SPELLINGS = "'cpu', 'cuda', 'cuda:N', an int or a torch.device"
 
 
+_PARSED: dict[str, Any] = {}  # device strings already parsed -> their torch.device
+
+
 def parse_device(device: Any, *, arg: str = "device") -> "torch.device":
     """``device`` as a ``torch.device`` of type cpu or cuda (index None for the
     current device), without asking whether CUDA works.
@@ -36,6 +39,10 @@ def parse_device(device: Any, *, arg: str = "device") -> "torch.device":
     Raises:
         ValueError: naming ``arg``, for anything else (an int is a CUDA index).
     """
+    if type(device) is str:
+        hit = _PARSED.get(device)
+        if hit is not None:  # every read names its device: "cpu" needs no torch.device built each time
+            return hit
     import torch
 
     if isinstance(device, int) and not isinstance(device, bool):
@@ -48,7 +55,10 @@ def parse_device(device: Any, *, arg: str = "device") -> "torch.device":
         except (RuntimeError, TypeError, ValueError):
             d = None
         if d is not None and d.type in ("cpu", "cuda"):
-            return torch.device("cpu") if d.type == "cpu" else d
+            d = torch.device("cpu") if d.type == "cpu" else d
+            if type(device) is str and len(_PARSED) < 64:
+                _PARSED[device] = d  # torch.device is immutable
+            return d
     raise ValueError(f"{arg} must be {DEVICE_SPELLINGS}; got {device!r}")
 
 
