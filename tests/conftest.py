@@ -119,3 +119,11 @@ def no_leaks():
 
     yield check
     check()
+
+
+def cpu_jpeg() -> str:
+    """The first CPU JPEG decoder of this build, the name results give: libjpeg-turbo
+    linked into the extension (found at build time), else libjpeg-turbo through simplejpeg."""
+    from gdsio import _core
+
+    return "libjpeg-turbo" if _core.jpeg_cpu_available() else "simplejpeg"

@@ -2,9 +2,11 @@
 // cross as ints, the GIL is released while decoding. gdsio/image/jpeg_cpu.py
 // parses the header, allocates the output with torch and calls this.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "bindings/registry.hpp"
 #include "core/error.hpp"
@@ -44,4 +46,29 @@ GDSIO_EXPORT(jpeg_cpu) {
       "Decodes the box (top, left, height, width) of the JPEG at `data` into `out` ((height, width, channels)\n"
       "uint8 rows `row_stride` bytes apart). ValueError for data libjpeg-turbo refuses, or warns about when\n"
       "strict; returns the image's size, the rows and columns decoded, and the first warning.");
+  m.def(
+      "jpeg_cpu_decode_many",
+      [](const std::vector<std::vector<std::uint64_t>>& jobs, std::size_t threads, bool strict) {
+        std::vector<jpeg::Job> js;
+        js.reserve(jobs.size());
+        for (const auto& r : jobs) {
+          if (r.size() != 10) throw gdsio::ValueError("a job is (data, size, top, left, height, width, channels, out, out_bytes, row_stride)");
+          jpeg::Job j;
+          j.data = reinterpret_cast<const std::uint8_t*>(r[0]);
+          j.size = r[1];
+          j.box = {(int)r[2], (int)r[3], (int)r[4], (int)r[5]};
+          j.channels = (int)r[6];
+          j.out = reinterpret_cast<std::uint8_t*>(r[7]);
+          j.row_stride = r[9];
+          if (j.box.height <= 0 || j.box.width <= 0 || j.row_stride < (std::uint64_t)j.box.width * j.channels ||
+              (std::uint64_t)(j.box.height - 1) * j.row_stride + (std::uint64_t)j.box.width * j.channels > r[8])
+            throw gdsio::ValueError("a job's output is too small for its box");
+          js.push_back(j);
+        }
+        py::gil_scoped_release nogil;
+        return jpeg::decode_many(js, strict, threads);
+      },
+      py::arg("jobs"), py::kw_only(), py::arg("threads"), py::arg("strict") = true,
+      "jpeg_cpu_decode of every job over the engine's threads, the GIL released once; per job '' or the\n"
+      "ValueError message it raised.");
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "io/thread_pool.hpp"
 
 #ifdef GDSIO_HAVE_LIBJPEG
 #include <jpeglib.h>
@@ -157,5 +158,23 @@ Result decode(const std::uint8_t* data, std::size_t size, Box box, int channels,
 }
 
 #endif  // GDSIO_HAVE_LIBJPEG
+
+std::vector<std::string> decode_many(const std::vector<Job>& jobs, bool strict, std::size_t threads) {
+  if (!available()) throw Unavailable("gdsio was built without libjpeg-turbo (" + version() + ")");
+  std::vector<std::string> errors(jobs.size());
+  parallel_for(jobs.size(), threads, [&](std::size_t, WorkQueue& q) {
+    std::size_t i;
+    while (q.claim(&i)) {
+      const Job& j = jobs[i];
+      try {
+        decode(j.data, j.size, j.box, j.channels, j.out, j.row_stride, strict);
+      } catch (const std::invalid_argument& e) {  // ValueError: this image's, the others go on
+        errors[i] = e.what();
+        if (errors[i].empty()) errors[i] = "libjpeg-turbo failed";
+      }
+    }
+  });
+  return errors;
+}
 
 }  // namespace gdsio::image::jpeg

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace gdsio::image::jpeg {
 
@@ -42,5 +43,19 @@ struct Result {
 // caller's business.
 Result decode(const std::uint8_t* data, std::size_t size, Box box, int channels, std::uint8_t* out,
               std::size_t row_stride, bool strict);
+
+// One image of a batch: where its data is, the box, where it goes.
+struct Job {
+  const std::uint8_t* data = nullptr;
+  std::size_t size = 0;
+  Box box;
+  int channels = 3;
+  std::uint8_t* out = nullptr;
+  std::size_t row_stride = 0;
+};
+
+// decode() of every job over `threads` of the engine's pool; per job an empty
+// string, or the ValueError message that job raised (the others go on).
+std::vector<std::string> decode_many(const std::vector<Job>& jobs, bool strict, std::size_t threads);
 
 }  // namespace gdsio::image::jpeg

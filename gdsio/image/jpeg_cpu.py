@@ -1,24 +1,25 @@
-"""JPEG on the CPU: libjpeg-turbo through simplejpeg, decoded straight into
-the output tensor's memory with the GIL released.
+"""JPEG on the CPU: libjpeg-turbo, decoded straight into the output tensor's
+memory with the GIL released. Two ways to it, the first the build has:
+
+* linked into gdsio._core (``libjpeg-turbo``; csrc/image/jpeg_turbo.hpp),
+  when the build found libjpeg-turbo's headers (``GDSIO_LIBJPEG``): a batch in
+  one C++ call over the engine's threads, and boxes of images (what a crop
+  keeps: ``decode_box``, the Loader's crop decode, ``libjpeg-turbo-box``);
+* through simplejpeg (``simplejpeg``), a dependency whose wheels bundle
+  libjpeg-turbo 3 with its SIMD for every platform, so ``pip install .``
+  needs nothing but a compiler.
 
 The output is what torchvision's CPU decoder returns: a (C, H, W) view of
 interleaved (H, W, C) memory (strides (1, 3W, 3)); gdsio's CPU resize reads
-that layout as it is, with no copy. The pixels equal Pillow's (the same
-libjpeg-turbo, ISLOW IDCT, fancy upsampling): simplejpeg is called with
-``fastdct=False, fastupsample=False``.
+that layout as it is, with no copy. The pixels equal Pillow's (libjpeg-turbo,
+ISLOW IDCT, fancy upsampling; simplejpeg is called with
+``fastdct=False, fastupsample=False``).
 
-It is the first of formats/jpeg.py's HOST_DECODERS. What it does not take
+These are the first of formats/jpeg.py's HOST_DECODERS. What they do not take
 goes to Pillow, and ``DecodeInfo.reason`` says why: 12-bit, lossless or arithmetic-coded files, CMYK / YCCK / RGB-coded
 JPEGs, unusual chroma subsampling, data without an EOI marker, and any file
-libjpeg-turbo warns about (simplejpeg's strict mode), so that Pillow's own
+libjpeg-turbo warns about (strict mode, both ways), so that Pillow's own
 rules decide what a damaged file gives.
-
-Why simplejpeg rather than libjpeg-turbo linked into the extension: it ships
-wheels bundling libjpeg-turbo 3 (with its SIMD) for every platform and Python
-gdsio supports, so ``pip install .`` needs nothing but a compiler; the
-wheels that ship libjpeg-turbo's headers and static library for linking
-(``comma-deps-libjpeg``) exist for Python 3.12+ only, three platforms, and
-carry no license file.
 """
 
 from __future__ import annotations
@@ -29,9 +30,13 @@ from typing import TYPE_CHECKING, Any, Sequence
 if TYPE_CHECKING:  # formats/jpeg.py imports this module
     from .formats.jpeg import JpegHeader
 
-__all__ = ["BACKEND", "BOX_BACKEND", "available", "box_available", "decode", "decode_box", "decode_many", "refusal"]
+__all__ = ["BACKEND", "BOX_BACKEND", "NATIVE_BACKEND", "available", "box_available", "decode", "decode_box",
+           "decode_many", "decode_many_native", "native_refusal", "refusal"]
 
 BACKEND = "simplejpeg"
+# Whole images through the same linked libjpeg-turbo, a batch in one call
+# over the engine's threads (the GIL released once, no Python per image).
+NATIVE_BACKEND = "libjpeg-turbo"
 # A box of the image only (a crop's), through libjpeg-turbo's libjpeg API
 # linked into gdsio._core when the build found it (csrc/image/jpeg_turbo.hpp).
 BOX_BACKEND = "libjpeg-turbo-box"
@@ -53,9 +58,22 @@ def available() -> bool:
 
 
 def refusal(h: JpegHeader, mode: str) -> str | None:
-    """Why this path leaves the image to Pillow, or None when it takes it."""
+    """Why the simplejpeg path leaves the image to Pillow, or None when it takes it."""
     if _module() is None:
         return "simplejpeg is not installed (a dependency of gdsio: pip install simplejpeg)"
+    return _refusal(h)
+
+
+def native_refusal(h: JpegHeader, mode: str) -> str | None:
+    """Why the linked libjpeg-turbo path leaves the image to the next decoder, or None."""
+    if not box_available():
+        from .. import _core
+
+        return f"this build has no libjpeg-turbo ({_core.jpeg_cpu_version()})"
+    return _refusal(h)
+
+
+def _refusal(h: JpegHeader) -> str | None:
     if h.coding not in ("baseline", "extended", "progressive"):
         return f"{h.coding} JPEG"
     if h.precision != 8:
@@ -159,3 +177,30 @@ def decode_many(blobs: Sequence[Any], headers: Sequence[JpegHeader], mode: str, 
         return [one(k) for k in range(n)]
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(threads, n), thread_name_prefix="gdsio-jpeg") as ex:
         return list(ex.map(one, range(n)))
+
+
+def decode_many_native(blobs: Sequence[Any], headers: Sequence[JpegHeader], mode: str, threads: int) -> list[Any]:
+    """Whole images through the linked libjpeg-turbo, one C++ call for the
+    batch; each entry a uint8 (C, H, W) view of (H, W, C) memory, or the
+    ValueError libjpeg-turbo raised (or warned: strict) for that image."""
+    import torch
+
+    from .. import _core
+
+    outs, jobs = [], []
+    for data, h in zip(blobs, headers):
+        _, c = _colorspace(h, mode)
+        out = torch.empty((h.height, h.width, c), dtype=torch.uint8)
+        outs.append(out)
+        jobs.append((data.data_ptr(), data.numel(), 0, 0, h.height, h.width, c, out.data_ptr(), out.numel(),
+                     h.width * c))
+    errors = _core.jpeg_cpu_decode_many(jobs, threads=max(1, threads), strict=True) if jobs else []
+    res: list[Any] = []
+    for out, err, h in zip(outs, errors, headers):
+        if err:
+            res.append(ValueError(err))
+        elif mode == "GRAY" and out.shape[2] == 3:
+            res.append(_luma(out))
+        else:
+            res.append(out.permute(2, 0, 1))
+    return res

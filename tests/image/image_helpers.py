@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from conftest import cpu_jpeg  # noqa: F401 (re-exported for the image tests)
 from PIL import Image
 
 CORPUS = Path(__file__).parent.parent / "corpus" / "decode"
@@ -68,3 +69,10 @@ def photos() -> list[tuple[str, np.ndarray]]:
         base = (np.sin(x / 7.0) * np.cos(y / 11.0) * 90 + 128 + rand((240, 320)) % 40).clip(0, 255)
         img = np.stack([base, np.roll(base, 9, 1), base[::-1]], -1).astype(np.uint8)
         return [("texture", img)]
+
+
+def cpu_jpeg_refusal(why: str) -> str:
+    """The reason Pillow's result gives when every faster CPU decoder refused
+    an image for `why` (each adds its own "name: why")."""
+    names = ["libjpeg-turbo", "simplejpeg"] if cpu_jpeg() == "libjpeg-turbo" else ["simplejpeg"]
+    return "; ".join(f"{n}: {why}" for n in names)

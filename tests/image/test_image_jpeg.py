@@ -1,6 +1,7 @@
 """JPEG on the CPU (formats/jpeg.py): the header fields, and decode equal
-to Pillow's in every mode, by libjpeg-turbo through simplejpeg (image/jpeg_cpu.py)
-or by Pillow for what that path leaves, each saying why."""
+to Pillow's in every mode, by libjpeg-turbo (linked into the extension, else
+through simplejpeg: image/jpeg_cpu.py) or by Pillow for what that path leaves,
+each saying why."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import io
 
 import numpy as np
 import pytest
-from image_helpers import as_tensor, photos, pil_bytes, pil_chw
+from image_helpers import as_tensor, cpu_jpeg, cpu_jpeg_refusal, photos, pil_bytes, pil_chw
 from PIL import Image
 
 import gdsio.image as gi
@@ -22,7 +23,7 @@ def test_jpeg_cpu_equals_pillow(subsampling):
         h = parse_jpeg(data, len(data), data[-32:])
         assert h.subsampling == ["444", "422", "420"][subsampling] and h.color == "ycbcr"
         img, info = gi.decode(as_tensor(data), return_info=True)
-        assert (info.backend, info.format, info.reason) == ("simplejpeg", "jpeg", "")
+        assert (info.backend, info.format, info.reason) == (cpu_jpeg(), "jpeg", "")
         # torchvision's layout: a (C,H,W) view of the decoder's interleaved rows, no copy.
         assert img.stride() == (1, 3 * photo.shape[1], 3)
         np.testing.assert_array_equal(img.numpy(), pil_chw(Image.open(io.BytesIO(data))), err_msg=name)
@@ -49,7 +50,7 @@ def test_jpeg_gray_progressive_and_cmyk_on_cpu():
 
 
 def test_jpeg_cpu_backends_and_reasons():
-    """What libjpeg-turbo (simplejpeg) takes and what it leaves to Pillow, each
+    """What libjpeg-turbo takes and what it leaves to Pillow, each
     with its reason; every output equals Pillow's."""
     photo = photos()[0][1]
 
@@ -60,15 +61,15 @@ def test_jpeg_cpu_backends_and_reasons():
         np.testing.assert_array_equal(img.numpy(), pil_chw(ref.convert(pil_mode) if pil_mode else ref))
 
     gray = pil_bytes(Image.fromarray(photo).convert("L"), quality=90)
-    check(gray, "simplejpeg", "")
-    check(gray, "simplejpeg", "", "RGB", "RGB")
-    check(pil_bytes(Image.fromarray(photo), quality=90, progressive=True), "simplejpeg", "")
-    check(pil_bytes(Image.fromarray(photo), quality=90), "simplejpeg", "", "GRAY", "L")
+    check(gray, cpu_jpeg(), "")
+    check(gray, cpu_jpeg(), "", "RGB", "RGB")
+    check(pil_bytes(Image.fromarray(photo), quality=90, progressive=True), cpu_jpeg(), "")
+    check(pil_bytes(Image.fromarray(photo), quality=90), cpu_jpeg(), "", "GRAY", "L")
     cmyk = pil_bytes(Image.fromarray(photo).convert("CMYK"), quality=90)
-    check(cmyk, "pillow", f"simplejpeg: {parse_jpeg(cmyk, len(cmyk)).color.upper()}-coded JPEG")
+    check(cmyk, "pillow", cpu_jpeg_refusal(f"{parse_jpeg(cmyk, len(cmyk)).color.upper()}-coded JPEG"))
     # Trailing bytes after EOI: Pillow's rules decide what such data gives.
     base = pil_bytes(Image.fromarray(photo), quality=90)
-    check(base + b"\0" * 40, "pillow", "simplejpeg: no EOI marker at the end of the data (truncated, or trailing bytes)")
+    check(base + b"\0" * 40, "pillow", cpu_jpeg_refusal("no EOI marker at the end of the data (truncated, or trailing bytes)"))
 
 
 def test_jpeg_cpu_warning_goes_to_pillow():
@@ -88,7 +89,7 @@ def test_jpeg_cpu_warning_goes_to_pillow():
             gi.decode(data)
         return
     img, info = gi.decode(data, return_info=True)
-    assert info.backend == "pillow" and info.reason.startswith("simplejpeg: "), info.reason
+    assert info.backend == "pillow" and info.reason.startswith(f"{cpu_jpeg()}: "), info.reason
     assert h.has_eoi
     np.testing.assert_array_equal(img.numpy(), ref)
 

@@ -68,7 +68,7 @@ def test_demo_draws_a_bar_on_a_terminal(small_folder):
     assert {(e, p, n, b) for e, p, n, b in bars} >= {("0", "100", "12", "3"), ("1", "100", "12", "3")}
     for epoch in (0, 1):
         assert re.search(rf"epoch {epoch} done: 12 images in [\d.]+ s, [\d.]+ images/s; the loop \(no consumer work\) "
-                         r"waited for data [\d.]+% of the time; I/O: posix \(12 reads\); decode: (?:libjpeg-turbo-box|simplejpeg) \(12 images\)", out)
+                         r"waited for data [\d.]+% of the time; I/O: posix \(12 reads\); decode: (?:libjpeg-turbo-box|libjpeg-turbo|simplejpeg) \(12 images\)", out)
     assert "batches, " not in out  # no plain lines on a terminal
 
 
@@ -81,7 +81,7 @@ def test_demo_prints_plain_lines_on_a_pipe(small_folder):
     # A line at each quarter of the epoch (6 batches: every batch), the last one complete.
     assert len(lines) == 6 and lines[-1].startswith("epoch 0: 6/6 batches, 12/12 images, ")
     assert re.fullmatch(r"epoch 0: 6/6 batches, 12/12 images, \d+ images/s, \d+ s left", lines[-1])
-    assert re.search(r"^epoch 0 done: 12 images in .* I/O: posix \(12 reads\); decode: (?:libjpeg-turbo-box|simplejpeg) \(12 images\)$", r.stdout, re.M)
+    assert re.search(r"^epoch 0 done: 12 images in .* I/O: posix \(12 reads\); decode: (?:libjpeg-turbo-box|libjpeg-turbo|simplejpeg) \(12 images\)$", r.stdout, re.M)
     assert r.stderr == ""
 
 

@@ -255,11 +255,14 @@ PILLOW_JPEG = HostDecoder(PILLOW, lambda h, mode: None, _pillow_many)
 # libjpeg-turbo through simplejpeg, decoded into the output tensor with the GIL
 # released (image/jpeg_cpu.py): the same pixels as Pillow, about twice as fast.
 SIMPLEJPEG_JPEG = HostDecoder(jpeg_cpu.BACKEND, jpeg_cpu.refusal, jpeg_cpu.decode_many)
+# libjpeg-turbo linked into the extension (builds that found jpeglib.h): the
+# same pixels, a batch in one C++ call over the engine's threads.
+LIBJPEG_TURBO_JPEG = HostDecoder(jpeg_cpu.NATIVE_BACKEND, jpeg_cpu.native_refusal, jpeg_cpu.decode_many_native)
 
 # The CPU decoders, tried in order: each takes what it can of what the ones
 # before it left. The last takes every image (Pillow decodes every JPEG that
 # libjpeg can); a faster decoder for the common cases goes before it.
-HOST_DECODERS: tuple[HostDecoder, ...] = (SIMPLEJPEG_JPEG, PILLOW_JPEG)
+HOST_DECODERS: tuple[HostDecoder, ...] = (LIBJPEG_TURBO_JPEG, SIMPLEJPEG_JPEG, PILLOW_JPEG)
 
 
 def decode_on_host(items: Sequence[Item], target: Any, opts: Options) -> None:
