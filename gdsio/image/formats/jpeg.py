@@ -262,7 +262,10 @@ LIBJPEG_TURBO_JPEG = HostDecoder(jpeg_cpu.NATIVE_BACKEND, jpeg_cpu.native_refusa
 # The CPU decoders, tried in order: each takes what it can of what the ones
 # before it left. The last takes every image (Pillow decodes every JPEG that
 # libjpeg can); a faster decoder for the common cases goes before it.
-HOST_DECODERS: tuple[HostDecoder, ...] = (LIBJPEG_TURBO_JPEG, SIMPLEJPEG_JPEG, PILLOW_JPEG)
+# libjpeg-turbo linked in is a property of the build: a build without it
+# leaves it out (no reason to give for every image).
+HOST_DECODERS: tuple[HostDecoder, ...] = (
+    ((LIBJPEG_TURBO_JPEG,) if jpeg_cpu.box_available() else ()) + (SIMPLEJPEG_JPEG, PILLOW_JPEG))
 
 
 def decode_on_host(items: Sequence[Item], target: Any, opts: Options) -> None:
