@@ -301,6 +301,7 @@ def file_rows(rep: Report, a: argparse.Namespace, tmp: str) -> None:
     for p in paths:
         with open(p, "wb") as f:
             f.write(payload)
+    os.sync()  # written back before timing: the flusher would share the cores with the first row
 
     def rd(p: str) -> bytes:
         with open(p, "rb") as f:
@@ -343,6 +344,7 @@ def host_rows(rep: Report, a: argparse.Namespace, tmp: str) -> None:
         with open(path, "wb") as f:
             for _ in range(mb):
                 f.write(os.urandom(1 << 20))
+        os.sync()
         buf = host_empty(mb << 20, align=4096)  # page-aligned (2 MiB-aligned, huge pages advised, from 8 MiB)
         assert buf.data_ptr() % 4096 == 0
         mv = memoryview(buf.numpy())
