@@ -202,7 +202,8 @@ class _Maker:
         plan = PassPlan(table=spec.table, order=_Given(batches, spec.seed), epoch=spec.epoch, start=0,
                         transform=spec.transform, device=torch.device("cpu"), streams=None, threads=spec.threads,
                         on_error=spec.on_error, mode=spec.mode, cache=None, meter=Meter(),
-                        buffers=BatchBuffers())  # the batches leave this actor as copies: nothing to reuse across calls
+                        buffers=BatchBuffers(),  # the batches leave this actor as copies: nothing to reuse across calls
+                        crop_decode=True)  # as gdsio.Loader's default: the same pixels, a crop's box decoded
         t0 = time.perf_counter()
         Producer(plan, q, threading.Event(), None, kept=kept).run()
         seconds = (time.perf_counter() - t0) / max(1, len(batches))
