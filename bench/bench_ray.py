@@ -69,10 +69,93 @@ def consume(loader: Any, step_s: float) -> tuple[int, float, int, float]:
     return n, (first or end) - t0, n - n_first, end - (first or end)
 
 
+class MemoryWatch:
+    """Samples, every `every` seconds, the proportional set size (PSS: shared
+    pages split among the processes that map them, so the object store's
+    mapping is counted once) of this process and of every Ray process of the
+    machine (raylet, GCS, workers: command lines starting "ray::" or naming
+    Ray's binaries), and the bytes in Ray's spill files, and keeps the peaks.
+    Linux only (/proc/*/smaps_rollup)."""
+
+    RAY = ("ray::", "raylet", "gcs_server", "default_worker.py", "ray/_private/", "dashboard")
+
+    def __init__(self, every: float = 0.25) -> None:
+        import threading
+
+        self.every = every
+        self.peak_ray = self.peak_self = 0
+        self.base_ray = self.base_self = 0
+        self.peak_spilled = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-memory", daemon=True)
+
+    @staticmethod
+    def _pss(pid: int | str) -> int:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        return int(line.split()[1]) << 10
+        except OSError:
+            pass
+        return 0
+
+    def sample(self) -> tuple[int, int]:
+        me = os.getpid()
+        ray_total = 0
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or int(pid) == me:
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if any(k in cmd for k in self.RAY):
+                ray_total += self._pss(pid)
+        return ray_total, self._pss(me)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            r, m = self.sample()
+            self.peak_ray, self.peak_self = max(self.peak_ray, r), max(self.peak_self, m)
+            self.peak_spilled = max(self.peak_spilled, spilled_bytes())
+
+    def __enter__(self) -> "MemoryWatch":
+        self.base_ray, self.base_self = self.sample()
+        self.peak_ray, self.peak_self = self.base_ray, self.base_self
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def spilled_bytes() -> int:
+    """Bytes in Ray's spill files now: the files under every ``ray_spilled_objects``
+    folder of the session's temporary directory (RAY_TMPDIR, where Ray's
+    default filesystem spilling writes; a spilled object's file goes when it is freed)."""
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(os.environ.get("RAY_TMPDIR", "/tmp/ray")):
+        if "ray_spilled_objects" in dirpath:
+            for n in filenames:
+                try:
+                    total += os.path.getsize(os.path.join(dirpath, n))
+                except OSError:
+                    pass
+    return total
+
+
+def _sample_bytes(loader: Any) -> int:
+    return 3 * 224 * 224 * 4  # transform(): float32 (3, 224, 224)
+
+
 def run_config(name: str, make: Any, step_s: float, passes: int) -> dict[str, Any]:
     loader = make()
     consume(loader, step_s)  # warm-up: actors start, page cache
     loader.stats(reset=True)
+    watch = MemoryWatch().__enter__()
     firsts = []
     after_n, after_s = 0, 0.0
     t0 = time.perf_counter()
@@ -84,10 +167,15 @@ def run_config(name: str, make: Any, step_s: float, passes: int) -> dict[str, An
         after_n += n_after
         after_s += s_after
     wall = time.perf_counter() - t0
+    watch.__exit__()
     s = loader.stats()
     row: dict[str, Any] = {"config": name, "images": images, "seconds": wall, "images_per_s": images / wall,
                            "data_wait_share": s.data_wait_share, "first_batch_s": sum(firsts) / len(firsts),
-                           "steady_images_per_s": after_n / after_s if after_s > 0 else 0.0}
+                           "steady_images_per_s": after_n / after_s if after_s > 0 else 0.0,
+                           "ray_pss_base": watch.base_ray, "ray_pss_peak": watch.peak_ray,
+                           "self_pss_base": watch.base_self, "self_pss_peak": watch.peak_self,
+                           "spilled_peak_bytes": watch.peak_spilled,
+                           "data_bytes": images * _sample_bytes(loader)}
     if hasattr(s, "remote_samples"):
         row.update(path=s.path, local_samples=s.local_samples, remote_samples=s.remote_samples,
                    nodes=len(s.remote_nodes), local_share_end=s.local_share, remote_ms_per_sample=s.remote_ms_per_sample)
@@ -160,14 +248,20 @@ def table(result: dict[str, Any]) -> str:
     rows = result["rows"]
     base = next((r for r in rows if r["path"] == "local"), None)
     out = ["| config | path | images/s | vs local | data-wait share | first batch s | images/s after the first batch "
-           "| vs local | made here / on CPU nodes |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| vs local | made here / on CPU nodes | Ray processes' PSS, peak (growth) | this process's PSS, peak (growth) "
+           "| batches' bytes | spill files, peak |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    mib = 1 << 20
     for r in rows:
         ratio = f"{r['images_per_s'] / base['images_per_s']:.2f}x" if base else "-"
         steady = f"{r['steady_images_per_s'] / base['steady_images_per_s']:.2f}x" if base else "-"
+        spilled = f"{r['spilled_peak_bytes'] / mib:.0f} MiB"
         out.append(f"| {r['config']} | {r['path']} | {r['images_per_s']:.1f} | {ratio} | {r['data_wait_share']:.0%} | "
                    f"{r['first_batch_s']:.2f} | {r['steady_images_per_s']:.1f} | {steady} | "
-                   f"{r['local_samples']} / {r['remote_samples']} |")
+                   f"{r['local_samples']} / {r['remote_samples']} | "
+                   f"{r['ray_pss_peak'] / mib:.0f} MiB (+{(r['ray_pss_peak'] - r['ray_pss_base']) / mib:.0f}) | "
+                   f"{r['self_pss_peak'] / mib:.0f} MiB (+{(r['self_pss_peak'] - r['self_pss_base']) / mib:.0f}) | "
+                   f"{r['data_bytes'] / mib:.0f} MiB | {spilled} |")
     return "\n".join(out)
 
 
