@@ -1,22 +1,53 @@
 """What the loader's consumer side and its producer share: the byte budget
 of the ready-batch queue, how a batch's bytes are counted, the host batch
-buffers reused across batches, the stop-flag poll interval, and the mark of
-the loader's own threads.
+buffers reused across batches, the stop-flag poll interval, the mark of
+the loader's own threads, and the passes still running when Python exits.
 """
 
 from __future__ import annotations
 
+import atexit
 import queue
 import threading
+import weakref
 from typing import Any
 
 import torch
 
-__all__ = ["POLL_S", "BatchBuffers", "ByteBudget", "batch_nbytes", "in_loader_thread", "mark_loader_thread", "put_until_stopped"]
+__all__ = ["POLL_S", "BatchBuffers", "ByteBudget", "batch_nbytes", "in_loader_thread", "mark_loader_thread", "put_until_stopped",
+           "track_threads"]
 
 POLL_S = 0.1  # how often blocked threads look at the stop flag
 
 _local = threading.local()  # .in_loader: set in the loader's own threads
+
+
+# The threads of passes, with their stop flags, while they run (weakly held:
+# an ended thread drops out). At exit they are stopped and joined before
+# Python finalizes, whether or not their pass still exists: a loader thread
+# still in C++ with the GIL released (a decode, a resize) would otherwise come
+# back to a finalizing interpreter, and the process end in std::terminate.
+_THREADS: weakref.WeakKeyDictionary[threading.Thread, threading.Event] = weakref.WeakKeyDictionary()
+EXIT_JOIN_S = 10.0  # how long exit waits for the threads, in all
+
+
+def track_threads(stop: threading.Event, *threads: threading.Thread) -> None:
+    """Registers a pass's threads and the flag that stops them, for exit."""
+    for t in threads:
+        _THREADS[t] = stop
+
+
+@atexit.register
+def _stop_threads_at_exit() -> None:
+    import time
+
+    live = [(t, stop) for t, stop in list(_THREADS.items()) if t.is_alive()]
+    for _, stop in live:
+        stop.set()
+    deadline = time.monotonic() + EXIT_JOIN_S
+    for t, _ in live:
+        if t is not threading.current_thread():
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
 def mark_loader_thread() -> None:

@@ -34,7 +34,7 @@ from ..config import current, parse_bytes
 from ..device import resolve_device
 from .cache import Cache
 from .dataset import SampleDataset
-from .flow import POLL_S, BatchBuffers, ByteBudget, batch_nbytes, in_loader_thread
+from .flow import POLL_S, BatchBuffers, ByteBudget, batch_nbytes, in_loader_thread, track_threads
 from .meter import LoaderStats, Meter
 from .producer import PassPlan, Producer
 from .sampler import ShardedOrder
@@ -349,6 +349,7 @@ class _Pass:
         producer = Producer(loader._plan(epoch, start), self._queue, self._stop, self._budget)
         self._thread = threading.Thread(target=producer.run, name="gdsio-loader", daemon=True)
         self._thread.start()
+        track_threads(self._stop, self._thread)  # stopped and joined at exit if still running
 
     def __iter__(self) -> "_Pass":
         return self
@@ -402,7 +403,7 @@ class _Pass:
                     except queue.Empty:
                         raise RuntimeError("gdsio.Loader: the loader thread ended without a result") from None
 
-    def close(self) -> None:
+    def close(self, timeout: float = 60.0) -> None:
         """Stops the pass's threads and waits for them (reads in flight finish)."""
         if self._closed:
             return
@@ -410,9 +411,9 @@ class _Pass:
         self._stop.set()
         if in_loader_thread():
             return  # called from the loader's own threads (a GC there): they exit by the flag
-        self._thread.join(timeout=60)
+        self._thread.join(timeout=timeout)
         if self._thread.is_alive():
-            log.warning("gdsio.Loader: the loader thread did not stop within 60 s (a read is stuck?)")
+            log.warning("gdsio.Loader: the loader thread did not stop within %g s (a read is stuck?)", timeout)
         while True:  # drop ready batches now rather than with the queue
             try:
                 self._queue.get_nowait()

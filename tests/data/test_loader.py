@@ -846,3 +846,30 @@ def test_raw_host_batches_read_in_one_call_and_a_bad_file_fails_alone(tmp_path, 
     assert got == [([0, 1, 0, 1], [0, 0, 0, 0]), ([0, 1, 0, 1], [0, 0, 1, 1]), ([0, 1], [1, 1])]
     assert "1.bin, record 0" in caplog.text and "holds 10 bytes" in caplog.text
     assert loader.stats().io_backends == {"posix": 5}
+
+
+def test_exit_with_passes_running_is_a_clean_exit(tmp_path):
+    """An exception ends the script while two loaders' threads are mid-pass
+    (in C++ with the GIL released: decodes, resizes): Python exits with the
+    exception's status, not std::terminate's abort (the threads are stopped
+    and joined before it finalizes)."""
+    import subprocess
+    import sys
+
+    from gdsio.tools import demo
+
+    demo.write_jpeg_folder(str(tmp_path / "imgs"), classes=2, per_class=40, size=(500, 375))
+    script = tmp_path / "s.py"
+    script.write_text(
+        "import sys, torch\n"
+        "from gdsio.data import Compose, Loader, RandomResizedCrop, ToDtype\n"
+        "tf = Compose([RandomResizedCrop(224), ToDtype(torch.float32, scale=True)])\n"
+        "a = Loader(sys.argv[1], 16, transform=tf, device='cpu', shuffle=True)\n"
+        "b = Loader(sys.argv[1], 16, transform=tf, device='cpu', shuffle=True, crop_decode=False)\n"
+        "for (x, _), (y, _) in zip(a, b):\n"
+        "    raise SystemExit(7)\n"
+    )
+    for _ in range(3):
+        r = subprocess.run([sys.executable, "-P", str(script), str(tmp_path / "imgs")], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 7 and "terminate called" not in r.stderr, (r.returncode, r.stderr[-2000:])

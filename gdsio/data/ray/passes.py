@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
-from ..flow import POLL_S, ByteBudget, batch_nbytes, put_until_stopped
+from ..flow import POLL_S, ByteBudget, batch_nbytes, put_until_stopped, track_threads
 from ..producer import Producer
 from ..sampler import ShardedOrder
 from .remote import _describe, _nodes, _pipeline, _ray, _Spec
@@ -217,6 +217,7 @@ class _OffloadPass:
         self._started: set[str] = set()  # the sides that handed over a batch in this pass ("auto" steering)
         for t in self._threads.values():
             t.start()
+        track_threads(self._stop, *self._threads.values())  # stopped and joined at exit if still running
 
     def __iter__(self) -> "_OffloadPass":
         return self
