@@ -6,14 +6,26 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .. import _core
 from ..config import current
 from ..device import parse_device
 from .file import File, int_arg
-from .many import read_small
+from .many import read_small, small_read_limit
 from .stats import ReadStats
 from .urls import is_url
 
 __all__ = ["read", "read_into"]
+
+_TORCH: Any = None  # torch, imported at the first read (import gdsio stays light)
+
+
+def _torch() -> Any:
+    global _TORCH
+    if _TORCH is None:
+        import torch
+
+        _TORCH = torch
+    return _TORCH
 
 
 def read_into(
@@ -128,6 +140,16 @@ def read(
         >>> st.backend, st.reason
         ('posix', '')
     """
+    if (device == "cpu" and type(device) is str and type(path) is str and offset == 0 and type(offset) is int
+            and size is None and backend is None and not return_stats and "://" not in path):
+        # The commonest call (a whole small local file into host memory) checked
+        # in a few comparisons: one C++ call (open, fstat, pread, close), as
+        # open().read() does. Anything else takes the general path below.
+        s = current()
+        if not s.direct_io and s.backend in ("auto", "posix"):
+            got = _core.read_whole_file(path, max_bytes=small_read_limit(s))
+            if type(got) is not int:
+                return _torch().from_numpy(got)
     # A bad device or a size of the wrong type is named before the file is opened.
     offset, size = int_arg(offset, "offset"), None if size is None else int_arg(size, "size")
     target = parse_device(device)
