@@ -127,3 +127,17 @@ def cpu_jpeg() -> str:
     from gdsio import _core
 
     return "libjpeg-turbo" if _core.jpeg_cpu_available() else "simplejpeg"
+
+
+def resumed_after(make_loader, k: int = 2):
+    """A loader resumed from the state another one saved after k batches of
+    an epoch: (the resumed loader, the images of the rest of its epoch)."""
+    first = make_loader()
+    it = iter(first)
+    for _ in range(k):
+        next(it)
+    state = first.state_dict()
+    del it
+    again = make_loader()
+    again.load_state_dict(state)
+    return again, [x for x, _ in again]

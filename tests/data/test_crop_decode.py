@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import cpu_jpeg
+from conftest import cpu_jpeg, resumed_after
 from PIL import Image
 
 from gdsio import Cache, _core
@@ -83,14 +83,7 @@ def test_a_bare_random_resized_crop_and_resume(tmp_path):
     _folder(tmp_path)
     kw = dict(device="cpu", shuffle=True, seed=5, transform=RandomResizedCrop(16))
     ref = [x for x, _ in Loader(tmp_path, 3, crop_decode=False, **kw)]
-    b = Loader(tmp_path, 3, **kw)
-    it = iter(b)
-    next(it), next(it)
-    state = b.state_dict()
-    del it
-    c = Loader(tmp_path, 3, **kw)
-    c.load_state_dict(state)
-    rest = [x for x, _ in c]
+    c, rest = resumed_after(lambda: Loader(tmp_path, 3, **kw))
     assert len(rest) == len(ref) - 2 and all(torch.equal(p, q) for p, q in zip(rest, ref[2:]))
     assert "libjpeg-turbo-box" in c.stats().decode_backends
 

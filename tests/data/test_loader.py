@@ -22,7 +22,7 @@ import gdsio.data as gd
 from gdsio.data import Cache, FileList, Loader, SampleError, ShardedOrder
 from gdsio.transforms.classes import BatchInfo, current_batch, uniforms
 
-from conftest import cpu_jpeg, os_threads
+from conftest import cpu_jpeg, os_threads, resumed_after
 
 
 def make_npy_folder(root, classes=3, per_class=10, shape=(2, 4, 4)):
@@ -500,14 +500,7 @@ def test_per_sample_transform_resumes_exactly(tmp_path):
     make_npy_folder(tmp_path, classes=2, per_class=7)
     common = dict(device="cpu", shuffle=True, seed=2, transform=PerSampleNoise())
     full = [x for x, _ in Loader(tmp_path, 3, **common)]
-    first = Loader(tmp_path, 3, **common)
-    it = iter(first)
-    next(it), next(it)
-    state = first.state_dict()
-    del it
-    again = Loader(tmp_path, 3, **common)
-    again.load_state_dict(state)
-    rest = [x for x, _ in again]
+    again, rest = resumed_after(lambda: Loader(tmp_path, 3, **common))
     assert len(rest) == len(full) - 2 and all(torch.equal(a, b) for a, b in zip(rest, full[2:]))
     # Per sample, the draw depends on the sample's index only, not on its place in a batch.
     by_index = {int(v[0, 0, 0]): float(v[0, 0, 0] % 1) for x in full for v in x}
