@@ -150,6 +150,8 @@ def read(
             got = _core.read_whole_file(path, max_bytes=small_read_limit(s))
             if type(got) is not int:
                 return _torch().from_numpy(got)
+            with File(path) as f:  # larger: the parallel path (the small-file check is done)
+                return f.read(device=device)
     # A bad device or a size of the wrong type is named before the file is opened.
     offset, size = int_arg(offset, "offset"), None if size is None else int_arg(size, "size")
     target = parse_device(device)
