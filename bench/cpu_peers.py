@@ -35,6 +35,9 @@ import torch
 import gdsio
 import gdsio.transforms as T
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/photos.py, also under python -P
+from photos import jpegs, sources  # noqa: E402
+
 PEERS = ("simplejpeg", "turbojpeg", "cv2", "safetensors")
 
 
@@ -150,30 +153,10 @@ class Report:
 
 
 # ---- rows --------------------------------------------------------------------------------------------
-def photos_jpeg(n: int, size: tuple[int, int], quality: int = 90) -> list[bytes]:
-    from PIL import Image
-
-    try:
-        from skimage import data
-
-        srcs = [data.astronaut(), data.coffee(), data.chelsea(), data.rocket(), data.immunohistochemistry()]
-    except ImportError:
-        rng = np.random.default_rng(0)
-        y, x = np.mgrid[0:600, 0:800]
-        base = (np.sin(x / 9.0) * np.cos(y / 13.0) * 90 + 128 + rng.integers(0, 30, (600, 800))).clip(0, 255)
-        srcs = [np.stack([base, np.roll(base, 7, 1), base[::-1]], -1).astype(np.uint8)]
-    out = []
-    for k in range(n):
-        b = io.BytesIO()
-        Image.fromarray(srcs[k % len(srcs)]).resize(size).save(b, format="JPEG", quality=quality)
-        out.append(b.getvalue())
-    return out
-
-
 def jpeg_rows(rep: Report, a: argparse.Namespace) -> None:
     from PIL import Image
 
-    blobs = photos_jpeg(a.images, (1000, 700))
+    blobs = jpegs(a.images, size=(1000, 700))
     tensors = [torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in blobs]
     sj, tj, cv2 = rep.peer("simplejpeg"), rep.peer("turbojpeg"), rep.peer("cv2")
 
@@ -225,7 +208,7 @@ def crop_rows(rep: Report, a: argparse.Namespace) -> None:
     if not _core.jpeg_cpu_available():
         rep.note(f"decode-only-the-crop: not measured ({_core.jpeg_cpu_version()})")
         return
-    blobs = photos_jpeg(a.images, (500, 375))
+    blobs = jpegs(a.images, size=(500, 375))
     tensors = [torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in blobs]
     heads = [parse_jpeg(b, len(b), b[-2:]) for b in blobs]
     draw = RandomResizedCrop(224).decode_boxes(BatchInfo(0, 0, np.arange(len(blobs))))
@@ -258,7 +241,7 @@ def resize_rows(rep: Report, a: argparse.Namespace) -> None:
     from PIL import Image
 
     torch.set_num_threads(1)
-    arr = np.asarray(Image.fromarray(photos_rgb()).resize((1000, 700)))
+    arr = np.asarray(Image.fromarray(sources()[0]).resize((1000, 700)))
     hwc = torch.from_numpy(arr.copy())
     view = hwc.permute(2, 0, 1)  # what the CPU decoders return
     planes = view.contiguous()
@@ -281,16 +264,6 @@ def resize_rows(rep: Report, a: argparse.Namespace) -> None:
     rep.row("resize 700x1000 -> 224x224 bilinear antialias, 1 thread", "img/s", 1, fns, a.rounds,
             "gdsio-channels_last", ["torch-channels_last", "torch-contiguous", "pillow"], per_call=a.resize_calls,
             note="gdsio is byte-exact with Pillow; torch's uint8 kernel is not (16-bit weights)")
-
-
-def photos_rgb() -> np.ndarray:
-    try:
-        from skimage import data
-
-        return data.astronaut()
-    except ImportError:
-        rng = np.random.default_rng(0)
-        return rng.integers(0, 256, (512, 512, 3), dtype=np.uint8)
 
 
 def file_rows(rep: Report, a: argparse.Namespace, tmp: str) -> None:
@@ -359,7 +332,7 @@ def host_rows(rep: Report, a: argparse.Namespace, tmp: str) -> None:
                 "gdsio-read_into", ["readinto"], per_call=calls,
                 note="both fill the same buffer (no allocation, no page faults); readinto: one read() call, "
                      "gdsio: its reader threads in chunks")
-        del mv
+        mv.release()
         os.unlink(path)
 
 

@@ -52,7 +52,9 @@ GDSIO_EXPORT(jpeg_cpu) {
         std::vector<jpeg::Job> js;
         js.reserve(jobs.size());
         for (const auto& r : jobs) {
-          if (r.size() != 10) throw gdsio::ValueError("a job is (data, size, top, left, height, width, channels, out, out_bytes, row_stride)");
+          if (r.size() != 12)
+            throw gdsio::ValueError("a job is (data, size, top, left, height, width, channels, out, out_bytes, "
+                                    "row_stride, image height, image width)");
           jpeg::Job j;
           j.data = reinterpret_cast<const std::uint8_t*>(r[0]);
           j.size = r[1];
@@ -60,6 +62,8 @@ GDSIO_EXPORT(jpeg_cpu) {
           j.channels = (int)r[6];
           j.out = reinterpret_cast<std::uint8_t*>(r[7]);
           j.row_stride = r[9];
+          j.expect_height = (int)r[10];
+          j.expect_width = (int)r[11];
           if (j.box.height <= 0 || j.box.width <= 0 || j.row_stride < (std::uint64_t)j.box.width * j.channels ||
               (std::uint64_t)(j.box.height - 1) * j.row_stride + (std::uint64_t)j.box.width * j.channels > r[8])
             throw gdsio::ValueError("a job's output is too small for its box");

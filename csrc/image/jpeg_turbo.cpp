@@ -167,7 +167,10 @@ std::vector<std::string> decode_many(const std::vector<Job>& jobs, bool strict, 
     while (q.claim(&i)) {
       const Job& j = jobs[i];
       try {
-        decode(j.data, j.size, j.box, j.channels, j.out, j.row_stride, strict);
+        const Result r = decode(j.data, j.size, j.box, j.channels, j.out, j.row_stride, strict);
+        if (j.expect_height > 0 && (r.image_height != j.expect_height || r.image_width != j.expect_width))
+          errors[i] = "libjpeg-turbo read " + std::to_string(r.image_width) + "x" + std::to_string(r.image_height) +
+                      ", the header says " + std::to_string(j.expect_width) + "x" + std::to_string(j.expect_height);
       } catch (const std::invalid_argument& e) {  // ValueError: this image's, the others go on
         errors[i] = e.what();
         if (errors[i].empty()) errors[i] = "libjpeg-turbo failed";

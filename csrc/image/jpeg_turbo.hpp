@@ -52,10 +52,12 @@ struct Job {
   int channels = 3;
   std::uint8_t* out = nullptr;
   std::size_t row_stride = 0;
+  int expect_height = 0, expect_width = 0;  // the header's size as the caller read it (0: not checked)
 };
 
 // decode() of every job over `threads` of the engine's pool; per job an empty
-// string, or the ValueError message that job raised (the others go on).
+// string, or the ValueError message that job raised (the others go on),
+// a libjpeg-turbo size other than the job's expected one included.
 std::vector<std::string> decode_many(const std::vector<Job>& jobs, bool strict, std::size_t threads);
 
 }  // namespace gdsio::image::jpeg

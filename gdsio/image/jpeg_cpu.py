@@ -145,21 +145,10 @@ def decode_box(data: Any, h: JpegHeader, mode: str, box: tuple[int, int, int, in
     memory. Only the box's rows (and a margin) run through IDCT, upsampling
     and colour conversion, only its iMCU columns (and a margin) are decoded;
     rows below it are not read. ValueError when libjpeg-turbo refuses or warns."""
-    import torch
-
-    from .. import _core
-
-    top, left, bh, bw = (int(v) for v in box)
-    space, c = _colorspace(h, mode)
-    out = torch.empty((bh, bw, c), dtype=torch.uint8)
-    got = _core.jpeg_cpu_decode(data.data_ptr(), data.numel(), top, left, bh, bw, c, out.data_ptr(), out.numel(),
-                                bw * c, True)
-    if (got["image_height"], got["image_width"]) != (h.height, h.width):
-        raise ValueError(f"libjpeg-turbo read {got['image_width']}x{got['image_height']}, the header says "
-                         f"{h.width}x{h.height}")
-    if mode == "GRAY" and c == 3:
-        return _luma(out)
-    return out.permute(2, 0, 1)
+    got = decode_many_native([data], [h], mode, 1, [box])[0]
+    if isinstance(got, ValueError):
+        raise got
+    return got
 
 
 def decode_many(blobs: Sequence[Any], headers: Sequence[JpegHeader], mode: str, threads: int) -> list[Any]:
@@ -179,24 +168,28 @@ def decode_many(blobs: Sequence[Any], headers: Sequence[JpegHeader], mode: str, 
         return list(ex.map(one, range(n)))
 
 
-def decode_many_native(blobs: Sequence[Any], headers: Sequence[JpegHeader], mode: str, threads: int) -> list[Any]:
-    """Whole images through the linked libjpeg-turbo, one C++ call for the
-    batch; each entry a uint8 (C, H, W) view of (H, W, C) memory, or the
-    ValueError libjpeg-turbo raised (or warned: strict) for that image."""
+def decode_many_native(blobs: Sequence[Any], headers: Sequence[JpegHeader], mode: str, threads: int,
+                       boxes: Sequence[tuple[int, int, int, int]] | None = None) -> list[Any]:
+    """Images through the linked libjpeg-turbo, one C++ call for the batch:
+    whole, or the box (top, left, height, width) of each when `boxes` is
+    given. Each entry a uint8 (C, H, W) view of (H, W, C) memory, or the
+    ValueError libjpeg-turbo raised (or warned: strict) for that image, a size
+    other than its header's included."""
     import torch
 
     from .. import _core
 
     outs, jobs = [], []
-    for data, h in zip(blobs, headers):
+    for k, (data, h) in enumerate(zip(blobs, headers)):
+        top, left, bh, bw = (int(v) for v in boxes[k]) if boxes is not None else (0, 0, h.height, h.width)
         _, c = _colorspace(h, mode)
-        out = torch.empty((h.height, h.width, c), dtype=torch.uint8)
+        out = torch.empty((bh, bw, c), dtype=torch.uint8)
         outs.append(out)
-        jobs.append((data.data_ptr(), data.numel(), 0, 0, h.height, h.width, c, out.data_ptr(), out.numel(),
-                     h.width * c))
+        jobs.append((data.data_ptr(), data.numel(), top, left, bh, bw, c, out.data_ptr(), out.numel(), bw * c,
+                     h.height, h.width))
     errors = _core.jpeg_cpu_decode_many(jobs, threads=max(1, threads), strict=True) if jobs else []
     res: list[Any] = []
-    for out, err, h in zip(outs, errors, headers):
+    for out, err in zip(outs, errors):
         if err:
             res.append(ValueError(err))
         elif mode == "GRAY" and out.shape[2] == 3:

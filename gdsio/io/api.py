@@ -6,26 +6,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .. import _core
 from ..config import current
 from ..device import parse_device
 from .file import File, int_arg
-from .many import read_small, small_read_limit
+from .many import read_small
 from .stats import ReadStats
 from .urls import is_url
 
 __all__ = ["read", "read_into"]
-
-_TORCH: Any = None  # torch, imported at the first read (import gdsio stays light)
-
-
-def _torch() -> Any:
-    global _TORCH
-    if _TORCH is None:
-        import torch
-
-        _TORCH = torch
-    return _TORCH
 
 
 def read_into(
@@ -147,9 +135,9 @@ def read(
         # open().read() does. Anything else takes the general path below.
         s = current()
         if not s.direct_io and s.backend in ("auto", "posix"):
-            got = _core.read_whole_file(path, max_bytes=small_read_limit(s))
-            if type(got) is not int:
-                return _torch().from_numpy(got)
+            got = read_small(path, s, False)
+            if got is not None:
+                return got[0]
             with File(path) as f:  # larger: the parallel path (the small-file check is done)
                 return f.read(device=device)
     # A bad device or a size of the wrong type is named before the file is opened.

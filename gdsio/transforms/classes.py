@@ -663,16 +663,15 @@ class Compose(BatchTransform):
             out = self._run_fused(images, self._fusion)
             if out is not None:
                 return out
-        x = images
         info = current_batch()
-        for pos, t in enumerate(self.transforms):
-            if pos == 1 and info is not None and info.regions is not None:
-                # Decoded regions are the first transform's business only: the
-                # rest see its output, whole images.
-                with batch_context(dataclasses.replace(info, regions=None)):
-                    return self._rest(x, 1)
-            x = t._apply(x, _salt(t, pos)) if isinstance(t, BatchTransform) else t(x)
-        return _stack_if_same(x) if isinstance(x, list) else x
+        if info is not None and info.regions is not None and len(self.transforms) > 1:
+            # Decoded regions are the first transform's business only: the rest
+            # see its output, whole images.
+            first = self.transforms[0]
+            x = first._apply(images, _salt(first, 0)) if isinstance(first, BatchTransform) else first(images)
+            with batch_context(dataclasses.replace(info, regions=None)):
+                return self._rest(x, 1)
+        return self._rest(images, 0)
 
     def _rest(self, x: Any, start: int) -> Any:
         for pos in range(start, len(self.transforms)):
