@@ -33,22 +33,23 @@ class Destination:
         return "host memory" if self.kind == "cpu" else f"cuda:{self.device}"
 
 
-HUGE_PAGES_MIN = 8 << 20  # smaller buffers gain little from 2 MiB pages
+HUGE_PAGES_MIN = 8 << 20  # smaller buffers gain little from 2 MiB pages (and would round up to them)
 
 
-def host_empty(nbytes: int, align: int = 0) -> Any:
+def host_empty(nbytes: int, align: int = 0, *, pool_from: int = HUGE_PAGES_MIN) -> Any:
     """A new uint8 CPU tensor of `nbytes` (starting `align`-aligned when asked,
-    up to the page size). From 8 MiB on it is a block of the core's host pool
-    (csrc/core/host_pool.hpp): a mapping of its own (with the huge_pages
-    setting, 2 MiB-aligned and advised MADV_HUGEPAGE before its first touch),
-    which goes back to the pool when the tensor and its views are freed, so
-    that the next large read reuses pages already faulted in instead of
-    faulting and zeroing fresh ones (what malloc's heap does for smaller
-    buffers). Idle blocks are lazily freed (MADV_FREE) and capped."""
+    up to the page size). From `pool_from` bytes on (8 MiB unless asked) it is
+    a block of the core's host pool (csrc/core/host_pool.hpp): a mapping of
+    its own (from 8 MiB with the huge_pages setting, 2 MiB-aligned and advised
+    MADV_HUGEPAGE before its first touch), which goes back to the pool when
+    the tensor and its views are freed, so that the next large buffer reuses
+    pages already faulted in instead of faulting and zeroing fresh ones
+    (malloc's heap does that for small buffers, and gives large ones back to
+    the kernel). Idle blocks are lazily freed (MADV_FREE) and capped."""
     import torch
 
-    if nbytes >= HUGE_PAGES_MIN:
-        arr, _ = _core.host_buffer(nbytes, huge_pages=current().huge_pages)
+    if nbytes >= pool_from:
+        arr, _ = _core.host_buffer(nbytes, huge_pages=nbytes >= HUGE_PAGES_MIN and current().huge_pages)
         return torch.from_numpy(arr)  # page-aligned: any align up to 4096 holds
     if align:
         raw = torch.empty(nbytes + align, dtype=torch.uint8)
