@@ -364,6 +364,52 @@ def test_resume_mid_epoch_is_exact_across_loaders(cluster, folder):
 
 
 @pytest.mark.ray
+def test_a_pool_kept_across_epochs_gives_each_epoch_exactly_and_starts_once(cluster, folder):
+    loader = ray_loader(folder, 4, local_share=0.0, epochs_per_pool=3)
+    for epoch in range(3):
+        loader.set_epoch(epoch)  # as a training loop does: the epoch the last pass ended on
+        assert_same(list(loader), cpu_batches(folder, 4, epoch))
+    s = loader.stats()
+    assert s.remote_pools == 1 and s.remote_samples == 54 and s.remote_nodes == {cluster.pre.node_id: 54}
+    assert_same(list(loader), cpu_batches(folder, 4, 3))  # its 3 epochs are over: a new execution
+    assert loader.stats().remote_pools == 2
+    loader.close()
+    assert not [t for t in threading.enumerate() if t.name == "gdsio-ray"]
+    # close() freed the pool's CPU: another loader's actors get the preprocessing node (1 CPU) at once.
+    other = ray_loader(folder, 4, local_share=0.0)
+    assert_same(list(other), cpu_batches(folder, 4, 0))
+
+
+@pytest.mark.ray
+def test_auto_share_over_a_kept_pool_is_exact_every_epoch(cluster, folder):
+    loader = ray_loader(folder, 2, local_share="auto", epochs_per_pool=2)
+    got = [list(loader), list(loader)]  # epochs 0 and 1, one after the other
+    assert_same(got[0], cpu_batches(folder, 2, 0))
+    assert_same(got[1], cpu_batches(folder, 2, 1))
+    s = loader.stats()
+    assert s.remote_pools == 1 and s.local_samples + s.remote_samples == 36
+    loader.close()
+
+
+@pytest.mark.ray
+def test_a_pass_left_mid_epoch_ends_its_pool_and_a_resume_is_exact(cluster, folder):
+    loader = ray_loader(folder, 3, local_share=0.5, epochs_per_pool=4)
+    loader.set_epoch(2)
+    it = iter(loader)
+    head = [next(it), next(it)]
+    state = loader.state_dict()
+    it.close()
+    assert not [t for t in threading.enumerate() if t.name == "gdsio-ray"]  # the pool went with the pass
+    # ...so another loader's actors can have the preprocessing node (1 CPU) meanwhile.
+    assert_same(list(ray_loader(folder, 3, local_share=0.0)), cpu_batches(folder, 3, 0))
+    loader.load_state_dict(state)
+    assert_same(head + list(loader), cpu_batches(folder, 3, 2))
+    assert_same(list(loader), cpu_batches(folder, 3, 3))  # went on with the resumed pass's pool
+    assert loader.stats().remote_pools == 2
+    loader.close()
+
+
+@pytest.mark.ray
 def test_bad_samples_on_the_cpu_nodes_skip_or_raise_as_gdsio_loader(cluster, tmp_path):
     root = tmp_path / "train"
     write_jpeg_folder(str(root), classes=1, per_class=6, size=(40, 30))
@@ -470,15 +516,18 @@ def test_the_auto_board_decides_each_batch_once_and_spreads_the_share():
 
     board = _BoardImpl()
     board.begin(1, 0.25)
-    first = [board.owner(1, k) for k in range(8)]
+    first = [board.owner(1, 3, k) for k in range(8)]
     assert first.count("local") == 2 and first[3] == first[7] == "local"  # a quarter, spread evenly
-    assert [board.owner(1, k) for k in reversed(range(8))] == first[::-1]  # asked again (a retried task): same answer
+    assert [board.owner(1, 3, k) for k in reversed(range(8))] == first[::-1]  # asked again (a retried task): same answer
     board.set_share(1, 1.0)
-    assert [board.owner(1, k) for k in range(8, 12)] == ["local"] * 4  # later batches follow the new share
-    board.set_share(0, 0.0)  # a stale pass's word changes nothing
-    assert board.owner(1, 12) == "local" and board.owner(0, 13) == "stale"
+    assert [board.owner(1, 3, k) for k in range(8, 12)] == ["local"] * 4  # later batches follow the new share
+    assert board.owner(1, 4, 0) == "local"  # the next epoch's batch 0 is another batch: a new answer
+    board.set_share(0, 0.0)  # a stale execution's word changes nothing
+    assert board.owner(1, 3, 12) == "local" and board.owner(0, 3, 13) == "stale"
+    board.forget(1, 4)  # epoch 3 handed out: its answers go, epoch 4's stay
+    assert set(board.owners) == {(4, 0)}
     board.begin(2, 0.0)
-    assert board.owner(2, 0) == "remote" and board.owner(1, 0) == "stale"
+    assert board.owner(2, 3, 0) == "remote" and board.owner(1, 3, 0) == "stale"
 
 
 def test_imports_stay_light_and_the_extra_is_named():
@@ -520,6 +569,8 @@ def test_local_share_one_is_a_plain_loader_without_ray(tmp_path):
     ({"resources": {"preprocess": None}}, ValueError, "resources"),
     ({"cpus_per_actor": 0}, ValueError, "cpus_per_actor"),
     ({"timeout": 0}, ValueError, "timeout"),
+    ({"epochs_per_pool": 0}, ValueError, "epochs_per_pool must be a positive int"),
+    ({"epochs_per_pool": 2.0}, ValueError, "epochs_per_pool"),
     ({"batch_size": 0}, ValueError, "batch_size"),
 ])
 def test_arguments_are_checked_before_any_cluster_is_needed(tmp_path, kw, err, match):

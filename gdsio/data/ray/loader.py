@@ -3,6 +3,7 @@ Ray Data actors, merged in batch order (the passes themselves: passes.py)."""
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import threading
 import weakref
@@ -10,7 +11,7 @@ from typing import Any, Callable
 
 from ..loader import Loader as _GdsioLoader
 from ..meter import LoaderStats, Meter
-from .passes import AUTO_START, _BoardImpl, _fixed_local, _OffloadPass
+from .passes import AUTO_START, _BoardImpl, _Execution, _fixed_local, _OffloadPass
 from .remote import _actors, _check_cpus, _connected, _Placement, _ray
 
 __all__ = ["Loader", "OffloadStats"]
@@ -26,6 +27,8 @@ class OffloadStats(LoaderStats):
     path: "local", "ray" or "local+ray", from the counts.
     remote_ms_per_sample: the actors' mean time per sample (read, decode,
     transform on ``cpus_per_actor`` cores): the cost ``gdsio offload-plan`` takes.
+    remote_pools: Ray Data executions (each with its actor pool) started by the
+    loader so far: one per pass, or one per ``epochs_per_pool`` epochs.
     """
 
     local_samples: int = 0
@@ -33,6 +36,7 @@ class OffloadStats(LoaderStats):
     remote_nodes: dict[str, int] = dataclasses.field(default_factory=dict)
     local_share: float = 1.0
     remote_ms_per_sample: float | None = None
+    remote_pools: int = 0
 
     @property
     def path(self) -> str:
@@ -104,6 +108,16 @@ class Loader:
             start-up, does not count).
         resources: which nodes run the actors (see ``dataset``).
         actors, cpus_per_actor: the actor pool (see ``dataset``).
+        epochs_per_pool: how many consecutive epochs one Ray Data execution
+            (one actor pool) makes. 1: a new execution each pass, as Ray
+            Data runs a dataset, its pool's start (seconds) before each
+            epoch's first remote batch. N > 1: after a whole epoch the pool
+            goes on into the next, whose first batches it made while the
+            consumer finished this one; its actors hold their CPUs between
+            epochs, until the N epochs end, a pass does not continue where
+            the last stopped (set_epoch to another epoch, a state loaded, a
+            pass left mid-epoch: a new execution starts) or ``close()``.
+            The input rows (1-2 ms each to make on the driver) cover N epochs.
         timeout: seconds the consumer waits for one batch before raising
             (a lost CPU node with no live node to replace it raises sooner,
             naming the node).
@@ -136,6 +150,7 @@ class Loader:
         resources: dict[str, Any] | None = None,
         actors: int | None = None,
         cpus_per_actor: float = 1,
+        epochs_per_pool: int = 1,
         drop_last: bool = False,
         prefetch: int = 4,
         prefetch_bytes: int | str | None = None,
@@ -158,6 +173,9 @@ class Loader:
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         self.timeout = float(timeout)
+        if isinstance(epochs_per_pool, bool) or not isinstance(epochs_per_pool, int) or epochs_per_pool < 1:
+            raise ValueError(f"epochs_per_pool must be a positive int, got {epochs_per_pool!r}")
+        self.epochs_per_pool = epochs_per_pool
         self._share = AUTO_START if self.local_share == "auto" else float(self.local_share)
         self._actors: int | None = None
         if self.local_share != 1.0:
@@ -165,9 +183,11 @@ class Loader:
             self._actors = _actors(self.placement, self.cpus_per_actor, actors)
         self._meter = Meter()
         self._sides = _Sides()
-        self._rows: dict[str, Any] = {}  # the input rows (batch numbers), made once: "all" or "fixed"
+        self._rows: Any = None  # the input rows (0..n-1, places in the execution's sequence), made once
         self._board: Any = None
-        self._passes = 0
+        self._exec: _Execution | None = None
+        self._pools = 0
+        self._arrived = threading.Event()  # set by every put of either side: the consumer wakes
 
     # ---- what gdsio.Loader says ---------------------------------------------------------
 
@@ -209,7 +229,8 @@ class Loader:
             out = OffloadStats(**{f.name: getattr(base, f.name) for f in dataclasses.fields(LoaderStats)},
                                local_samples=s.local, remote_samples=s.remote, remote_nodes=dict(s.nodes),
                                local_share=self._share,
-                               remote_ms_per_sample=1e3 * s.remote_s / s.remote if s.remote else None)
+                               remote_ms_per_sample=1e3 * s.remote_s / s.remote if s.remote else None,
+                               remote_pools=self._pools)
         if reset:
             self._meter.reset()
             self._sides.reset()
@@ -218,23 +239,68 @@ class Loader:
     # ---- iteration ----------------------------------------------------------------------
 
     def __iter__(self) -> "_OffloadPass":
-        epoch, start, gen = self._local._begin_pass()
-        self._passes += 1
-        p = _OffloadPass(self, epoch, start, gen, self._passes)
+        epoch, start, gen = self._local._begin_pass()  # the last pass closed: where it left its execution is known
+        ex = self._exec
+        if ex is not None and not ex.continues(epoch, start):
+            ex.close()
+            ex = self._exec = None
+        if ex is None and self.local_share != 1.0:
+            ex = self._exec = self._execution(epoch, start)
+        p = _OffloadPass(self, epoch, start, gen, ex)
         self._local._pass = weakref.ref(p)  # a new pass of either kind stops this one
         return p
 
-    def _input_rows(self, which: str) -> Any:
-        """The batch numbers the CPU nodes are given, as a dataset made once
-        per loader (one row per block: a block is one actor call, so each
-        batch streams out when it is made)."""
-        if which not in self._rows:
+    def close(self) -> None:
+        """Stops the running pass and ends the Ray Data execution, freeing its
+        actors (with ``epochs_per_pool`` > 1 they outlive a pass). Iterating
+        again starts a new one."""
+        p = self._local._pass() if self._local._pass is not None else None
+        if p is not None:
+            p.close()
+        if self._exec is not None:
+            self._exec.close()
+            self._exec = None
+
+    def __del__(self) -> None:
+        ex = getattr(self, "_exec", None)
+        if ex is not None:
+            ex.stop.set()  # the feed ends at its next put; the dataset and its pool go with it
+
+    def _remote_ks(self) -> tuple[int, ...] | None:
+        """A fixed share: the batch numbers of an epoch the CPU nodes make (None: "auto", every batch asks)."""
+        if self.local_share == "auto":
+            return None
+        return tuple(k for k in range(len(self)) if not _fixed_local(self._share, k))
+
+    def _execution(self, epoch: int, start: int) -> _Execution | None:
+        """A Ray Data execution over the batches the CPU nodes make, from batch
+        `start` of `epoch` to the end of epoch + epochs_per_pool - 1 (None: none there)."""
+        ks = self._remote_ks()
+        per = len(self) if ks is None else len(ks)
+        offset = start if ks is None else bisect.bisect_left(ks, start)
+        count = per * self.epochs_per_pool - offset
+        if per == 0 or count <= 0:
+            return None
+        rows = self._input_rows(per * self.epochs_per_pool)
+        if offset:
+            rows = rows.limit(count)
+        self._pools += 1
+        board = None
+        if self.local_share == "auto":
             ray = _ray()
-            n = len(self)
-            ks = list(range(n)) if which == "all" else [k for k in range(n) if not _fixed_local(self._share, k)]
-            self._rows[which] = (ray.data.from_items([{"batch_no": k} for k in ks], override_num_blocks=len(ks))
-                                 if ks else None)
-        return self._rows[which]
+            board = self._board_handle()
+            ray.get(board.begin.remote(self._pools, self._share), timeout=self.timeout)
+        return _Execution(self, epoch, start, self._pools, rows,
+                          dict(offset=offset, per=per, remote_ks=ks, board=board))
+
+    def _input_rows(self, n: int) -> Any:
+        """Rows 0..n-1 (places in an execution's sequence of batches), as a
+        dataset made once per loader, one row per block: a block is one actor
+        call, so each batch streams out when it is made."""
+        if self._rows is None:
+            ray = _ray()
+            self._rows = ray.data.from_items([{"seq": k} for k in range(n)], override_num_blocks=n)
+        return self._rows
 
     def _board_handle(self) -> Any:
         if self._board is None:

@@ -37,32 +37,40 @@ class _BoardImpl:
     """local_share="auto": who makes each batch, decided once, at the first
     question from either side, from the share at that moment (a Ray actor on
     the trainer's node). Retried remote tasks get the same answer, so a batch
-    is never made by both."""
+    is never made by both. One round of answers per Ray Data execution (which
+    may span epochs: ``epochs_per_pool``); an earlier execution's actors are
+    told "stale" and make nothing."""
 
     def __init__(self) -> None:
-        self.pass_id = -1
+        self.gen = -1
         self.share = AUTO_START
         self.credit = 0.0
-        self.owners: dict[int, str] = {}
+        self.owners: dict[tuple[int, int], str] = {}
 
-    def begin(self, pass_id: int, share: float) -> None:
-        self.pass_id, self.share, self.credit, self.owners = pass_id, share, 0.0, {}
+    def begin(self, gen: int, share: float) -> None:
+        self.gen, self.share, self.credit, self.owners = gen, share, 0.0, {}
 
-    def set_share(self, pass_id: int, share: float) -> None:
-        if pass_id == self.pass_id:
+    def set_share(self, gen: int, share: float) -> None:
+        if gen == self.gen:
             self.share = share
 
-    def owner(self, pass_id: int, batch_no: int) -> str:
-        if pass_id != self.pass_id:
+    def owner(self, gen: int, epoch: int, batch_no: int) -> str:
+        if gen != self.gen:
             return "stale"
-        who = self.owners.get(batch_no)
+        key = (epoch, batch_no)
+        who = self.owners.get(key)
         if who is None:
             self.credit += self.share
             who = "local" if self.credit >= 1.0 - 1e-9 else "remote"
             if who == "local":
                 self.credit -= 1.0
-            self.owners[batch_no] = who
+            self.owners[key] = who
         return who
+
+    def forget(self, gen: int, epoch: int) -> None:
+        """Drops the answers for epochs before `epoch` (their batches are all handed out)."""
+        if gen == self.gen:
+            self.owners = {key: who for key, who in self.owners.items() if key[0] >= epoch}
 
 
 def _fixed_local(share: float, k: int) -> bool:
@@ -97,7 +105,7 @@ class _Signalling(queue.Queue):  # type: ignore[type-arg]
 class _RemoteFeed:
     """Thread ``gdsio-ray``: iterates the Ray dataset, joins the rows of each
     batch, copies them into (pinned) tensors and queues ``("batch", k, images,
-    labels, node, seconds)``, then ``("end",)``, or ``("error", exc)``."""
+    labels, node, seconds, epoch)``, then ``("end",)``, or ``("error", exc)``."""
 
     def __init__(self, ds: Any, q: queue.Queue[Any], stop: threading.Event, pinned: bool, prefetch: int) -> None:
         self.ds, self.q, self.stop, self.pinned, self.prefetch = ds, q, stop, pinned, prefetch
@@ -112,7 +120,8 @@ class _RemoteFeed:
                 bn = np.asarray(block.get("batch_no", ()))
                 if bn.size == 0:
                     continue  # an actor call that made nothing (a batch this node makes)
-                cuts = [0, *(np.flatnonzero(np.diff(bn)) + 1).tolist(), len(bn)]
+                ep = np.asarray(block["epoch"])
+                cuts = [0, *(np.flatnonzero((np.diff(bn) != 0) | (np.diff(ep) != 0)) + 1).tolist(), len(bn)]
                 for a, b in zip(cuts[:-1], cuts[1:]):
                     parts.append({c: v[a:b] for c, v in block.items()})
                     have += b - a
@@ -131,7 +140,8 @@ class _RemoteFeed:
         images = self._tensor([p["image"] for p in parts])
         labels = self._tensor([p["label"] for p in parts])
         first = parts[0]
-        return ("batch", int(first["batch_no"][0]), images, labels, str(first["node"][0]), float(first["seconds"][0]))
+        return ("batch", int(first["batch_no"][0]), images, labels, str(first["node"][0]), float(first["seconds"][0]),
+                int(first["epoch"][0]))
 
     def _tensor(self, arrays: list[np.ndarray]) -> Any:
         """One copy, from Ray's read-only buffers into a tensor of our own (pinned for a GPU)."""
@@ -161,63 +171,129 @@ class _RemoteFeed:
         return put_until_stopped(self.q, item, self.stop)
 
 
+class _Execution:
+    """One Ray Data execution, its actor pool and its feed thread: the CPU
+    nodes' batches of epochs ``first_epoch`` to ``last_epoch`` (the loader's
+    ``epochs_per_pool``), from batch `start` of the first. It outlives a pass:
+    a pass that begins where the last one stopped, within its epochs, goes on
+    with it, and its actors have made the next epoch's first batches while
+    the consumer finished the last one (Ray Data starts a pool per
+    execution, seconds: ray-project/ray#46479)."""
+
+    def __init__(self, loader: Loader, epoch: int, start: int, gen: int, rows: Any, spec_args: dict[str, Any]) -> None:
+        inner = loader._local
+        self.gen = gen
+        self.first_epoch, self.last_epoch = epoch, epoch + loader.epochs_per_pool - 1
+        self.next = (epoch, start)  # where the consumer stands: a pass that begins here goes on with this execution
+        self.failed = False
+        self.started = False  # handed over a batch yet ("auto" steering: the first one's wait is the start)
+        self.head: Any = None  # the next item, taken from the queue and not yet handed over
+        self.stop = threading.Event()
+        self.q: queue.Queue[Any] = _Signalling(inner.prefetch, loader._arrived)
+        self.lost_reported: set[str] = set()
+        o = inner.order
+        spec = _Spec(table=inner.table, num_samples=o.num_samples, batch_size=o.batch_size, shuffle=o.shuffle,
+                     seed=o.seed, rank=o.rank, world_size=o.world_size, drop_last=o.drop_last, epoch=epoch,
+                     transform=inner.transform, mode=inner.image_mode, on_error=inner.on_error,
+                     threads=max(1, int(loader.cpus_per_actor)), per_batch=True, gen=gen, **spec_args)
+        ds = _pipeline(rows, spec, loader.placement, actors=loader._actors or 1, cpus=loader.cpus_per_actor,
+                       batch_size=1)
+        self.watch = {n["NodeID"]: n for n in _nodes(loader.placement)}
+        self.feed = _RemoteFeed(ds, self.q, self.stop, inner.device.type == "cuda", inner.prefetch)
+        self.thread = threading.Thread(target=self.feed.run, name="gdsio-ray", daemon=True)
+        self.thread.start()
+        track_threads(self.stop, self.thread)  # stopped and joined at exit if still running
+
+    def continues(self, epoch: int, start: int) -> bool:
+        return not self.failed and not self.stop.is_set() and (epoch, start) == self.next and epoch <= self.last_epoch
+
+    def peek(self, epoch: int) -> Any:
+        """The next item for a pass of `epoch` without taking it: None (not there yet), a batch of that epoch,
+        ("end",) (the execution ended, or its next batch is of a later epoch), or ("error", exc)."""
+        while True:
+            if self.head is None:
+                try:
+                    self.head = self.q.get_nowait()
+                except queue.Empty:
+                    if self.thread.is_alive():
+                        return None
+                    try:  # ended: its last word may have come meanwhile
+                        self.head = self.q.get_nowait()
+                    except queue.Empty:
+                        self.failed = True
+                        raise RuntimeError("gdsio.data.ray.Loader: the remote feed ended without a result") from None
+            head = self.head
+            if head[0] == "error":
+                self.failed = True
+            if head[0] != "batch" or head[6] == epoch:
+                return head
+            if head[6] > epoch:
+                return ("end",)
+            self.head = None  # an earlier epoch's batch (cannot happen: passes go forward): dropped
+
+    def take(self) -> Any:
+        head, self.head = self.head, None
+        return head
+
+    def close(self) -> None:
+        """Ends the execution: the feed stops, the actor pool goes (a Ray read in flight ends with its dataset)."""
+        if self.stop.is_set():
+            return
+        self.stop.set()
+        self.thread.join(timeout=2 * POLL_S)
+        if self.thread.is_alive():  # blocked in Ray, not at our queue: end the execution
+            self.feed.abort()
+        self.thread.join(timeout=10)
+        if self.thread.is_alive():
+            log.warning("gdsio.data.ray.Loader: the remote feed did not stop in time")
+        while True:
+            try:
+                self.q.get_nowait()
+            except queue.Empty:
+                break
+        self.head = None
+
+
 class _OffloadPass:
     """One pass: the local producer's and the Ray feed's batches, merged in
     batch order. Its threads stop when it ends, on close(), on an exception
-    in next() and when it is garbage collected."""
+    in next() and when it is garbage collected; the Ray execution it reads
+    from is the loader's, and goes on into the next pass when that one
+    continues it (``epochs_per_pool``)."""
 
-    def __init__(self, loader: Loader, epoch: int, start: int, gen: int, pass_id: int) -> None:
+    def __init__(self, loader: Loader, epoch: int, start: int, gen: int, ex: _Execution | None) -> None:
         self._loader = loader
-        self._epoch, self._gen, self._pass_id = epoch, gen, pass_id
+        self._epoch, self._gen = epoch, gen
         self._k, self._end = start, len(loader)
         self._closed = False
         self._last: float | None = None
         self._stop = threading.Event()
-        self._arrived = threading.Event()
+        self._arrived = loader._arrived
         self._budget = ByteBudget(loader._local.prefetch_bytes)
         inner = loader._local
-        self._heads: dict[str, Any] = {"local": None, "remote": None}
-        self._queues: dict[str, queue.Queue[Any]] = {}
-        self._threads: dict[str, threading.Thread] = {}
+        self._local_head: Any = None
+        self._queue: queue.Queue[Any] | None = None
+        self._thread: threading.Thread | None = None
+        self._ex = ex
+        self._local_started = False
         loader._meter.begin_pass(epoch, start)
         share = loader.local_share
-        board = None
-        if share == "auto":
-            ray = _ray()
-            board = loader._board_handle()
-            ray.get(board.begin.remote(pass_id, loader._share), timeout=loader.timeout)
-            mine: Callable[[int], bool] = lambda k: ray.get(board.owner.remote(pass_id, k), timeout=loader.timeout) == "local"  # noqa: E731
+        self._board = loader._board if share == "auto" else None
+        if share == 1.0:
+            mine: Callable[[int], bool] = lambda k: True  # noqa: E731
+        elif share == "auto":
+            ray, board, ex_gen = _ray(), loader._board, ex.gen if ex is not None else -1
+            mine = lambda k: ray.get(board.owner.remote(ex_gen, epoch, k), timeout=loader.timeout) == "local"  # noqa: E731
         else:
             mine = lambda k: _fixed_local(float(share), k)  # noqa: E731
-        self._board = board
         # This node: gdsio.Loader's producer over the batches it keeps.
         if share != 0.0:
             plan = dataclasses.replace(inner._plan(epoch, start), order=_LocalOrder(inner.order, mine), meter=loader._meter)
-            self._queues["local"] = _Signalling(inner.prefetch, self._arrived)
-            producer = Producer(plan, self._queues["local"], self._stop, self._budget)
-            self._threads["local"] = threading.Thread(target=producer.run, name="gdsio-loader", daemon=True)
-        # The CPU nodes: Ray Data over the batches they make.
-        rows = None if share == 1.0 else loader._input_rows("all" if share == "auto" else "fixed")
-        self._watch: dict[str, dict[str, Any]] = {}
-        self._feed: _RemoteFeed | None = None
-        if rows is not None:
-            o = inner.order
-            spec = _Spec(table=inner.table, num_samples=o.num_samples, batch_size=o.batch_size, shuffle=o.shuffle,
-                         seed=o.seed, rank=o.rank, world_size=o.world_size, drop_last=o.drop_last, epoch=epoch,
-                         transform=inner.transform, mode=inner.image_mode, on_error=inner.on_error,
-                         threads=max(1, int(loader.cpus_per_actor)), per_batch=True, start=start, board=board,
-                         pass_id=pass_id)
-            ds = _pipeline(rows, spec, loader.placement, actors=loader._actors or 1, cpus=loader.cpus_per_actor,
-                           batch_size=1)
-            self._watch = {n["NodeID"]: n for n in _nodes(loader.placement)}
-            self._queues["remote"] = _Signalling(inner.prefetch, self._arrived)
-            self._feed = _RemoteFeed(ds, self._queues["remote"], self._stop, inner.device.type == "cuda", inner.prefetch)
-            self._threads["remote"] = threading.Thread(target=self._feed.run, name="gdsio-ray", daemon=True)
-        self._lost_reported: set[str] = set()
-        self._started: set[str] = set()  # the sides that handed over a batch in this pass ("auto" steering)
-        for t in self._threads.values():
-            t.start()
-        track_threads(self._stop, *self._threads.values())  # stopped and joined at exit if still running
+            self._queue = _Signalling(inner.prefetch, self._arrived)
+            producer = Producer(plan, self._queue, self._stop, self._budget)
+            self._thread = threading.Thread(target=producer.run, name="gdsio-loader", daemon=True)
+            self._thread.start()
+            track_threads(self._stop, self._thread)  # stopped and joined at exit if still running
 
     def __iter__(self) -> "_OffloadPass":
         return self
@@ -230,11 +306,13 @@ class _OffloadPass:
             while True:
                 if self._k >= self._end:
                     self._loader._local._finished(self._gen, self._epoch)
+                    self._moved(self._epoch + 1, 0)
                     self.close()
                     raise StopIteration
                 got = self._take(self._k)
                 k = self._k
                 self._k += 1
+                self._moved(self._epoch, self._k)
                 if got is not None:
                     break
                 self._loader._local._consumed(self._gen, k)  # every sample of it skipped: nothing to yield
@@ -252,22 +330,34 @@ class _OffloadPass:
         self._loader._local._consumed(self._gen, k)
         return images, labels
 
+    def _moved(self, epoch: int, k: int) -> None:
+        """Where the consumer stands now: a pass beginning there goes on with the execution."""
+        if self._ex is not None:
+            if epoch > self._ex.next[0] and self._board is not None:
+                self._board.forget.remote(self._ex.gen, epoch)  # not waited for
+            self._ex.next = (epoch, k)
+
     # ---- merging the two streams --------------------------------------------------------
 
     def _head(self, side: str) -> Any:
-        """The next item of a side's queue, without taking it (None: not yet there; ("end",) once it ended)."""
-        if side not in self._queues:
-            return ("end",)
-        if self._heads[side] is None:
-            try:
-                self._heads[side] = self._queues[side].get_nowait()
-            except queue.Empty:
-                if not self._threads[side].is_alive():  # ended without a last word: never wait on it
-                    try:
-                        self._heads[side] = self._queues[side].get_nowait()
-                    except queue.Empty:
-                        raise RuntimeError(f"gdsio.data.ray.Loader: the {side} producer ended without a result") from None
-        head = self._heads[side]
+        """The next item of a side, without taking it (None: not yet there; ("end",) once it ended)."""
+        if side == "remote":
+            if self._ex is None:
+                return ("end",)
+            head = self._ex.peek(self._epoch)
+        else:
+            if self._queue is None or self._thread is None:
+                return ("end",)
+            if self._local_head is None:
+                try:
+                    self._local_head = self._queue.get_nowait()
+                except queue.Empty:
+                    if not self._thread.is_alive():  # ended without a last word: never wait on it
+                        try:
+                            self._local_head = self._queue.get_nowait()
+                        except queue.Empty:
+                            raise RuntimeError("gdsio.data.ray.Loader: the local producer ended without a result") from None
+            head = self._local_head
         if head is not None and head[0] == "error":
             err = head[1]
             if side == "remote":
@@ -275,6 +365,13 @@ class _OffloadPass:
                 if lost and isinstance(err, Exception):
                     err.add_note("gdsio.data.ray.Loader: lost during this epoch: " + ", ".join(_describe(n) for n in lost))
             raise err
+        return head
+
+    def _pop(self, side: str) -> Any:
+        if side == "remote":
+            assert self._ex is not None
+            return self._ex.take()
+        head, self._local_head = self._local_head, None
         return head
 
     def _take(self, k: int) -> tuple[str, Any, Any] | None:
@@ -286,7 +383,7 @@ class _OffloadPass:
             heads = {side: self._head(side) for side in ("local", "remote")}
             for side, head in heads.items():
                 if head is not None and head[0] in ("batch", "empty") and head[1] == k:
-                    self._heads[side] = None
+                    self._pop(side)
                     return None if head[0] == "empty" else self._hand_over(side, head)
             if all(h is not None and (h[0] == "end" or h[1] > k) for h in heads.values()):
                 return None  # both sides are past k: it had no sample left
@@ -314,7 +411,7 @@ class _OffloadPass:
                         t.record_stream(cur)
             loader._sides.add("local", int(images.shape[0]))
             return side, images, labels
-        _, k, images, labels, node, seconds = head
+        _, k, images, labels, node, seconds, _ = head
         if loader.device.type == "cuda":  # from pinned memory, on the consumer's current stream
             images = images.to(loader.device, non_blocking=True)
             labels = labels.to(loader.device, non_blocking=True)
@@ -323,26 +420,30 @@ class _OffloadPass:
 
     def _steer(self, side: str, wait: float, wall: float) -> None:
         """local_share="auto": a batch the consumer waited for moves the share away from the side that made it.
-        A side's first batch of the pass does not count: its wait is the start (Ray Data starts an actor pool
-        per pass, seconds), not a sign that the side lags."""
+        A side's first batch does not count: its wait is the start (of the pass for this node's producer, of the
+        execution for the actor pool, seconds), not a sign that the side lags."""
         loader = self._loader
-        if self._board is None:
+        if self._board is None or self._ex is None:
             return
-        first = side not in self._started
-        self._started.add(side)
+        if side == "remote":
+            first, self._ex.started = not self._ex.started, True
+        else:
+            first, self._local_started = not self._local_started, True
         if first or wall <= 0 or wait < AUTO_WAITED * wall:
             return
         step = AUTO_STEP if side == "remote" else -AUTO_STEP
         share = min(1.0, max(0.0, loader._share + step))
         if share != loader._share:
             loader._share = share
-            self._board.set_share.remote(self._pass_id, share)  # not waited for
+            self._board.set_share.remote(self._ex.gen, share)  # not waited for
 
     # ---- a lost node --------------------------------------------------------------------
 
     def _lost_nodes(self) -> list[dict[str, Any]]:
+        if self._ex is None:
+            return []
         alive = {n["NodeID"] for n in _ray().nodes() if n.get("Alive")}
-        return [n for nid, n in self._watch.items() if nid not in alive]
+        return [n for nid, n in self._ex.watch.items() if nid not in alive]
 
     def _check_nodes(self, k: int, waited: float) -> None:
         """While a remote batch is awaited: a lost node with another to take
@@ -351,15 +452,17 @@ class _OffloadPass:
         lost = self._lost_nodes()
         if not lost:
             return
+        assert self._ex is not None
         names = ", ".join(_describe(n) for n in lost)
         left = _nodes(self._loader.placement)
         if left:
-            new = [n for n in lost if n["NodeID"] not in self._lost_reported]
+            new = [n for n in lost if n["NodeID"] not in self._ex.lost_reported]
             if new:
                 log.warning("gdsio.data.ray.Loader: lost %s in epoch %d; Ray remakes its batches on %d other node(s)",
                             ", ".join(_describe(n) for n in new), self._epoch, len(left))
-                self._lost_reported.update(n["NodeID"] for n in new)
+                self._ex.lost_reported.update(n["NodeID"] for n in new)
             return
+        self._ex.failed = True
         raise RuntimeError(
             f"gdsio.data.ray.Loader: lost {names} in epoch {self._epoch} (batch {k} awaited for {waited:.0f} s), and no "
             f"live node has {self._loader.placement} to remake its batches; add such a node, or pass local_share=1.0 "
@@ -368,11 +471,13 @@ class _OffloadPass:
 
     def _status(self) -> str:
         parts = []
-        for side in ("local", "remote"):
-            if side in self._threads:
-                alive = "running" if self._threads[side].is_alive() else "ended"
-                parts.append(f"{side} producer {alive}, {self._queues[side].qsize()} batch(es) queued")
-        lost = self._lost_nodes() if self._watch else []
+        if self._thread is not None and self._queue is not None:
+            alive = "running" if self._thread.is_alive() else "ended"
+            parts.append(f"local producer {alive}, {self._queue.qsize()} batch(es) queued")
+        if self._ex is not None:
+            alive = "running" if self._ex.thread.is_alive() else "ended"
+            parts.append(f"remote feed {alive}, {self._ex.q.qsize()} batch(es) queued")
+        lost = self._lost_nodes()
         if lost:
             parts.append("lost: " + ", ".join(_describe(n) for n in lost))
         return "; ".join(parts)
@@ -380,26 +485,26 @@ class _OffloadPass:
     # ---- the end ------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stops the pass's threads (a Ray read in flight ends with its dataset)."""
+        """Stops the pass's producer. The execution goes on only after a whole epoch, when it has epochs left
+        and did not fail (the next pass continues it); a pass left mid-epoch ends it, and its actors with it."""
         if self._closed:
             return
         self._closed = True
         self._stop.set()
-        for side, t in self._threads.items():
-            if side == "remote":
-                t.join(timeout=2 * POLL_S)
-                if t.is_alive() and self._feed is not None:  # blocked in Ray, not at our queue: end the execution
-                    self._feed.abort()
-            t.join(timeout=60 if side == "local" else 10)
-            if t.is_alive():
-                log.warning("gdsio.data.ray.Loader: the %s producer did not stop in time", side)
-        for q in self._queues.values():
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+            if self._thread.is_alive():
+                log.warning("gdsio.data.ray.Loader: the local producer did not stop in time")
+        if self._queue is not None:
             while True:
                 try:
-                    q.get_nowait()
+                    self._queue.get_nowait()
                 except queue.Empty:
                     break
-        self._heads = {"local": None, "remote": None}
+        self._local_head = None
+        ex = self._ex
+        if ex is not None and (ex.failed or ex.next != (self._epoch + 1, 0) or ex.next[0] > ex.last_epoch):
+            ex.close()
 
     def __del__(self) -> None:
         self._closed = True

@@ -132,9 +132,20 @@ class _Spec:
     on_error: str
     threads: int
     per_batch: bool  # Loader: rows name loader batches; dataset(): rows are sample positions
-    start: int = 0  # Loader: batches before it are not made (a resumed pass)
+    # Loader: row s of the execution is the batch at place offset + s of the sequence that runs from
+    # batch 0 of `epoch` on, `per` places an epoch: every batch of each epoch ("auto"), or only those in
+    # `remote_ks` (a fixed share). offset > 0: a pass resumed mid-epoch, or a fixed share's later start.
+    offset: int = 0
+    per: int = 0
+    remote_ks: tuple[int, ...] | None = None
     board: Any = None  # local_share="auto": the actor handle that says who makes each batch
-    pass_id: int = 0
+    gen: int = 0  # the execution's number on the board (a stale one makes nothing)
+
+    def place(self, seq: int) -> tuple[int, int]:
+        """(epoch, batch number) of the execution's row `seq`."""
+        t = self.offset + seq
+        e, i = divmod(t, self.per)
+        return self.epoch + e, (i if self.remote_ks is None else self.remote_ks[i])
 
     def order(self) -> ShardedOrder:
         return ShardedOrder(self.num_samples, batch_size=self.batch_size, shuffle=self.shuffle, seed=self.seed,
@@ -174,32 +185,40 @@ class _Maker:
         self.spec = spec
         self.node = ray.get_runtime_context().get_node_id()
         self.order = spec.order()
-        self.indices = self.order.indices(spec.epoch)
+        self._indices: dict[int, np.ndarray] = {}  # the epochs' orders, the last two kept
+
+    def indices(self, epoch: int) -> np.ndarray:
+        got = self._indices.get(epoch)
+        if got is None:
+            got = self._indices[epoch] = self.order.indices(epoch)
+            for e in [e for e in self._indices if e < epoch - 1]:
+                del self._indices[e]
+        return got
 
     def __call__(self, batch: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
         spec = self.spec
         if not spec.per_batch:  # dataset(): the rows' positions in the epoch's order, made as one batch
             pos = np.asarray(batch["id"], np.int64)
-            for _, out in self._make([(0, self.indices[pos])]):
+            for _, out in self._make([(0, self.indices(spec.epoch)[pos])], spec.epoch):
                 yield {k: out[k] for k in ("index", "label", "image")}
             return
-        for k in np.asarray(batch["batch_no"]).tolist():
-            if k < spec.start:
-                continue
+        for seq in np.asarray(batch["seq"]).tolist():
+            epoch, k = spec.place(seq)
             if spec.board is not None:
                 import ray
 
-                if ray.get(spec.board.owner.remote(spec.pass_id, k)) != "remote":
-                    continue  # this node's loader makes it (or the pass is over)
-            yield from (out for _, out in self._make([(k, self.order.batch(spec.epoch, k, self.indices))]))
+                if ray.get(spec.board.owner.remote(spec.gen, epoch, k)) != "remote":
+                    continue  # this node's loader makes it (or the execution is over)
+            batches = [(k, self.order.batch(epoch, k, self.indices(epoch)))]
+            yield from (out for _, out in self._make(batches, epoch))
 
-    def _make(self, batches: list[tuple[int, np.ndarray]]) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    def _make(self, batches: list[tuple[int, np.ndarray]], epoch: int) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
         import torch
 
         spec = self.spec
         q: queue.Queue[Any] = queue.Queue()
         kept: dict[int, np.ndarray] = {}
-        plan = PassPlan(table=spec.table, order=_Given(batches, spec.seed), epoch=spec.epoch, start=0,
+        plan = PassPlan(table=spec.table, order=_Given(batches, spec.seed), epoch=epoch, start=0,
                         transform=spec.transform, device=torch.device("cpu"), streams=None, threads=spec.threads,
                         on_error=spec.on_error, mode=spec.mode, cache=None, meter=Meter(),
                         buffers=BatchBuffers(),  # the batches leave this actor as copies: nothing to reuse across calls
@@ -218,7 +237,7 @@ class _Maker:
             _, k, images, labels, _ = item
             n = int(images.shape[0])
             yield k, {
-                "batch_no": np.full(n, k, np.int64), "count": np.full(n, n, np.int64),
+                "epoch": np.full(n, epoch, np.int64), "batch_no": np.full(n, k, np.int64), "count": np.full(n, n, np.int64),
                 "index": np.asarray(kept[k], np.int64), "label": labels.numpy().astype(np.int64, copy=False),
                 "image": _as_array(images), "node": np.full(n, self.node), "seconds": np.full(n, seconds),
             }
