@@ -17,6 +17,10 @@ figures with the machine in mind: on one machine every "node" shares the
 same cores, so CPU nodes cannot add compute there; what this shows is the
 overhead of the offload (the Ray Data hop, the copy out of the object
 store, an actor pool started per pass), not the gain of a real cluster.
+
+``--kept`` adds configs whose loader keeps one actor pool over the warm-up
+and every timed pass (``epochs_per_pool``): their "first batch" column is
+what a pass waits once the pool runs (the column lists each pass's too).
 """
 
 from __future__ import annotations
@@ -169,8 +173,11 @@ def run_config(name: str, make: Any, step_s: float, passes: int) -> dict[str, An
     wall = time.perf_counter() - t0
     watch.__exit__()
     s = loader.stats()
+    if hasattr(loader, "close"):
+        loader.close()  # a kept actor pool holds its CPUs until then: the next config's pool needs them
     row: dict[str, Any] = {"config": name, "images": images, "seconds": wall, "images_per_s": images / wall,
                            "data_wait_share": s.data_wait_share, "first_batch_s": sum(firsts) / len(firsts),
+                           "first_batch_each_s": firsts,
                            "steady_images_per_s": after_n / after_s if after_s > 0 else 0.0,
                            "ray_pss_base": watch.base_ray, "ray_pss_peak": watch.peak_ray,
                            "self_pss_base": watch.base_self, "self_pss_peak": watch.peak_self,
@@ -178,7 +185,8 @@ def run_config(name: str, make: Any, step_s: float, passes: int) -> dict[str, An
                            "data_bytes": images * _sample_bytes(loader)}
     if hasattr(s, "remote_samples"):
         row.update(path=s.path, local_samples=s.local_samples, remote_samples=s.remote_samples,
-                   nodes=len(s.remote_nodes), local_share_end=s.local_share, remote_ms_per_sample=s.remote_ms_per_sample)
+                   nodes=len(s.remote_nodes), local_share_end=s.local_share, remote_ms_per_sample=s.remote_ms_per_sample,
+                   remote_pools=s.remote_pools)
     else:
         row.update(path="local", local_samples=s.samples, remote_samples=0, nodes=0)
     return row
@@ -212,17 +220,20 @@ def run(images: int, batch: int, step_ms: float, passes: int, size: tuple[int, i
                 root, batch, device="cpu", transform=tf, shuffle=True, threads=threads), step_s, passes))
         c.add_node(num_cpus=1, labels=PRE, **NODE)
 
-        def offload(share: Any) -> Any:
+        def offload(share: Any, epochs: int = 1) -> Any:
             return lambda: gray.Loader(root, batch, device="cpu", transform=tf, local_share=share, resources=PRE,
-                                       threads=threads, timeout=300)
+                                       threads=threads, timeout=300, epochs_per_pool=epochs)
 
-        for share in (0.0, 0.5, "auto"):
-            if want(f"1:{share}"):
-                rows.append(run_config(f"ray, 1 CPU node, local_share={share}", offload(share), step_s, passes))
-        c.add_node(num_cpus=1, labels=PRE, **NODE)
-        for share in (0.0, "auto"):
-            if want(f"2:{share}"):
-                rows.append(run_config(f"ray, 2 CPU nodes, local_share={share}", offload(share), step_s, passes))
+        kept = passes + 1  # the warm-up pass and the measured ones: one actor pool for all of them
+        for nodes in (1, 2):
+            if nodes == 2:
+                c.add_node(num_cpus=1, labels=PRE, **NODE)
+            for share in ((0.0, 0.5, "auto") if nodes == 1 else (0.0, "auto")):
+                where = f"ray, {nodes} CPU node{'s' if nodes > 1 else ''}, local_share={share}"
+                if want(f"{nodes}:{share}"):
+                    rows.append(run_config(where, offload(share), step_s, passes))
+                if want(f"{nodes}:{share}:kept"):
+                    rows.append(run_config(f"{where}, epochs_per_pool={kept}", offload(share, kept), step_s, passes))
     finally:
         ray.shutdown()
         c.shutdown()
@@ -273,10 +284,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--passes", type=int, default=2)
     ap.add_argument("--size", default="500x375", help="JPEG size WxH")
     ap.add_argument("--threads", type=int, default=1, help="reader threads of the local loader")
+    ap.add_argument("--configs", default=None,
+                    help="comma-separated subset: local, N:SHARE (N CPU nodes, SHARE 0.0, 0.5 or auto) and "
+                         "N:SHARE:kept (one actor pool over every pass: epochs_per_pool); default: all but the "
+                         "kept ones, which --kept adds")
+    ap.add_argument("--kept", action="store_true", help="also the kept-pool configs (1:0.0:kept, 1:auto:kept, 2:auto:kept)")
     ap.add_argument("--json", metavar="FILE")
     a = ap.parse_args(argv)
     w, h = (int(x) for x in a.size.split("x"))
-    result = run(a.images, a.batch, a.step_ms, a.passes, (w, h), a.threads)
+    only = set(a.configs.split(",")) if a.configs else None
+    if only is None and a.kept:
+        only = {"local", "1:0.0", "1:0.5", "1:auto", "2:0.0", "2:auto", "1:0.0:kept", "1:auto:kept", "2:auto:kept"}
+    result = run(a.images, a.batch, a.step_ms, a.passes, (w, h), a.threads, only)
     result["command"] = " ".join(["python", "bench/bench_ray.py", *(sys.argv[1:] if argv is None else argv)])
     print(table(result))
     if a.json:

@@ -48,7 +48,7 @@ class OffloadStats(LoaderStats):
 
     def __str__(self) -> str:
         made = (f"; path {self.path}: made here {self.local_samples}, on CPU nodes {self.remote_samples} "
-                f"({len(self.remote_nodes)} node(s)), local_share {self.local_share:.2f}")
+                f"({len(self.remote_nodes)} node(s), {self.remote_pools} actor pool(s)), local_share {self.local_share:.2f}")
         return super().__str__() + made
 
 
