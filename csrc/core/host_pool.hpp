@@ -5,9 +5,10 @@
 // too), more than the copy out of the page cache that fills it; malloc gives
 // the peers' loops (np.load, safetensors' clones) warm heap memory the same way.
 //
-// Released buffers stay mapped but are handed back to the kernel lazily
-// (MADV_FREE): under memory pressure it reclaims them without swapping, and a
-// reclaimed page reads as zero when touched again (callers overwrite it).
+// Released buffers stay mapped; those of 8 MiB and more are handed back to the
+// kernel lazily (MADV_FREE): under memory pressure it reclaims them without
+// swapping, and a reclaimed page reads as zero when touched again (callers
+// overwrite it). Smaller ones (decoded images) stay resident for the next.
 // The idle total is capped (an eighth of the machine's memory, at most 4 GiB);
 // the oldest go first.
 #pragma once
