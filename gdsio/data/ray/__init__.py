@@ -14,6 +14,8 @@ A batch is the same whichever side makes it: randomness comes from (seed,
 epoch, sample index), so a remote batch is bit-identical to what
 ``gdsio.Loader(..., device="cpu")`` gives for it. ``local_share`` is the
 fraction this node makes; ``"auto"`` steers it by where the consumer waited.
+``epochs_per_pool=N`` keeps one Ray Data execution (one actor pool) for N
+consecutive epochs, so no epoch after the first waits for a pool to start.
 
 Needs ``pip install "gdsio[ray]"`` and a connected cluster (``ray.init(address=...)``);
 ``import gdsio`` and ``import gdsio.data`` never import ray. The source's
