@@ -185,7 +185,6 @@ def decode_many_native(blobs: Sequence[Any], headers: Sequence[JpegHeader], mode
     given. Each entry a uint8 (C, H, W) view of (H, W, C) memory, or the
     ValueError libjpeg-turbo raised (or warned: strict) for that image, a size
     other than its header's included."""
-
     from .. import _core
 
     outs, jobs = [], []

@@ -173,7 +173,7 @@ class _RemoteFeed:
 
 class _Execution:
     """One Ray Data execution, its actor pool and its feed thread: the CPU
-    nodes' batches of epochs ``first_epoch`` to ``last_epoch`` (the loader's
+    nodes' batches of the epochs from `epoch` to ``last_epoch`` (the loader's
     ``epochs_per_pool``), from batch `start` of the first. It outlives a pass:
     a pass that begins where the last one stopped, within its epochs, goes on
     with it, and its actors have made the next epoch's first batches while
@@ -183,7 +183,7 @@ class _Execution:
     def __init__(self, loader: Loader, epoch: int, start: int, gen: int, rows: Any, spec_args: dict[str, Any]) -> None:
         inner = loader._local
         self.gen = gen
-        self.first_epoch, self.last_epoch = epoch, epoch + loader.epochs_per_pool - 1
+        self.last_epoch = epoch + loader.epochs_per_pool - 1
         self.next = (epoch, start)  # where the consumer stands: a pass that begins here goes on with this execution
         self.failed = False
         self.started = False  # handed over a batch yet ("auto" steering: the first one's wait is the start)
