@@ -10,6 +10,7 @@ import json
 import os
 import pty
 import re
+import select
 import struct
 import subprocess
 import sys
@@ -110,25 +111,57 @@ def test_bench_rows_reach_the_callback_as_they_are_measured(tmp_path):
     assert line.startswith(f"[{total}/{total}] 8 KiB  gdsio-posix (host)") and "GB/s" in line
 
 
-def next_document(fifo, pending: list) -> dict:
-    """The next JSON document written to the FIFO. The command may open it again
-    for its next row before this reader has seen the end of the last one (a
-    reader still holds the pipe), so one read can hold two documents in order."""
-    if not pending:
-        with open(fifo) as f:
-            text, at, decoder = f.read(), 0, json.JSONDecoder()
-        while at < len(text):
+def parse_documents(text: str) -> list[dict]:
+    """The JSON documents in text, in order (one read can hold several)."""
+    docs, at, decoder = [], 0, json.JSONDecoder()
+    while at < len(text):
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if at < len(text):
             doc, at = decoder.raw_decode(text, at)
-            pending.append(doc)
-            while at < len(text) and text[at].isspace():
-                at += 1
-    return pending.pop(0)
+            docs.append(doc)
+    return docs
+
+
+def rows_in(doc: dict) -> int:
+    return len(doc["ceilings"]) + len(doc["results"])
+
+
+def read_documents(fifo, proc, timeout=60.0) -> list[dict]:
+    """Opens the FIFO to read (which lets the command's open() to write return),
+    reads until the command has written and closed it, closes it; returns the
+    documents read. Never blocks: the open is non-blocking, and a command that
+    exits without writing again gives []."""
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            exited = proc.poll() is not None  # checked before the read, so nothing written before the exit is missed
+            select.select([fd], [], [], 0.05)
+            data = os.read(fd, 1 << 16)
+            if data:
+                chunks.append(data)
+            elif chunks or exited:  # the end after data: every writer has closed it
+                return parse_documents(b"".join(chunks).decode())
+            else:
+                time.sleep(0.01)  # no writer yet: the end is reported at once
+        raise AssertionError(f"nothing written to {fifo} in {timeout} s and the command still runs")
+    finally:
+        os.close(fd)
 
 
 def test_bench_prints_each_row_before_measuring_the_next(tmp_path):
     """--json to a FIFO: after each row the command writes the document so far
-    there, which blocks until this test reads it. So each row line must have
-    reached the pipe (flushed) while the command waits, before the next row."""
+    there, which blocks in open() until this test opens the FIFO to read. So
+    each row line must have reached the pipe (flushed) while the command waits,
+    before the next row.
+
+    One race is the FIFO's, not the command's: between this reader's end of
+    file and its close, the command may open the FIFO again (a reader is still
+    there) and write the next document, which goes when the pipe closes. The
+    documents are cumulative, so a read that finds a later row's document where
+    row k's was due is that race, and the later rows' lines must be there."""
     fifo = tmp_path / "doc.json"
     os.mkfifo(fifo)
     paths = "numpy-fromfile,gdsio-posix"
@@ -138,16 +171,24 @@ def test_bench_prints_each_row_before_measuring_the_next(tmp_path):
     killer.start()
     try:
         total = len(bench.CEILINGS) + 2
-        pending: list = []
+        newest = 0  # rows in the newest document read
+        counts: list[int] = []
         for k in range(1, total + 1):
             line = proc.stdout.readline()
             while line and not line.startswith("  ["):
                 line = proc.stdout.readline()  # the header line
             assert line.startswith(f"  [{k}/{total}] 4 KiB "), line
-            assert pending or proc.poll() is None  # still running: blocked on the FIFO until read below
-            doc = next_document(fifo, pending)
-            assert len(doc["ceilings"]) + len(doc["results"]) == k
-        next_document(fifo, pending)  # the final document
+            if newest >= k:
+                continue  # row k's document came with an earlier read (the race above)
+            assert proc.poll() is None  # still running: blocked on the FIFO until read below
+            got = [rows_in(d) for d in read_documents(str(fifo), proc)]
+            assert got and got[0] >= k, (k, got)  # row k's document, or a later one if row k's went in the race
+            counts += got
+            newest = got[-1]
+        if counts.count(total) < 2:  # the final document has not come yet (or went in the race)
+            counts += [rows_in(d) for d in read_documents(str(fifo), proc)]
+        assert counts == sorted(counts) and counts[-1] == total and set(counts) <= set(range(1, total + 1)), counts
+        assert len(set(counts)) > total // 2  # the race costs a document now and then; most blocked until read
         rest = proc.stdout.read()
         assert proc.wait() == 0, proc.stderr.read()
         assert "Ceilings measured in this run" in rest and "Into host memory" in rest  # the final table
@@ -155,5 +196,6 @@ def test_bench_prints_each_row_before_measuring_the_next(tmp_path):
         killer.cancel()
         if proc.poll() is None:
             proc.kill()
+        proc.wait()
         proc.stdout.close()
         proc.stderr.close()
