@@ -21,6 +21,16 @@ store, an actor pool started per pass), not the gain of a real cluster.
 ``--kept`` adds configs whose loader keeps one actor pool over the warm-up
 and every timed pass (``epochs_per_pool``): their "first batch" column is
 what a pass waits once the pool runs (the column lists each pass's too).
+
+``--ranks`` measures instead what a lagging rank does to the others (Ray
+Data's ``streaming_split`` stalls every split when one falls behind:
+ray-project/ray#41973). Two ranks consume at once on 2 CPU nodes, rank 0
+fast (--step-ms) and rank 1 either as fast or lagging (--lag-ms), every
+batch made on the CPU nodes: ``gdsio.data.ray.Loader(rank=r,
+world_size=2)``, each rank its own execution over its own shard, against
+one ``gdsio.data.ray.dataset`` split by ``streaming_split(2, equal=True)``.
+The figure is rank 0's rate with a lagging peer over its rate with an equal
+one, each run in the same cluster.
 """
 
 from __future__ import annotations
@@ -242,6 +252,113 @@ def run(images: int, batch: int, step_ms: float, passes: int, size: tuple[int, i
                                                                passes=passes, size=list(size), threads=threads)}
 
 
+def _consume_rank(iterable: Any, step_s: float, out: dict[str, Any]) -> None:
+    """One rank's consumer (a thread): its images, seconds, and seconds waited for batches."""
+    t0 = time.perf_counter()
+    n, waited, first = 0, 0.0, None
+    it = iter(iterable)
+    try:
+        while True:
+            w0 = time.perf_counter()
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            got = time.perf_counter()
+            if first is None:
+                first = got - t0
+            else:
+                waited += got - w0  # the first batch's wait is the start-up, reported apart
+            images = batch[0] if isinstance(batch, tuple) else batch["image"]
+            n += int(len(images))
+            time.sleep(step_s)
+    except BaseException as e:  # noqa: BLE001 - reported in the row, the other rank goes on
+        out["error"] = f"{type(e).__name__}: {e}"
+    end = time.perf_counter()
+    out.update(images=n, seconds=end - t0, first_batch_s=first or 0.0, waited_s=waited)
+
+
+def run_ranks(images: int, batch: int, step_ms: float, lag_ms: float, size: tuple[int, int], threads: int,
+              methods: tuple[str, ...] = ("gdsio", "streaming_split")) -> dict[str, Any]:
+    """Two ranks at once, rank 1 as fast as rank 0 or lagging; see the module's docstring."""
+    import threading
+
+    import ray
+    from ray.cluster_utils import Cluster
+
+    import gdsio.data.ray as gray
+
+    tmp = tempfile.mkdtemp(prefix="gdsio-bray-", dir="/tmp")
+    os.environ["RAY_TMPDIR"] = tmp
+    root = os.path.join(tmp, "train")
+    demo.write_jpeg_folder(root, classes=4, per_class=max(1, images // 4), size=size)
+    tf = transform()
+    rows = []
+    c = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, include_dashboard=False,
+                                                          labels={ROLE: "trainer"}, **NODE))
+    try:
+        c.connect()
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        for _ in range(2):
+            c.add_node(num_cpus=1, labels=PRE, **NODE)
+        list(gd.Loader(root, batch, device="cpu", threads=threads))  # the page cache, for every config alike
+
+        def streams(method: str) -> tuple[list[Any], list[Any]]:
+            if method == "gdsio":
+                loaders = [gray.Loader(root, batch, device="cpu", transform=tf, local_share=0.0, rank=r, world_size=2,
+                                       resources=PRE, threads=threads, timeout=300) for r in (0, 1)]
+                return loaders, loaders
+            ds = gray.dataset(root, transform=tf, shuffle=True, resources=PRE, batch_size=batch)
+            splits = ds.streaming_split(2, equal=True)
+            return [sp.iter_batches(batch_size=batch) for sp in splits], []
+
+        for method in methods:
+            for peer in ("equal", "lagging"):
+                its, loaders = streams(method)
+                steps = (step_ms / 1e3, (step_ms if peer == "equal" else lag_ms) / 1e3)
+                outs: list[dict[str, Any]] = [{}, {}]
+                ths = [threading.Thread(target=_consume_rank, args=(its[r], steps[r], outs[r]), name=f"rank{r}")
+                       for r in (0, 1)]
+                for t in ths:
+                    t.start()
+                for t in ths:
+                    t.join()
+                row: dict[str, Any] = {"method": method, "peer": peer, "step_ms": [step_ms, steps[1] * 1e3]}
+                for r in (0, 1):
+                    o = outs[r]
+                    row[f"rank{r}"] = dict(o, images_per_s=o["images"] / o["seconds"] if o["seconds"] else 0.0,
+                                           wait_share=o["waited_s"] / o["seconds"] if o["seconds"] else 0.0)
+                if loaders:
+                    row["actors"] = [lo._actors for lo in loaders]
+                    row["remote_samples"] = [lo.stats().remote_samples for lo in loaders]
+                    for lo in loaders:
+                        lo.close()
+                rows.append(row)
+    finally:
+        ray.shutdown()
+        c.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"rows": rows, "machine": machine(), "settings": dict(images=images, batch=batch, step_ms=step_ms,
+                                                               lag_ms=lag_ms, size=list(size), threads=threads)}
+
+
+def ranks_table(result: dict[str, Any]) -> str:
+    out = ["| method | rank 1 | rank 0 images/s | rank 0 first batch s | rank 0 s after it | rank 0 wait share after it "
+           "| rank 0 seconds | rank 1 images/s | rank 1 seconds | rank 0 with a lagging peer vs an equal one |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    equal = {r["method"]: r["rank0"]["images_per_s"] for r in result["rows"] if r["peer"] == "equal"}
+    for r in result["rows"]:
+        a, b = r["rank0"], r["rank1"]
+        base = equal.get(r["method"])
+        ratio = f"{a['images_per_s'] / base:.2f}x" if r["peer"] == "lagging" and base else "-"
+        errs = "; ".join(f"rank {k}: {r[f'rank{k}']['error']}" for k in (0, 1) if "error" in r[f"rank{k}"])
+        out.append(f"| {r['method']} | {r['peer']} ({r['step_ms'][1]:.0f} ms/step) | {a['images_per_s']:.1f} | "
+                   f"{a['first_batch_s']:.2f} | {a['seconds'] - a['first_batch_s']:.1f} | {a['wait_share']:.0%} | "
+                   f"{a['seconds']:.1f} | "
+                   f"{b['images_per_s']:.1f} | {b['seconds']:.1f} | {ratio}{' | ' + errs if errs else ''} |")
+    return "\n".join(out)
+
+
 def machine() -> dict[str, Any]:
     import ray
 
@@ -289,9 +406,20 @@ def main(argv: list[str] | None = None) -> int:
                          "N:SHARE:kept (one actor pool over every pass: epochs_per_pool); default: all but the "
                          "kept ones, which --kept adds")
     ap.add_argument("--kept", action="store_true", help="also the kept-pool configs (1:0.0:kept, 1:auto:kept, 2:auto:kept)")
+    ap.add_argument("--ranks", action="store_true",
+                    help="two ranks at once, one lagging: gdsio.data.ray.Loader per rank against streaming_split")
+    ap.add_argument("--lag-ms", type=float, default=500.0, help="--ranks: the lagging rank's step per batch")
     ap.add_argument("--json", metavar="FILE")
     a = ap.parse_args(argv)
     w, h = (int(x) for x in a.size.split("x"))
+    if a.ranks:
+        result = run_ranks(a.images, a.batch, a.step_ms, a.lag_ms, (w, h), a.threads)
+        result["command"] = " ".join(["python", "bench/bench_ray.py", *(sys.argv[1:] if argv is None else argv)])
+        print(ranks_table(result))
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(result, f, indent=2)
+        return 0
     only = set(a.configs.split(",")) if a.configs else None
     if only is None and a.kept:
         only = {"local", "1:0.0", "1:0.5", "1:auto", "2:0.0", "2:auto", "1:0.0:kept", "1:auto:kept", "2:auto:kept"}

@@ -11,6 +11,7 @@ checked before any cluster is needed, local_share=1.0 needs no Ray.
 
 from __future__ import annotations
 
+import logging
 import os
 
 # Before ray is imported anywhere in this process: without it Ray rewrites
@@ -311,14 +312,52 @@ def test_all_remote_equals_the_cpu_loader_byte_for_byte(cluster, folder):
 
 
 @pytest.mark.ray
-def test_a_fixed_share_splits_a_rank_and_gives_the_rank_its_gdsio_shard(cluster, folder):
+def test_a_fixed_share_splits_a_rank_and_gives_the_rank_its_gdsio_shard(cluster, folder, caplog):
     for rank in (0, 1):
-        loader = ray_loader(folder, 2, local_share=0.5, rank=rank, world_size=2)
+        with caplog.at_level(logging.WARNING, logger="gdsio"):
+            loader = ray_loader(folder, 2, local_share=0.5, rank=rank, world_size=2)
+        # One preprocessing CPU for two ranks: each pool gets the one actor, and the loader says they share it.
+        assert loader._actors == 1 and "fewer than the 2 ranks" in caplog.text
         got = list(loader)
         assert_same(got, cpu_batches(folder, 2, 0, rank=rank, world_size=2))
         s = loader.stats()
         assert s.local_samples + s.remote_samples == 9 and s.local_samples > 0 and s.remote_samples > 0
         assert set(s.remote_nodes) == {cluster.pre.node_id} and s.path == "local+ray"
+
+
+@pytest.mark.ray
+def test_ranks_sharing_the_cpu_nodes_get_a_pool_each_and_run_at_once(cluster, folder):
+    """Each rank's default pool is its share of the CPU nodes (2 one-CPU nodes, 2 ranks: an actor each).
+    With pools of every slot (actors=2 here), the first pool takes both nodes and the second rank waits
+    until the first's execution has made its whole epoch, then takes both nodes in turn."""
+    spares = [cluster.c.add_node(num_cpus=1, labels={ROLE: "ranks"}, **NODE) for _ in range(2)]
+    try:
+        loaders = [ray_loader(folder, 2, local_share=0.0, rank=r, world_size=2, resources={ROLE: "ranks"},
+                              transform=Slow(TF, 0.2), prefetch=1, timeout=90) for r in (0, 1)]
+        assert [lo._actors for lo in loaders] == [1, 1] and "1 actor(s)" in repr(loaders[0])
+        its = [iter(lo) for lo in loaders]
+        got: list[list] = [[next(its[0])], []]
+        got[1].append(next(its[1]))  # while rank 0's pass runs, its actor on one node
+        while True:  # the two ranks in turn, as two trainers step together
+            more = False
+            for r in (0, 1):
+                b = next(its[r], None)
+                if b is not None:
+                    got[r].append(b)
+                    more = True
+            if not more:
+                break
+        nodes = []
+        for r in (0, 1):
+            assert_same(got[r], cpu_batches(folder, 2, 0, rank=r, world_size=2))  # the rank's gdsio shard, exactly
+            s = loaders[r].stats()
+            assert s.remote_samples == 9
+            nodes.append(set(s.remote_nodes))
+        assert nodes[0] | nodes[1] == {n.node_id for n in spares} and not nodes[0] & nodes[1]  # a node each
+    finally:
+        for n in spares:
+            if n in cluster.c.worker_nodes:
+                cluster.c.remove_node(n)
 
 
 @pytest.mark.ray

@@ -107,7 +107,13 @@ class Loader:
             there: more here; each side's first batch of a pass, its
             start-up, does not count).
         resources: which nodes run the actors (see ``dataset``).
-        actors, cpus_per_actor: the actor pool (see ``dataset``).
+        actors, cpus_per_actor: the actor pool (see ``dataset``). The
+            default pool is this rank's share of the selected nodes: the
+            actors they hold divided by `world_size` (at least 1), as the
+            ranks share the CPU nodes and each runs its own pool. An actor
+            holds its CPUs until its pool ends, so pools asking for more
+            actors than the nodes hold wait for one another (a warning says
+            so when the nodes hold fewer actors than there are ranks).
         epochs_per_pool: how many consecutive epochs one Ray Data execution
             (one actor pool) makes. 1: a new execution each pass, as Ray
             Data runs a dataset, its pool's start (seconds) before each
@@ -180,7 +186,7 @@ class Loader:
         self._actors: int | None = None
         if self.local_share != 1.0:
             _connected()
-            self._actors = _actors(self.placement, self.cpus_per_actor, actors)
+            self._actors = _actors(self.placement, self.cpus_per_actor, actors, ranks=world_size)
         self._meter = Meter()
         self._sides = _Sides()
         self._rows: Any = None  # the input rows (0..n-1, places in the execution's sequence), made once

@@ -243,7 +243,12 @@ class _Maker:
             }
 
 
-def _actors(placement: _Placement, cpus: float, actors: Any) -> int:
+def _actors(placement: _Placement, cpus: float, actors: Any, ranks: int = 1) -> int:
+    """The actor pool's size: `actors`, or the slots of the selected nodes
+    shared among `ranks` pools (at least 1 each). An actor holds its CPUs
+    until its pool's execution ends, so pools that together ask for more
+    actors than the nodes hold wait for one another: the first to start can
+    take every slot, and another makes nothing until it ends."""
     if actors is not None:
         if not isinstance(actors, int) or isinstance(actors, bool) or actors < 1:
             raise ValueError(f"actors must be a positive int, got {actors!r}")
@@ -253,7 +258,11 @@ def _actors(placement: _Placement, cpus: float, actors: Any) -> int:
         nodes = [f"{_describe(x)}: {x.get('Resources')}, labels {x.get('Labels')}" for x in _ray().nodes() if x.get("Alive")]
         raise ValueError(f"resources: no live node of the cluster can hold an actor of {cpus:g} CPU(s) with {placement}; "
                          "the nodes are:\n  " + "\n  ".join(nodes))
-    return n
+    if n < ranks:
+        log.warning("gdsio.data.ray: the nodes with %s hold %d actor(s) of %g CPU(s), fewer than the %d ranks: "
+                    "a rank's pool may wait for another's to end (pass actors= to size them)",
+                    placement, n, cpus, ranks)
+    return max(1, n // ranks)
 
 
 def _pipeline(rows: Any, spec: _Spec, placement: _Placement, *, actors: int, cpus: float, batch_size: int) -> Any:
