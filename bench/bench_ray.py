@@ -36,6 +36,7 @@ one, each run in the same cluster.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -44,7 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any
+from typing import Any, Iterator
 
 # Before ray is imported: keep every Ray process on 127.0.0.1 (Ray rewrites it
 # to the machine's address otherwise; ray/_private/services.py).
@@ -202,25 +203,37 @@ def run_config(name: str, make: Any, step_s: float, passes: int) -> dict[str, An
     return row
 
 
-def run(images: int, batch: int, step_ms: float, passes: int, size: tuple[int, int], threads: int,
-        only: set[str] | None = None) -> dict[str, Any]:
+@contextlib.contextmanager
+def _cluster(images: int, size: tuple[int, int]) -> Iterator[tuple[Any, str]]:
+    """A Cluster on loopback with its trainer head (1 CPU), connected, and an
+    ImageFolder of `images` generated JPEGs; (cluster, folder). Shut down and removed after."""
     import ray
     from ray.cluster_utils import Cluster
-
-    import gdsio.data.ray as gray
 
     tmp = tempfile.mkdtemp(prefix="gdsio-bray-", dir="/tmp")  # short: Ray's unix sockets live under it
     os.environ["RAY_TMPDIR"] = tmp
     root = os.path.join(tmp, "train")
     demo.write_jpeg_folder(root, classes=4, per_class=max(1, images // 4), size=size)
-    tf = transform()
-    step_s = step_ms / 1e3
-    rows = []
     c = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, include_dashboard=False,
                                                           labels={ROLE: "trainer"}, **NODE))
     try:
         c.connect()
         ray.data.DataContext.get_current().enable_progress_bars = False
+        yield c, root
+    finally:
+        ray.shutdown()
+        c.shutdown()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(images: int, batch: int, step_ms: float, passes: int, size: tuple[int, int], threads: int,
+        only: set[str] | None = None) -> dict[str, Any]:
+    import gdsio.data.ray as gray
+
+    tf = transform()
+    step_s = step_ms / 1e3
+    rows = []
+    with _cluster(images, size) as (c, root):
 
         def want(name: str) -> bool:
             return only is None or name in only
@@ -244,10 +257,6 @@ def run(images: int, batch: int, step_ms: float, passes: int, size: tuple[int, i
                     rows.append(run_config(where, offload(share), step_s, passes))
                 if want(f"{nodes}:{share}:kept"):
                     rows.append(run_config(f"{where}, epochs_per_pool={kept}", offload(share, kept), step_s, passes))
-    finally:
-        ray.shutdown()
-        c.shutdown()
-        shutil.rmtree(tmp, ignore_errors=True)
     return {"rows": rows, "machine": machine(), "settings": dict(images=images, batch=batch, step_ms=step_ms,
                                                                passes=passes, size=list(size), threads=threads)}
 
@@ -283,22 +292,11 @@ def run_ranks(images: int, batch: int, step_ms: float, lag_ms: float, size: tupl
     """Two ranks at once, rank 1 as fast as rank 0 or lagging; see the module's docstring."""
     import threading
 
-    import ray
-    from ray.cluster_utils import Cluster
-
     import gdsio.data.ray as gray
 
-    tmp = tempfile.mkdtemp(prefix="gdsio-bray-", dir="/tmp")
-    os.environ["RAY_TMPDIR"] = tmp
-    root = os.path.join(tmp, "train")
-    demo.write_jpeg_folder(root, classes=4, per_class=max(1, images // 4), size=size)
     tf = transform()
     rows = []
-    c = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, include_dashboard=False,
-                                                          labels={ROLE: "trainer"}, **NODE))
-    try:
-        c.connect()
-        ray.data.DataContext.get_current().enable_progress_bars = False
+    with _cluster(images, size) as (c, root):
         for _ in range(2):
             c.add_node(num_cpus=1, labels=PRE, **NODE)
         list(gd.Loader(root, batch, device="cpu", threads=threads))  # the page cache, for every config alike
@@ -334,10 +332,6 @@ def run_ranks(images: int, batch: int, step_ms: float, lag_ms: float, size: tupl
                     for lo in loaders:
                         lo.close()
                 rows.append(row)
-    finally:
-        ray.shutdown()
-        c.shutdown()
-        shutil.rmtree(tmp, ignore_errors=True)
     return {"rows": rows, "machine": machine(), "settings": dict(images=images, batch=batch, step_ms=step_ms,
                                                                lag_ms=lag_ms, size=list(size), threads=threads)}
 
@@ -440,6 +434,16 @@ def test_smoke():
     paths = [r["path"] for r in result["rows"]]
     assert paths == ["local", "ray"] and all(r["images"] == 8 for r in result["rows"])
     assert "| ray, 1 CPU node" in table(result)
+
+
+@pytest.mark.ray
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
+def test_smoke_ranks():
+    """--ranks runs end to end (tiny): each rank its images, a pool of one actor each."""
+    result = run_ranks(16, 4, 1.0, 5.0, (64, 48), 1, methods=("gdsio",))
+    assert [(r["peer"], r["actors"]) for r in result["rows"]] == [("equal", [1, 1]), ("lagging", [1, 1])]
+    assert all(r[f"rank{k}"]["images"] == 8 and "error" not in r[f"rank{k}"] for r in result["rows"] for k in (0, 1))
+    assert "| gdsio | lagging" in ranks_table(result)
 
 
 if __name__ == "__main__":
