@@ -607,13 +607,23 @@ def test_keyboard_interrupt_in_the_loop_body_and_in_next(many):
         body()
     assert back_to(base_py, base_os) is True
 
-    def slow(samples):
-        time.sleep(0.5)
-        return torch.stack(samples)
+    # The transform holds its sample until 2 s after the interrupt, however
+    # late the timer fires on a loaded machine: next() is still waiting when
+    # the interrupt comes (it polls every POLL_S).
+    interrupted = threading.Event()
+
+    def interrupt():
+        _thread.interrupt_main()
+        time.sleep(2)
+        interrupted.set()
+
+    def slow(sample):
+        interrupted.wait(60)
+        return sample
 
     many.transform = slow
     it = iter(many)
-    timer = threading.Timer(0.1, _thread.interrupt_main)  # arrives while next() waits
+    timer = threading.Timer(0.1, interrupt)  # arrives while next() waits
     timer.start()
     with pytest.raises(KeyboardInterrupt):
         next(it)
