@@ -408,18 +408,15 @@ def main(argv: list[str] | None = None) -> int:
     w, h = (int(x) for x in a.size.split("x"))
     if a.ranks:
         result = run_ranks(a.images, a.batch, a.step_ms, a.lag_ms, (w, h), a.threads)
-        result["command"] = " ".join(["python", "bench/bench_ray.py", *(sys.argv[1:] if argv is None else argv)])
-        print(ranks_table(result))
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump(result, f, indent=2)
-        return 0
-    only = set(a.configs.split(",")) if a.configs else None
-    if only is None and a.kept:
-        only = {"local", "1:0.0", "1:0.5", "1:auto", "2:0.0", "2:auto", "1:0.0:kept", "1:auto:kept", "2:auto:kept"}
-    result = run(a.images, a.batch, a.step_ms, a.passes, (w, h), a.threads, only)
+        render = ranks_table
+    else:
+        only = set(a.configs.split(",")) if a.configs else None
+        if only is None and a.kept:
+            only = {"local", "1:0.0", "1:0.5", "1:auto", "2:0.0", "2:auto", "1:0.0:kept", "1:auto:kept", "2:auto:kept"}
+        result = run(a.images, a.batch, a.step_ms, a.passes, (w, h), a.threads, only)
+        render = table
     result["command"] = " ".join(["python", "bench/bench_ray.py", *(sys.argv[1:] if argv is None else argv)])
-    print(table(result))
+    print(render(result))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=2)
