@@ -609,8 +609,8 @@ def test_keyboard_interrupt_in_the_loop_body_and_in_next(many, request):
     assert back_to(base_py, base_os) is True
 
     # interrupt_main does nothing where SIGINT is ignored, as it is for a
-    # background job of a non-interactive shell (CI failed so): Python's own
-    # handler for the test's duration.
+    # background job of a non-interactive shell (a .ci/run started so failed
+    # here): Python's own handler for the test's duration.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
     # The transform holds its sample until 2 s after the interrupt, however
