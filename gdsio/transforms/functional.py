@@ -426,12 +426,15 @@ _U8, _TENSOR = torch.uint8, torch.Tensor
 
 
 def _resize_cpu_image(img: Any, size: Any, interpolation: Any, antialias: Any) -> torch.Tensor | None:
-    """resize() of one uint8 (C, H, W) CPU tensor to [h, w] with a mode given by
-    name: the common case, in a few Python steps (a resize of a small image
-    would otherwise spend more time here than in the kernel). None when the
-    call is any other case; resize() then takes its general path, which makes
-    the same core call."""
-    if type(img) is not _TENSOR or img.dtype is not _U8 or img.dim() != 3 or not img.is_cpu:
+    """resize() of one uint8 (C, H, W) CPU tensor, or an (N, C, H, W) batch, to
+    [h, w] with a mode given by name: the common case, in a few Python steps
+    (a resize of a small image would otherwise spend more time here than in
+    the kernel). None when the call is any other case; resize() then takes its
+    general path, which makes the same core call."""
+    if type(img) is not _TENSOR or img.dtype is not _U8 or not img.is_cpu:
+        return None
+    dim = img.dim()
+    if dim != 3 and dim != 4:
         return None
     if type(size) not in (list, tuple) or len(size) != 2 or type(size[0]) is not int or type(size[1]) is not int:
         return None
@@ -439,15 +442,19 @@ def _resize_cpu_image(img: Any, size: Any, interpolation: Any, antialias: Any) -
     if got is None:
         return None
     filt, aa = got
-    c, h, w = img.shape
+    n, (c, h, w) = (1, img.shape) if dim == 3 else (img.shape[0], img.shape[1:])
     out_h, out_w = size
-    if not (1 <= c <= 4 and h > 0 and w > 0 and out_h > 0 and out_w > 0):
+    if not (n > 0 and 1 <= c <= 4 and h > 0 and w > 0 and out_h > 0 and out_w > 0):
         return None
-    sc, sh, sw = img.stride()
+    st = img.stride()
+    sc, sh, sw = st[-3:]
     if not _keeps_layout(img, (sc, sh, sw), w):
         return None
-    out = torch.empty((c, out_h, out_w), dtype=_U8)
+    out = torch.empty((c, out_h, out_w) if dim == 3 else (n, c, out_h, out_w), dtype=_U8)
     refs = np.array([[img.data_ptr(), sc, sh, h, w, 0, sw]], np.int64)
+    if n > 1:
+        refs = np.repeat(refs, n, axis=0)
+        refs[:, 0] += np.arange(n, dtype=np.int64) * st[0]
     _core.tf_resize(refs, channels=c, out_h=out_h, out_w=out_w, filter=filt, antialias=aa, out=out.data_ptr(),
                     threads=_current_settings().threads)
     return out

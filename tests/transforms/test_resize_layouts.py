@@ -145,6 +145,29 @@ def test_single_image_shortcut_equals_the_general_path(mode, antialias):
         assert torch.equal(fast, general), name
 
 
+@pytest.mark.parametrize("mode,antialias", [("bilinear", True), ("nearest", False), ("bicubic", True)])
+def test_batch_shortcut_equals_the_general_path(mode, antialias):
+    """An (N, C, H, W) CPU batch takes the same short path, one row of the core's
+    table per image at the batch stride; each image's bytes are those of the
+    general path, for a channels_last batch, planes, every other image of a
+    batch (a batch stride of two images) and one image expanded to three
+    (batch stride 0)."""
+    imgs = [torch.from_numpy(_image(53, 71, 3, seed=s)).permute(2, 0, 1).contiguous() for s in range(6)]
+    planes = torch.stack(imgs)
+    batches = {
+        "channels_last": planes.contiguous(memory_format=torch.channels_last),
+        "planes": planes,
+        "every_other": planes[::2],
+        "expanded": planes[:1].expand(3, -1, -1, -1),
+        "one": planes[:1].contiguous(memory_format=torch.channels_last),
+    }
+    for name, x in batches.items():
+        fast = T.resize(x, [29, 40], interpolation=mode, antialias=antialias)
+        general = T.resize(list(x.unbind(0)), (29, 40), interpolation=mode.upper(), antialias=antialias)
+        assert fast.shape == (x.shape[0], 3, 29, 40) and fast.is_contiguous(), name
+        assert torch.equal(fast, general), name
+
+
 def test_single_image_shortcut_leaves_other_calls_to_the_general_path():
     x = torch.from_numpy(_image(40, 30, 3)).permute(2, 0, 1)
     # bicubic without antialias is torch's interpolate (its uint8 CPU kernel), as torchvision runs it
