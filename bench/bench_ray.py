@@ -31,6 +31,19 @@ world_size=2)``, each rank its own execution over its own shard, against
 one ``gdsio.data.ray.dataset`` split by ``streaming_split(2, equal=True)``.
 The figure is rank 0's rate with a lagging peer over its rate with an equal
 one, each run in the same cluster.
+
+``--conversion`` measures the hop alone, from Ray's object store to a batch
+tensor in the consumer (ray-project/ray#50128: ``iter_torch_batches`` slow,
+no way to reuse or pin the memory): the same materialized batches (one
+block each, as the CPU nodes make them), read by gdsio's feed (blocks as
+they are, one copy into a pooled tensor of its own; and as it was, with a
+fresh ``torch.empty`` per batch), by
+``iter_torch_batches`` as it is and followed by ``clone()``, and by
+``iter_batches`` with ``torch.from_numpy`` (no copy: the floor); beside one
+copy of the same bytes into a reused buffer (what a copy costs here). It
+also checks whether an in-place write to an ``iter_torch_batches`` tensor
+shows in the next pass over the dataset (whether its tensors alias the
+stored blocks).
 """
 
 from __future__ import annotations
@@ -204,9 +217,10 @@ def run_config(name: str, make: Any, step_s: float, passes: int) -> dict[str, An
 
 
 @contextlib.contextmanager
-def _cluster(images: int, size: tuple[int, int]) -> Iterator[tuple[Any, str]]:
-    """A Cluster on loopback with its trainer head (1 CPU), connected, and an
-    ImageFolder of `images` generated JPEGs; (cluster, folder). Shut down and removed after."""
+def _cluster(images: int, size: tuple[int, int], object_store_memory: int | None = None) -> Iterator[tuple[Any, str]]:
+    """A Cluster on loopback with its trainer head (1 CPU; its object store
+    NODE's unless given), connected, and an ImageFolder of `images` generated
+    JPEGs; (cluster, folder). Shut down and removed after."""
     import ray
     from ray.cluster_utils import Cluster
 
@@ -214,8 +228,9 @@ def _cluster(images: int, size: tuple[int, int]) -> Iterator[tuple[Any, str]]:
     os.environ["RAY_TMPDIR"] = tmp
     root = os.path.join(tmp, "train")
     demo.write_jpeg_folder(root, classes=4, per_class=max(1, images // 4), size=size)
+    head = dict(NODE, **({} if object_store_memory is None else {"object_store_memory": object_store_memory}))
     c = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, include_dashboard=False,
-                                                          labels={ROLE: "trainer"}, **NODE))
+                                                          labels={ROLE: "trainer"}, **head))
     try:
         c.connect()
         ray.data.DataContext.get_current().enable_progress_bars = False
@@ -353,6 +368,121 @@ def ranks_table(result: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def run_conversion(batches: int, batch: int, shape: tuple[int, ...], rounds: int) -> dict[str, Any]:
+    """Per-batch time of the object store -> tensor hop, each way over the same
+    materialized blocks, in interleaved rounds (medians); see the module's docstring."""
+    import queue
+    import statistics
+    import threading
+
+    import numpy as np
+    import ray
+
+    from gdsio.data.ray.passes import _RemoteFeed
+
+    def make(rows: dict[str, Any]) -> dict[str, Any]:
+        """One input row -> one block of `batch` rows with the columns the CPU nodes give gdsio's feed
+        (nested: Ray's workers get it by value, they cannot import this file)."""
+        k = int(rows["id"][0])
+        rng = np.random.default_rng(k)
+        return {"image": rng.random((batch, *shape), dtype=np.float32), "label": np.full(batch, k, np.int64),
+                "batch_no": np.full(batch, k, np.int64), "epoch": np.zeros(batch, np.int64),
+                "count": np.full(batch, batch, np.int64), "node": np.array(["cpu-node"] * batch),
+                "seconds": np.zeros(batch, np.float64)}
+
+    nbytes = batch * 4 * int(np.prod(shape))
+    with _cluster(1, (8, 8), object_store_memory=max(256 << 20, 3 * batches * nbytes)):
+        ds = ray.data.range(batches, override_num_blocks=batches).map_batches(
+            make, batch_size=1).materialize()
+        plain = ds.select_columns(["image", "label"]).materialize()  # what a user hands iter_torch_batches
+        src = np.random.default_rng(0).random((batch, *shape), dtype=np.float32)
+
+        class FreshFeed(_RemoteFeed):
+            """The feed with a fresh torch.empty per batch, as it was before its host-pool buffers."""
+
+            def _tensor(self, arrays: list[Any]) -> Any:
+                out = torch.empty((sum(len(a) for a in arrays), *arrays[0].shape[1:]),
+                                  dtype=torch.from_numpy(np.empty(0, arrays[0].dtype)).dtype)
+                view, at = out.numpy(), 0
+                for a in arrays:
+                    view[at : at + len(a)] = a
+                    at += len(a)
+                return out
+
+        def feed(kind: type = _RemoteFeed) -> list[Any]:
+            q: queue.Queue[Any] = queue.Queue(2)
+            stop = threading.Event()
+            th = threading.Thread(target=kind(ds, q, stop, False, 2).run, daemon=True)
+            th.start()
+            out = []
+            while (item := q.get())[0] == "batch":
+                out.append(item[2])
+            th.join()
+            if item[0] == "error":
+                raise item[1]
+            return out
+
+        def torch_batches() -> list[Any]:
+            return [b["image"] for b in plain.iter_torch_batches(batch_size=batch, device="cpu")]
+
+        def from_numpy() -> list[Any]:
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # the read-only buffer's warning: the point of the row
+                return [torch.from_numpy(b["image"]) for b in plain.iter_batches(batch_size=batch,
+                                                                                  batch_format="numpy")]
+
+        def torch_batches_clone() -> list[Any]:
+            return [b["image"].clone() for b in plain.iter_torch_batches(batch_size=batch, device="cpu")]
+
+        reused = torch.empty((batch, *shape), dtype=torch.float32)
+
+        def copy() -> list[Any]:
+            for _ in range(batches):
+                reused.numpy()[...] = src
+            return [reused] * batches
+
+        ways = {"gdsio feed (one copy)": feed, "gdsio feed, a fresh torch.empty per batch": lambda: feed(FreshFeed),
+                "iter_torch_batches (views of the object store)": torch_batches,
+                "iter_torch_batches + clone()": torch_batches_clone,
+                "iter_batches + from_numpy (no copy: the floor)": from_numpy,
+                "one copy into a reused buffer (a memcpy here)": copy}
+        times: dict[str, list[float]] = {k: [] for k in ways}
+        for r in range(rounds + 1):
+            for name, fn in ways.items():
+                t0 = time.perf_counter()
+                got = fn()
+                dt = time.perf_counter() - t0
+                if len(got) != batches or tuple(got[0].shape) != (batch, *shape):
+                    raise RuntimeError(f"{name}: {len(got)} batches of {tuple(got[0].shape) if got else None}")
+                if r:  # round 0 warms every way up
+                    times[name].append(dt / batches)
+        # Whether iter_torch_batches' tensors alias the stored blocks: an in-place
+        # write to one shows in the next pass over the same dataset (last: it spoils `plain`).
+        # The images are in [0, 1): add 1000 to every one of a pass, look for them in the next.
+        for b in plain.iter_torch_batches(batch_size=batch, device="cpu"):
+            b["image"].add_(1000.0)
+        aliases = any(float(b["image"].max()) >= 1000.0 for b in plain.iter_torch_batches(batch_size=batch,
+                                                                                         device="cpu"))
+        rows = [{"way": k, "ms_per_batch": statistics.median(v) * 1e3, "gb_per_s": nbytes / statistics.median(v) / 1e9,
+                 "rounds_ms": [x * 1e3 for x in v]} for k, v in times.items()]
+    return {"rows": rows, "machine": machine(), "iter_torch_batches_aliases_the_store": aliases,
+            "settings": dict(batches=batches, batch=batch, shape=list(shape), rounds=rounds, batch_bytes=nbytes)}
+
+
+def conversion_table(result: dict[str, Any]) -> str:
+    gd_ms = result["rows"][0]["ms_per_batch"]  # gdsio's feed
+    out = ["| way | ms per batch | GB/s | time vs gdsio feed |", "| --- | --- | --- | --- |"]
+    for r in result["rows"]:
+        out.append(f"| {r['way']} | {r['ms_per_batch']:.2f} | {r['gb_per_s']:.2f} | {r['ms_per_batch'] / gd_ms:.2f}x |")
+    out.append("")
+    out.append("An in-place write to a tensor from iter_torch_batches "
+               + ("shows in the next pass over the same dataset: its tensors are views of the stored blocks."
+                  if result["iter_torch_batches_aliases_the_store"] else "does not show in the next pass."))
+    return "\n".join(out)
+
+
 def machine() -> dict[str, Any]:
     import ray
 
@@ -403,10 +533,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ranks", action="store_true",
                     help="two ranks at once, one lagging: gdsio.data.ray.Loader per rank against streaming_split")
     ap.add_argument("--lag-ms", type=float, default=500.0, help="--ranks: the lagging rank's step per batch")
+    ap.add_argument("--conversion", action="store_true",
+                    help="the object store -> tensor hop alone: gdsio's feed against iter_torch_batches")
+    ap.add_argument("--batches", type=int, default=8, help="--conversion: materialized batches of --batch images")
+    ap.add_argument("--rounds", type=int, default=5, help="--conversion: timed rounds (after one warm-up)")
     ap.add_argument("--json", metavar="FILE")
     a = ap.parse_args(argv)
     w, h = (int(x) for x in a.size.split("x"))
-    if a.ranks:
+    if a.conversion:
+        result = run_conversion(a.batches, a.batch, (3, 224, 224), a.rounds)
+        render = conversion_table
+    elif a.ranks:
         result = run_ranks(a.images, a.batch, a.step_ms, a.lag_ms, (w, h), a.threads)
         render = ranks_table
     else:
@@ -441,6 +578,19 @@ def test_smoke_ranks():
     assert [(r["peer"], r["actors"]) for r in result["rows"]] == [("equal", [1, 1]), ("lagging", [1, 1])]
     assert all(r[f"rank{k}"]["images"] == 8 and "error" not in r[f"rank{k}"] for r in result["rows"] for k in (0, 1))
     assert "| gdsio | lagging" in ranks_table(result)
+
+
+@pytest.mark.ray
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
+def test_smoke_conversion():
+    """--conversion runs end to end (tiny): every way gives every batch."""
+    result = run_conversion(3, 2, (3, 8, 8), 1)
+    assert [r["way"] for r in result["rows"]][:4] == ["gdsio feed (one copy)",
+                                                      "gdsio feed, a fresh torch.empty per batch",
+                                                      "iter_torch_batches (views of the object store)",
+                                                      "iter_torch_batches + clone()"]
+    assert all(r["ms_per_batch"] > 0 for r in result["rows"])
+    assert "| iter_torch_batches + clone() |" in conversion_table(result)
 
 
 if __name__ == "__main__":
