@@ -149,8 +149,8 @@ class _RemoteFeed:
         pinned for a GPU (torch's caching host allocator keeps those), else
         from gdsio's host pool, whose large blocks come back with their pages
         faulted in. A fresh torch.empty per batch faults every page in again
-        where malloc hands large blocks back to the kernel: 19 MiB batches
-        took 14-45 ms here instead of 5 (bench_ray.py --conversion)."""
+        where malloc hands large blocks back to the kernel: 18 MiB batches
+        took 26-34 ms here instead of 7 (bench/results/cpu-ray-conversion-2026-12-02.md)."""
         import torch
 
         n = sum(len(a) for a in arrays)
