@@ -5,7 +5,9 @@ A local multi-node Ray cluster (ray.cluster_utils.Cluster, every process on
 127.0.0.1): a trainer node (the head, 1 CPU, where this process consumes) and
 CPU nodes labelled ``gdsio-role=preprocess`` (1 CPU each). The consumer's
 "GPU step" is a sleep of --step-ms per batch (a stand-in: no GPU is needed and
-the step's length is known); batches are made on the CPU (device="cpu").
+the step's length is known); batches are made on the CPU and handed over
+there (device="cpu"), or with --device cuda copied to the GPU, the consumer
+waiting for each copy before its step.
 
     python bench/bench_ray.py                                    # the defaults below
     python bench/bench_ray.py --images 256 --batch 32 --step-ms 60 --json out.json
@@ -92,6 +94,8 @@ def consume(loader: Any, step_s: float) -> tuple[int, float, int, float]:
             first = time.perf_counter()
             n_first = int(images.shape[0])
         n += int(images.shape[0])
+        if images.is_cuda:  # the batch's copy to the GPU (queued on this stream) is part of the wait
+            torch.cuda.current_stream(images.device).synchronize()
         time.sleep(step_s)  # the "GPU step"
     end = time.perf_counter()
     return n, (first or end) - t0, n - n_first, end - (first or end)
@@ -242,7 +246,7 @@ def _cluster(images: int, size: tuple[int, int], object_store_memory: int | None
 
 
 def run(images: int, batch: int, step_ms: float, passes: int, size: tuple[int, int], threads: int,
-        only: set[str] | None = None) -> dict[str, Any]:
+        only: set[str] | None = None, device: str = "cpu") -> dict[str, Any]:
     import gdsio.data.ray as gray
 
     tf = transform()
@@ -255,11 +259,11 @@ def run(images: int, batch: int, step_ms: float, passes: int, size: tuple[int, i
 
         if want("local"):
             rows.append(run_config("local (gdsio.Loader)", lambda: gd.Loader(
-                root, batch, device="cpu", transform=tf, shuffle=True, threads=threads), step_s, passes))
+                root, batch, device=device, transform=tf, shuffle=True, threads=threads), step_s, passes))
         c.add_node(num_cpus=1, labels=PRE, **NODE)
 
         def offload(share: Any, epochs: int = 1) -> Any:
-            return lambda: gray.Loader(root, batch, device="cpu", transform=tf, local_share=share, resources=PRE,
+            return lambda: gray.Loader(root, batch, device=device, transform=tf, local_share=share, resources=PRE,
                                        threads=threads, timeout=300, epochs_per_pool=epochs)
 
         kept = passes + 1  # the warm-up pass and the measured ones: one actor pool for all of them
@@ -273,7 +277,8 @@ def run(images: int, batch: int, step_ms: float, passes: int, size: tuple[int, i
                 if want(f"{nodes}:{share}:kept"):
                     rows.append(run_config(f"{where}, epochs_per_pool={kept}", offload(share, kept), step_s, passes))
     return {"rows": rows, "machine": machine(), "settings": dict(images=images, batch=batch, step_ms=step_ms,
-                                                               passes=passes, size=list(size), threads=threads)}
+                                                               passes=passes, size=list(size), threads=threads,
+                                                               device=device)}
 
 
 def _consume_rank(iterable: Any, step_s: float, out: dict[str, Any]) -> None:
@@ -537,6 +542,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the object store -> tensor hop alone: gdsio's feed against iter_torch_batches")
     ap.add_argument("--batches", type=int, default=8, help="--conversion: materialized batches of --batch images")
     ap.add_argument("--rounds", type=int, default=5, help="--conversion: timed rounds (after one warm-up)")
+    ap.add_argument("--device", default="cpu", help="where the loaders put the batches (cuda: through pinned memory, "
+                                                    "the consumer waits for each copy); the offload table only")
     ap.add_argument("--json", metavar="FILE")
     a = ap.parse_args(argv)
     w, h = (int(x) for x in a.size.split("x"))
@@ -550,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
         only = set(a.configs.split(",")) if a.configs else None
         if only is None and a.kept:
             only = {"local", "1:0.0", "1:0.5", "1:auto", "2:0.0", "2:auto", "1:0.0:kept", "1:auto:kept", "2:auto:kept"}
-        result = run(a.images, a.batch, a.step_ms, a.passes, (w, h), a.threads, only)
+        result = run(a.images, a.batch, a.step_ms, a.passes, (w, h), a.threads, only, a.device)
         render = table
     result["command"] = " ".join(["python", "bench/bench_ray.py", *(sys.argv[1:] if argv is None else argv)])
     print(render(result))

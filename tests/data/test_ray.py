@@ -312,6 +312,35 @@ def test_all_remote_equals_the_cpu_loader_byte_for_byte(cluster, folder):
 
 
 @pytest.mark.ray
+@pytest.mark.gpu
+@pytest.mark.parametrize("share", [0.0, 0.5])
+def test_on_a_gpu_batches_land_on_the_consumers_stream_equal_to_the_cpu_loader(cluster, folder, share):
+    """device="cuda": remote batches go from pinned memory to the GPU on the
+    consumer's current stream, local ones are ordered after it. Read at once
+    by a kernel on a side stream made current, every batch equals the CPU
+    loader's byte for byte (a copy on another stream, unordered, would race)."""
+    import gdsio.data.ray as gray
+
+    loader = gray.Loader(folder, 4, device="cuda", transform=TF, seed=SEED, local_share=share, resources=PRE,
+                         timeout=TIMEOUT)
+    loader.set_epoch(1)
+    side = torch.cuda.Stream()
+    got = []
+    try:
+        with torch.cuda.stream(side):
+            for x, y in loader:
+                assert x.is_cuda and y.is_cuda and x.device == torch.device("cuda", torch.cuda.current_device())
+                got.append(((x + 0).cpu(), (y + 0).cpu()))  # kernels on `side`, then its copy to the host
+                del x, y
+    finally:
+        loader.close()
+    assert_same(got, cpu_batches(folder, 4, 1))
+    s = loader.stats()
+    assert s.local_samples + s.remote_samples == 18
+    assert s.remote_samples == 18 if share == 0.0 else min(s.local_samples, s.remote_samples) > 0
+
+
+@pytest.mark.ray
 def test_a_fixed_share_splits_a_rank_and_gives_the_rank_its_gdsio_shard(cluster, folder, caplog):
     for rank in (0, 1):
         with caplog.at_level(logging.WARNING, logger="gdsio"):
