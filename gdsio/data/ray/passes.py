@@ -145,26 +145,28 @@ class _RemoteFeed:
                 int(first["epoch"][0]))
 
     def _tensor(self, arrays: list[np.ndarray]) -> Any:
-        """One copy, from Ray's read-only buffers into a tensor of our own:
-        pinned for a GPU (torch's caching host allocator keeps those), else
-        from gdsio's host pool, whose large blocks come back with their pages
-        faulted in. A fresh torch.empty per batch faults every page in again
-        where malloc hands large blocks back to the kernel: 18 MiB batches
-        took 26-34 ms here instead of 7 (bench/results/cpu-ray-conversion-2026-12-02.md)."""
+        """One copy, from Ray's read-only buffers into a tensor of our own (`_empty`)."""
         import torch
 
         n = sum(len(a) for a in arrays)
-        dtype = torch.from_numpy(np.empty(0, arrays[0].dtype)).dtype
-        shape = (n, *arrays[0].shape[1:])
-        if self.pinned:
-            out = torch.empty(shape, dtype=dtype, pin_memory=True)
-        else:
-            out = host_empty(math.prod(shape) * arrays[0].itemsize).view(dtype).view(shape)
+        out = self._empty((n, *arrays[0].shape[1:]), torch.from_numpy(np.empty(0, arrays[0].dtype)).dtype)
         view, at = out.numpy(), 0
         for a in arrays:
             view[at : at + len(a)] = a
             at += len(a)
         return out
+
+    def _empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        """A batch's tensor: pinned for a GPU (torch's caching host allocator
+        keeps those), else from gdsio's host pool, whose large blocks come back
+        with their pages faulted in. A fresh torch.empty per batch faults every
+        page in again where malloc hands large blocks back to the kernel: 18 MiB
+        batches took 26-34 ms here instead of 7 (bench/results/cpu-ray-conversion-2026-12-02.md)."""
+        import torch
+
+        if self.pinned:
+            return torch.empty(shape, dtype=dtype, pin_memory=True)
+        return host_empty(math.prod(shape) * dtype.itemsize).view(dtype).view(shape)
 
     def abort(self) -> None:
         """Ends the dataset's execution from another thread: a feed blocked in
