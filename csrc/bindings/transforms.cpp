@@ -145,12 +145,16 @@ GDSIO_EXPORT(transforms) {
 
   m.def(
       "tf_cpu_simd", [] { return std::string(simd::level_name(simd::level())); },
-      "The SIMD level the CPU resize runs at: 'avx2' or 'scalar' (GDSIO_CPU_SIMD=scalar lowers it).");
+      "The SIMD level the CPU resize runs at: 'avx512', 'avx2' or 'scalar' (GDSIO_CPU_SIMD=avx2 or scalar "
+      "lowers it).");
   m.def(
       "tf_set_cpu_simd",
       [](const std::string& name) {
-        GDSIO_EXPECT(name == "avx2" || name == "scalar", ValueError, "level: 'avx2' or 'scalar', got '", name, "'");
-        simd::set_level(name == "avx2" ? simd::Level::kAvx2 : simd::Level::kScalar);
+        GDSIO_EXPECT(name == "avx512" || name == "avx2" || name == "scalar", ValueError,
+                     "level: 'avx512', 'avx2' or 'scalar', got '", name, "'");
+        simd::set_level(name == "avx512" ? simd::Level::kAvx512
+                        : name == "avx2" ? simd::Level::kAvx2
+                                         : simd::Level::kScalar);
         return std::string(simd::level_name(simd::level()));
       },
       py::arg("level"),

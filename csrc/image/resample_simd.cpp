@@ -1,6 +1,7 @@
-// AVX2 kernels of the CPU resize (see resample_simd.hpp for the arithmetic).
-// Functions carry target("avx2") attributes and run only when the CPU says it
-// has AVX2; nothing here is inline code shared with other translation units.
+// AVX2 and AVX-512 kernels of the CPU resize (see resample_simd.hpp for the
+// arithmetic). Functions carry target attributes and run only when the CPU
+// says it has the level's instructions; nothing here is inline code shared
+// with other translation units.
 #include "image/resample_simd.hpp"
 
 #include <atomic>
@@ -10,20 +11,36 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define GDSIO_X86_SIMD 1
 #include <immintrin.h>
+#define GDSIO_AVX512 __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
 #endif
 
 namespace gdsio::image::simd {
 
 namespace {
 
-Level detect() {
-  const char* env = std::getenv("GDSIO_CPU_SIMD");
-  if (env != nullptr && std::strcmp(env, "scalar") == 0) return Level::kScalar;
+Level cpu_best() {
 #ifdef GDSIO_X86_SIMD
   __builtin_cpu_init();
+  // __builtin_cpu_supports also checks that the OS saves the registers' state.
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+      __builtin_cpu_supports("avx512vbmi"))
+    return Level::kAvx512;
   if (__builtin_cpu_supports("avx2")) return Level::kAvx2;
 #endif
   return Level::kScalar;
+}
+
+Level detect() {
+  Level b = cpu_best();
+  const char* env = std::getenv("GDSIO_CPU_SIMD");
+  if (env != nullptr) {
+    Level cap = b;
+    if (std::strcmp(env, "scalar") == 0) cap = Level::kScalar;
+    if (std::strcmp(env, "avx2") == 0) cap = Level::kAvx2;
+    if ((int)cap < (int)b) b = cap;
+  }
+  return b;
 }
 
 Level best() {
@@ -36,8 +53,29 @@ std::atomic<int> g_level{-1};
 inline std::int16_t lo15(std::int32_t w) { return (std::int16_t)(w & 0x7fff); }
 inline std::int16_t hi15(std::int32_t w) { return (std::int16_t)((w - (w & 0x7fff)) >> 15); }
 
+// w = d[0] * 2^16 + d[1] * 2^8 + d[2], each digit in [-128, 127] (the
+// AVX-512 kernels' pieces); false when |w| is too large for three digits.
+inline bool digits3(std::int32_t w, std::int8_t d[3]) {
+  const std::int32_t d0 = ((w + 128) & 255) - 128;
+  const std::int32_t r = (w - d0) / 256;  // exact
+  const std::int32_t d1 = ((r + 128) & 255) - 128;
+  const std::int32_t d2 = (r - d1) / 256;  // exact
+  if (d2 < -128 || d2 > 127) return false;
+  d[0] = (std::int8_t)d2, d[1] = (std::int8_t)d1, d[2] = (std::int8_t)d0;
+  return true;
+}
+
 constexpr int kShift = 22;               // PRECISION_BITS of Pillow's Resample.c
 constexpr std::int32_t kInit = 1 << 21;  // h_init / v_init of Pillow's 8-bit passes
+// kInit as the AVX-512 kernels add it: to the top digit's sum, which is then
+// shifted left twice by 8 bits.
+constexpr std::int32_t kInitTop = kInit >> 16;
+
+// AVX-512 taps per vector: 16 pixels of at most 4 bytes fill one 64-byte load;
+// windows of up to kMaxVectors512 such vectors (1024 taps) take the AVX-512
+// kernels, longer ones the AVX2 kernels.
+constexpr int kTaps512 = 16;
+constexpr int kMaxVectors512 = 64;
 
 }  // namespace
 
@@ -51,13 +89,119 @@ void set_level(Level l) {
   g_level.store((int)((int)l > (int)b ? b : l), std::memory_order_relaxed);
 }
 
-const char* level_name(Level l) { return l == Level::kAvx2 ? "avx2" : "scalar"; }
+const char* level_name(Level l) {
+  return l == Level::kAvx512 ? "avx512" : l == Level::kAvx2 ? "avx2" : "scalar";
+}
 
 // ---- weights --------------------------------------------------------------------
-std::size_t h_weights_bytes_interleaved(int out, int k) { return (std::size_t)out * ((k + 3) / 4) * 64; }
+// AVX2, interleaved: groups of 4 taps, 64 bytes (hi, lo) per group and output
+// index. AVX2, planar: groups of 16 taps, 64 bytes (hi, lo) per group and
+// output index.
+//
+// AVX-512: a 64-byte header (int32: the layout, the tap groups) and then
+// - kBlocks (interleaved and planar): blocks of P output indices (P = 4
+//   interleaved pixels of 4 channel slots, or 16 planar pixels), one int32
+//   lane per (index, slot). Per block, a 64-byte byte index into the source
+//   bytes from the block's first window start (lane l = i * slots + c, tap t:
+//   (start_i - start_0 + t) * ps + c), and per group of 4 taps, 3 x 64 bytes
+//   (one per digit): byte 4 l + t is that digit of tap 4 g + t of index i.
+//   Every group of taps of a block is then one (or two) 64-byte loads and one
+//   byte permutation: the block's windows must lie within 64 (kBlocks64) or
+//   128 bytes (kBlocks128), the source readable kOverRead bytes past them.
+// - kVectors (interleaved, where a block's windows spread wider): per output
+//   index, vectors of 16 taps, 3 x 64 bytes per vector; byte 4 (4 g + c) + t
+//   of a digit's 64 is that digit of tap 16 v + 4 g + t, every channel slot c.
+namespace {
+enum Layout512 : std::int32_t { kBlocks64 = 1, kBlocks128 = 2, kVectors = 3 };
 
-void h_weights_interleaved(const std::int32_t* w, int out, int k, std::int16_t* dst) {
+std::size_t blocks_bytes(int out, int k, int per_block) {
+  return 64 + (std::size_t)((out + per_block - 1) / per_block) * (64 + (std::size_t)((k + 3) / 4) * 192);
+}
+
+// Fills the kBlocks layout; 0 when a weight does not fit three digits or a
+// block's windows spread over more than 128 bytes.
+std::int32_t fill_blocks(const std::int32_t* bounds, const std::int32_t* w, int out, int k, int ps, int slots,
+                         std::int8_t* dst) {
+  const int per_block = 16 / slots, groups = (k + 3) / 4;
+  const std::size_t bstride = 64 + (std::size_t)groups * 192;
+  int widest = 0;
+  for (int b = 0; b * per_block < out; ++b) {
+    std::int8_t* blk = dst + 64 + b * bstride;
+    const int x0 = b * per_block;
+    for (int i = 0; i < per_block; ++i) {
+      const int x = x0 + i < out ? x0 + i : out - 1;  // past the end: a real window, weights zero
+      const int d = bounds[2 * x] - bounds[2 * x0];
+      for (int c = 0; c < slots; ++c) {
+        for (int t = 0; t < 4; ++t) {
+          const int byte = (d + t) * ps + c;
+          if (byte > 127) return 0;
+          if (byte + 1 > widest) widest = byte + 1;
+          blk[4 * (i * slots + c) + t] = (std::int8_t)byte;
+        }
+      }
+      for (int g = 0; g < groups; ++g) {
+        for (int t = 0; t < 4; ++t) {
+          const int tap = 4 * g + t;
+          std::int8_t dg[3] = {0, 0, 0};
+          if (x0 + i < out && tap < k && !digits3(w[(std::size_t)x * k + tap], dg)) return 0;
+          for (int e = 0; e < 3; ++e)
+            for (int c = 0; c < slots; ++c) blk[64 + 192 * g + 64 * e + 4 * (i * slots + c) + t] = dg[e];
+        }
+      }
+    }
+  }
+  // A group's load of 64 or 128 bytes from its window's first pixel ends
+  // within kOverRead bytes past the block's first window.
+  static_assert(kOverRead >= 128, "the AVX-512 block kernels read 128 bytes from a group's first tap");
+  return widest <= 64 ? kBlocks64 : kBlocks128;
+}
+
+void header(std::int8_t* dst, std::int32_t layout, int groups) {
+  std::memset(dst, 0, 64);
+  std::memcpy(dst, &layout, 4);
+  std::memcpy(dst + 4, &groups, 4);
+}
+}  // namespace
+
+std::size_t h_weights_bytes_interleaved(Level l, int out, int k) {
+  if (l == Level::kAvx512) {
+    const std::size_t vectors = 64 + (std::size_t)out * ((k + kTaps512 - 1) / kTaps512) * 192;
+    const std::size_t blocks = blocks_bytes(out, k, 4);
+    return vectors > blocks ? vectors : blocks;
+  }
+  return (std::size_t)out * ((k + 3) / 4) * 64;
+}
+
+bool h_weights_interleaved(Level l, const std::int32_t* bounds, const std::int32_t* w, int out, int k,
+                           int pixel_stride, void* out_bytes) {
+  if (l == Level::kAvx512) {
+    auto* dst = static_cast<std::int8_t*>(out_bytes);
+    const std::int32_t layout = fill_blocks(bounds, w, out, k, pixel_stride, 4, dst);
+    if (layout != 0) {
+      header(dst, layout, (k + 3) / 4);
+      return true;
+    }
+    const int nv = (k + kTaps512 - 1) / kTaps512;
+    if (nv > kMaxVectors512) return false;
+    header(dst, kVectors, nv);
+    for (int x = 0; x < out; ++x) {
+      for (int v = 0; v < nv; ++v) {
+        std::int8_t* block = dst + 64 + ((std::size_t)x * nv + v) * 192;
+        for (int g = 0; g < 4; ++g) {
+          for (int t = 0; t < 4; ++t) {
+            const int tap = kTaps512 * v + 4 * g + t;
+            std::int8_t d[3] = {0, 0, 0};
+            if (tap < k && !digits3(w[(std::size_t)x * k + tap], d)) return false;
+            for (int i = 0; i < 3; ++i)
+              for (int c = 0; c < 4; ++c) block[64 * i + 4 * (4 * g + c) + t] = d[i];
+          }
+        }
+      }
+    }
+    return true;
+  }
   const int groups = (k + 3) / 4;
+  auto* dst = static_cast<std::int16_t*>(out_bytes);
   for (int x = 0; x < out; ++x) {
     for (int g = 0; g < groups; ++g) {
       std::int16_t* hi = dst + ((std::size_t)x * groups + g) * 32;
@@ -74,12 +218,24 @@ void h_weights_interleaved(const std::int32_t* w, int out, int k, std::int16_t* 
       }
     }
   }
+  return true;
 }
 
-std::size_t h_weights_bytes_planar(int out, int k) { return (std::size_t)out * ((k + 15) / 16) * 64; }
+std::size_t h_weights_bytes_planar(Level l, int out, int k) {
+  if (l == Level::kAvx512) return blocks_bytes(out, k, 16);
+  return (std::size_t)out * ((k + 15) / 16) * 64;
+}
 
-void h_weights_planar(const std::int32_t* w, int out, int k, std::int16_t* dst) {
+bool h_weights_planar(Level l, const std::int32_t* bounds, const std::int32_t* w, int out, int k, void* out_bytes) {
+  if (l == Level::kAvx512) {
+    auto* dst = static_cast<std::int8_t*>(out_bytes);
+    const std::int32_t layout = fill_blocks(bounds, w, out, k, 1, 1, dst);
+    if (layout == 0) return false;  // windows spread wider: the AVX2 kernel
+    header(dst, layout, (k + 3) / 4);
+    return true;
+  }
   const int groups = (k + 15) / 16;
+  auto* dst = static_cast<std::int16_t*>(out_bytes);
   for (int x = 0; x < out; ++x) {
     for (int g = 0; g < groups; ++g) {
       std::int16_t* hi = dst + ((std::size_t)x * groups + g) * 32;
@@ -92,6 +248,7 @@ void h_weights_planar(const std::int32_t* w, int out, int k, std::int16_t* dst) 
       }
     }
   }
+  return true;
 }
 
 #ifdef GDSIO_X86_SIMD
@@ -345,13 +502,264 @@ __attribute__((target("avx2"))) void deinterleave3_avx2(const std::uint8_t* v, i
     for (int c = 0; c < 3; ++c) o[c][flip ? n - 1 - x : x] = v[3 * x + c];
 }
 
+
+// ---- AVX-512 (VNNI) -------------------------------------------------------------
+// GCC 12 warns of the "undefined" vectors inside its own AVX-512 intrinsics.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// Horner's way over the digits: acc = (((init + sum_d2) << 8) + sum_d1 << 8) + sum_d0.
+// `x[v]`: the pixels of tap vector v; `w`: 3 vectors (d2, d1, d0) per tap vector.
+template <int NV>
+GDSIO_AVX512 inline __m512i dot3(const __m512i* x, const std::int8_t* w, int nv, __m512i init) {
+  const int n = NV > 0 ? NV : nv;
+  __m512i a = init;
+  for (int v = 0; v < n; ++v) a = _mm512_dpbusd_epi32(a, x[v], _mm512_loadu_si512(w + 192 * v));
+  a = _mm512_slli_epi32(a, 8);
+  for (int v = 0; v < n; ++v) a = _mm512_dpbusd_epi32(a, x[v], _mm512_loadu_si512(w + 192 * v + 64));
+  a = _mm512_slli_epi32(a, 8);
+  for (int v = 0; v < n; ++v) a = _mm512_dpbusd_epi32(a, x[v], _mm512_loadu_si512(w + 192 * v + 128));
+  return a;
+}
+
+// Interleaved rows: one output pixel's taps, 16 at a time, in one 64-byte
+// load (masked to the bytes of the window: nothing is read past its last
+// channel) and one byte permutation into lanes (g, c) of four taps 4g..4g+3
+// of channel slot c. Slots c >= C hold bytes that no output takes.
+template <int NV>
+GDSIO_AVX512 inline void h512_interleaved_px(const std::uint8_t* p, const std::uint8_t* q, const std::int8_t* w,
+                                             int nv, std::ptrdiff_t vstep, __m512i idx, const __mmask64* masks,
+                                             __m512i init, __m512i* s, __m512i* t) {
+  const int n = NV > 0 ? NV : nv;
+  __m512i x[NV > 0 ? NV : kMaxVectors512];
+  for (int v = 0; v < n; ++v) x[v] = _mm512_permutexvar_epi8(idx, _mm512_maskz_loadu_epi8(masks[v], p + v * vstep));
+  *s = dot3<NV>(x, w, nv, init);
+  if (q == nullptr) return;
+  for (int v = 0; v < n; ++v) x[v] = _mm512_permutexvar_epi8(idx, _mm512_maskz_loadu_epi8(masks[v], q + v * vstep));
+  *t = dot3<NV>(x, w, nv, init);
+}
+
+// Four pixels' sums (lanes (g, c): 4 tap groups x 4 channel slots) -> 16
+// bytes: channel slot c of pixel i at byte 4 i + c, rounded and clipped as
+// h_finish does.
+GDSIO_AVX512 inline __m128i h512_finish4(__m512i s0, __m512i s1, __m512i s2, __m512i s3) {
+  const __m512i u = _mm512_add_epi32(_mm512_shuffle_i32x4(s0, s1, 0x44), _mm512_shuffle_i32x4(s0, s1, 0xEE));
+  const __m512i v = _mm512_add_epi32(_mm512_shuffle_i32x4(s2, s3, 0x44), _mm512_shuffle_i32x4(s2, s3, 0xEE));
+  const __m512i t = _mm512_add_epi32(_mm512_shuffle_i32x4(u, v, 0x88), _mm512_shuffle_i32x4(u, v, 0xDD));
+  return _mm512_cvtusepi32_epi8(_mm512_max_epi32(_mm512_srai_epi32(t, kShift), _mm512_setzero_si512()));
+}
+
+template <int NV>
+GDSIO_AVX512 void h512_interleaved_g(const std::uint8_t* row0, const std::uint8_t* row1, int channels, int ps,
+                                     int out, int k, const std::int32_t* bounds, const std::int8_t* weights,
+                                     std::uint8_t* dst0, std::uint8_t* dst1) {
+  const int nv = (k + kTaps512 - 1) / kTaps512;
+  alignas(64) std::uint8_t ix[64];
+  for (int g = 0; g < 4; ++g)
+    for (int c = 0; c < 4; ++c)
+      for (int t = 0; t < 4; ++t) ix[4 * (4 * g + c) + t] = (std::uint8_t)((4 * g + t) * ps + c);
+  const __m512i idx = _mm512_load_si512(ix);
+  // The bytes of each tap vector's taps: up to the last tap's last channel.
+  __mmask64 masks[kMaxVectors512];
+  for (int v = 0; v < nv; ++v) {
+    const int taps = k - kTaps512 * v < kTaps512 ? k - kTaps512 * v : kTaps512;
+    const int bytes = (taps - 1) * ps + channels;
+    masks[v] = bytes >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << bytes) - 1);
+  }
+  const __m512i init = _mm512_maskz_set1_epi32(0x000f, kInitTop);  // once per channel: tap group 0
+  const __m128i compact = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -128, -128, -128, -128);
+  const std::ptrdiff_t vstep = (std::ptrdiff_t)kTaps512 * ps;
+  const std::size_t wstride = (std::size_t)nv * 192;
+  for (int x = 0; x < out; x += 4) {
+    __m512i s[4], t[4];
+    const int n = out - x < 4 ? out - x : 4;
+    for (int i = 0; i < 4; ++i) {
+      s[i] = t[i] = _mm512_setzero_si512();
+      if (i >= n) continue;
+      const std::ptrdiff_t off = (std::ptrdiff_t)bounds[2 * (x + i)] * ps;
+      h512_interleaved_px<NV>(row0 + off, row1 != nullptr ? row1 + off : nullptr,
+                              weights + (std::size_t)(x + i) * wstride, nv, vstep, idx, masks, init, &s[i], &t[i]);
+    }
+    for (int r = 0; r < (row1 != nullptr ? 2 : 1); ++r) {
+      __m128i b = r == 0 ? h512_finish4(s[0], s[1], s[2], s[3]) : h512_finish4(t[0], t[1], t[2], t[3]);
+      std::uint8_t* d = (r == 0 ? dst0 : dst1) + (std::size_t)x * channels;
+      if (channels == 3) b = _mm_shuffle_epi8(b, compact);
+      _mm_mask_storeu_epi8(d, (__mmask16)((1u << (n * channels)) - 1), b);
+    }
+  }
+}
+
+// Blocks of P outputs (kBlocks layouts): per group of 4 taps, the bytes of
+// every window of the block in one or two 64-byte loads from the group's
+// first tap of the block's first window, one byte permutation into lanes
+// (output, channel slot) of 4 taps, and 3 dot products (one per digit) into
+// three accumulators. The lanes end as the outputs' sums: no reduction.
+template <bool Two, int G>
+GDSIO_AVX512 inline __m512i h512_block(const std::uint8_t* p, const std::int8_t* w, int groups,
+                                       std::ptrdiff_t gstep, __m512i idx, __m512i init) {
+  __m512i a2 = init, a1 = _mm512_setzero_si512(), a0 = _mm512_setzero_si512();
+  const int n = G > 0 ? G : groups;
+  for (int g = 0; g < n; ++g, p += gstep, w += 192) {
+    const __m512i lo = _mm512_loadu_si512(p);
+    const __m512i x = Two ? _mm512_permutex2var_epi8(lo, idx, _mm512_loadu_si512(p + 64))
+                          : _mm512_permutexvar_epi8(idx, lo);
+    a2 = _mm512_dpbusd_epi32(a2, x, _mm512_loadu_si512(w));
+    a1 = _mm512_dpbusd_epi32(a1, x, _mm512_loadu_si512(w + 64));
+    a0 = _mm512_dpbusd_epi32(a0, x, _mm512_loadu_si512(w + 128));
+  }
+  return _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a2, 8), a1), 8), a0);
+}
+
+GDSIO_AVX512 inline __m128i h512_finish(__m512i s) {
+  return _mm512_cvtusepi32_epi8(_mm512_max_epi32(_mm512_srai_epi32(s, kShift), _mm512_setzero_si512()));
+}
+
+// `slots`: 4 (interleaved pixels: C of them stored) or 1 (planar, C = 1).
+template <bool Two, int G>
+GDSIO_AVX512 void h512_blocks_g(const std::uint8_t* row0, const std::uint8_t* row1, int slots, int channels, int ps,
+                                int out, int groups, const std::int32_t* bounds, const std::int8_t* weights,
+                                std::uint8_t* dst0, std::uint8_t* dst1) {
+  const int per_block = 16 / slots;
+  const std::size_t bstride = 64 + (std::size_t)groups * 192;
+  const std::ptrdiff_t gstep = 4 * (std::ptrdiff_t)ps;
+  const __m512i init = _mm512_set1_epi32(kInitTop);  // every lane is one output's sum
+  const __m128i compact = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -128, -128, -128, -128);
+  const bool squeeze = slots == 4 && channels == 3;
+  const int out_bytes = slots == 4 ? channels : 1;  // bytes stored per output
+  for (int b = 0, x = 0; x < out; ++b, x += per_block) {
+    const std::int8_t* blk = weights + (std::size_t)b * bstride;
+    const __m512i idx = _mm512_loadu_si512(blk);
+    const std::ptrdiff_t off = (std::ptrdiff_t)bounds[2 * x] * ps;
+    const int n = out - x < per_block ? out - x : per_block;
+    const __mmask16 m = (__mmask16)((1u << (n * out_bytes)) - 1);
+    for (int r = 0; r < 2; ++r) {
+      const std::uint8_t* row = r == 0 ? row0 : row1;
+      if (row == nullptr) break;
+      __m128i v = h512_finish(h512_block<Two, G>(row + off, blk + 64, groups, gstep, idx, init));
+      if (squeeze) v = _mm_shuffle_epi8(v, compact);
+      _mm_mask_storeu_epi8((r == 0 ? dst0 : dst1) + (std::size_t)x * out_bytes, m, v);
+    }
+  }
+}
+
+GDSIO_AVX512 void h512_blocks(const std::uint8_t* row0, const std::uint8_t* row1, int slots, int channels, int ps,
+                              int out, const std::int32_t* bounds, const std::int8_t* weights, std::uint8_t* dst0,
+                              std::uint8_t* dst1) {
+  std::int32_t layout, groups;
+  std::memcpy(&layout, weights, 4);
+  std::memcpy(&groups, weights + 4, 4);
+  const std::int8_t* w = weights + 64;
+#define GDSIO_B_CASE(T, G) return h512_blocks_g<T, G>(row0, row1, slots, channels, ps, out, groups, bounds, w, dst0, dst1)
+#define GDSIO_B_SWITCH(T)  \
+  switch (groups) {        \
+    case 1: GDSIO_B_CASE(T, 1); \
+    case 2: GDSIO_B_CASE(T, 2); \
+    case 3: GDSIO_B_CASE(T, 3); \
+    case 4: GDSIO_B_CASE(T, 4); \
+    case 5: GDSIO_B_CASE(T, 5); \
+    case 6: GDSIO_B_CASE(T, 6); \
+    default: GDSIO_B_CASE(T, 0); \
+  }
+  if (layout == kBlocks64) {
+    GDSIO_B_SWITCH(false)
+  }
+  GDSIO_B_SWITCH(true)
+#undef GDSIO_B_SWITCH
+#undef GDSIO_B_CASE
+}
+
+GDSIO_AVX512 void h_interleaved_avx512(const std::uint8_t* row0, const std::uint8_t* row1, int channels, int ps,
+                                       int out, int k, const std::int32_t* bounds, const void* weights,
+                                       std::uint8_t* dst0, std::uint8_t* dst1) {
+  const auto* w = static_cast<const std::int8_t*>(weights);
+  std::int32_t layout;
+  std::memcpy(&layout, w, 4);
+  if (layout != kVectors) return h512_blocks(row0, row1, 4, channels, ps, out, bounds, w, dst0, dst1);
+  w += 64;
+  switch ((k + kTaps512 - 1) / kTaps512) {
+    case 1: return h512_interleaved_g<1>(row0, row1, channels, ps, out, k, bounds, w, dst0, dst1);
+    case 2: return h512_interleaved_g<2>(row0, row1, channels, ps, out, k, bounds, w, dst0, dst1);
+    case 3: return h512_interleaved_g<3>(row0, row1, channels, ps, out, k, bounds, w, dst0, dst1);
+    default: return h512_interleaved_g<0>(row0, row1, channels, ps, out, k, bounds, w, dst0, dst1);
+  }
+}
+
+GDSIO_AVX512 void h_planar_avx512(const std::uint8_t* row, int out, const std::int32_t* bounds, const void* weights,
+                                  std::uint8_t* dst) {
+  h512_blocks(row, nullptr, 1, 1, 1, out, bounds, static_cast<const std::int8_t*>(weights), dst, nullptr);
+}
+
+// The vertical pass, 64 values at a time: four rows' bytes of one value in
+// each int32 lane (two rounds of unpacks), three dot products per four rows.
+GDSIO_AVX512 void v_avx512(const std::uint8_t* const* rows, const std::int32_t* w, int n, int width,
+                           std::uint8_t* dst) {
+  constexpr int kMaxQuads = 64;
+  const int quads = (n + 3) / 4;
+  alignas(64) std::int32_t wd[3][kMaxQuads];
+  const std::uint8_t* r[4 * kMaxQuads];
+  for (int q = 0; q < quads; ++q) {
+    std::uint8_t d[3][4];
+    for (int i = 0; i < 4; ++i) {
+      const int j = 4 * q + i;
+      std::int8_t dj[3] = {0, 0, 0};
+      if (j < n) digits3(w[j], dj);  // the caller checked that they fit
+      for (int e = 0; e < 3; ++e) d[e][i] = (std::uint8_t)dj[e];
+      r[j] = j < n ? rows[j] : rows[0];  // a real row, weight zero
+    }
+    for (int e = 0; e < 3; ++e) std::memcpy(&wd[e][q], d[e], 4);
+  }
+  const __m512i init = _mm512_set1_epi32(kInitTop);
+  for (int x = 0; x < width; x += 64) {
+    const __mmask64 m = width - x >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << (width - x)) - 1);
+    __m512i a[4][3];
+    for (int i = 0; i < 4; ++i) a[i][0] = init, a[i][1] = a[i][2] = _mm512_setzero_si512();
+    for (int q = 0; q < quads; ++q) {
+      const __m512i r0 = _mm512_maskz_loadu_epi8(m, r[4 * q] + x), r1 = _mm512_maskz_loadu_epi8(m, r[4 * q + 1] + x);
+      const __m512i r2 = _mm512_maskz_loadu_epi8(m, r[4 * q + 2] + x), r3 = _mm512_maskz_loadu_epi8(m, r[4 * q + 3] + x);
+      const __m512i lo01 = _mm512_unpacklo_epi8(r0, r1), hi01 = _mm512_unpackhi_epi8(r0, r1);
+      const __m512i lo23 = _mm512_unpacklo_epi8(r2, r3), hi23 = _mm512_unpackhi_epi8(r2, r3);
+      const __m512i v[4] = {_mm512_unpacklo_epi16(lo01, lo23), _mm512_unpackhi_epi16(lo01, lo23),
+                            _mm512_unpacklo_epi16(hi01, hi23), _mm512_unpackhi_epi16(hi01, hi23)};
+      const __m512i w2 = _mm512_set1_epi32(wd[0][q]), w1 = _mm512_set1_epi32(wd[1][q]),
+                    w0 = _mm512_set1_epi32(wd[2][q]);
+      for (int i = 0; i < 4; ++i) {
+        a[i][0] = _mm512_dpbusd_epi32(a[i][0], v[i], w2);
+        a[i][1] = _mm512_dpbusd_epi32(a[i][1], v[i], w1);
+        a[i][2] = _mm512_dpbusd_epi32(a[i][2], v[i], w0);
+      }
+    }
+    __m512i s[4];
+    for (int i = 0; i < 4; ++i) {
+      const __m512i t = _mm512_add_epi32(
+          _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[i][0], 8), a[i][1]), 8), a[i][2]);
+      s[i] = _mm512_srai_epi32(t, kShift);
+    }
+    // Per 128-bit lane, s[i] holds values 16 L + 4 i .. + 3: the packs put them in order.
+    const __m512i b = _mm512_packus_epi16(_mm512_packs_epi32(s[0], s[1]), _mm512_packs_epi32(s[2], s[3]));
+    _mm512_mask_storeu_epi8(dst + x, m, b);
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+bool v_fits_avx512(const std::int32_t* w, int n) {
+  if (n > 4 * 64) return false;
+  std::int8_t d[3];
+  for (int j = 0; j < n; ++j)
+    if (!digits3(w[j], d)) return false;
+  return true;
+}
+
 }  // namespace
 #endif  // GDSIO_X86_SIMD
 
 void deinterleave3(Level l, const std::uint8_t* v, int n, bool flip, std::uint8_t* o0, std::uint8_t* o1,
                    std::uint8_t* o2) {
 #ifdef GDSIO_X86_SIMD
-  if (l == Level::kAvx2) return deinterleave3_avx2(v, n, flip, o0, o1, o2);
+  if (l != Level::kScalar) return deinterleave3_avx2(v, n, flip, o0, o1, o2);
 #endif
   (void)l;
   std::uint8_t* o[3] = {o0, o1, o2};
@@ -360,11 +768,14 @@ void deinterleave3(Level l, const std::uint8_t* v, int n, bool flip, std::uint8_
 }
 
 void h_rows_interleaved(Level l, const std::uint8_t* row0, const std::uint8_t* row1, int channels, int pixel_stride,
-                        int out, int k, const std::int32_t* bounds, const std::int16_t* weights, std::uint8_t* dst0,
+                        int out, int k, const std::int32_t* bounds, const void* weights, std::uint8_t* dst0,
                         std::uint8_t* dst1) {
 #ifdef GDSIO_X86_SIMD
+  if (l == Level::kAvx512)
+    return h_interleaved_avx512(row0, row1, channels, pixel_stride, out, k, bounds, weights, dst0, dst1);
   if (l == Level::kAvx2)
-    return h_interleaved_avx2(row0, row1, channels, pixel_stride, out, k, bounds, weights, dst0, dst1);
+    return h_interleaved_avx2(row0, row1, channels, pixel_stride, out, k, bounds,
+                              static_cast<const std::int16_t*>(weights), dst0, dst1);
 #endif
   (void)l, (void)row0, (void)row1, (void)channels, (void)pixel_stride, (void)out, (void)k, (void)bounds,
       (void)weights, (void)dst0, (void)dst1;
@@ -372,9 +783,10 @@ void h_rows_interleaved(Level l, const std::uint8_t* row0, const std::uint8_t* r
 }
 
 void h_row_planar(Level l, const std::uint8_t* row, int out, int k, const std::int32_t* bounds,
-                  const std::int16_t* weights, std::uint8_t* dst) {
+                  const void* weights, std::uint8_t* dst) {
 #ifdef GDSIO_X86_SIMD
-  if (l == Level::kAvx2) return h_planar_avx2(row, out, k, bounds, weights, dst);
+  if (l == Level::kAvx512) return h_planar_avx512(row, out, bounds, weights, dst);
+  if (l == Level::kAvx2) return h_planar_avx2(row, out, k, bounds, static_cast<const std::int16_t*>(weights), dst);
 #endif
   (void)l, (void)row, (void)out, (void)k, (void)bounds, (void)weights, (void)dst;
   std::abort();
@@ -382,7 +794,8 @@ void h_row_planar(Level l, const std::uint8_t* row, int out, int k, const std::i
 
 void v_row(Level l, const std::uint8_t* const* rows, const std::int32_t* w, int n, int width, std::uint8_t* dst) {
 #ifdef GDSIO_X86_SIMD
-  if (l == Level::kAvx2) return v_avx2(rows, w, n, width, dst);
+  if (l == Level::kAvx512 && v_fits_avx512(w, n)) return v_avx512(rows, w, n, width, dst);
+  if (l != Level::kScalar) return v_avx2(rows, w, n, width, dst);
 #endif
   (void)l, (void)rows, (void)w, (void)n, (void)width, (void)dst;
   std::abort();

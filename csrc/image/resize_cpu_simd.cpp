@@ -88,21 +88,24 @@ SimdPlan simd_prepare(simd::Level level, const ImageRef& im, const ImagePlan& p,
   const std::int32_t* hw = co + 2 * (std::int64_t)p.h.out;
   const std::int64_t ps = im.pixel_stride;
   const bool interleaved = im.channel_stride == 1 && (ps == 3 || ps == 4) && channels >= 3 && channels <= ps;
-  if (interleaved) {
-    sp.kind = SimdPlan::kInterleaved;
-    sp.weights.resize(simd::h_weights_bytes_interleaved(p.h.out, p.ksize_h) / 2);
-    simd::h_weights_interleaved(hw, p.h.out, p.ksize_h, sp.weights.data());
-  } else if (ps == 1) {
-    sp.kind = SimdPlan::kPlanar;
-    sp.weights.resize(simd::h_weights_bytes_planar(p.h.out, p.ksize_h) / 2);
-    simd::h_weights_planar(hw, p.h.out, p.ksize_h, sp.weights.data());
+  if (!interleaved && ps != 1) return sp;
+  sp.kind = interleaved ? SimdPlan::kInterleaved : SimdPlan::kPlanar;
+  for (;;) {
+    sp.level = level;
+    sp.weights.resize(interleaved ? simd::h_weights_bytes_interleaved(level, p.h.out, p.ksize_h)
+                                  : simd::h_weights_bytes_planar(level, p.h.out, p.ksize_h));
+    const bool fits = interleaved ? simd::h_weights_interleaved(level, co, hw, p.h.out, p.ksize_h, (int)ps,
+                                                                sp.weights.data())
+                                  : simd::h_weights_planar(level, co, hw, p.h.out, p.ksize_h, sp.weights.data());
+    if (fits || level == simd::Level::kAvx2) return sp;  // the AVX2 pieces take every int32 weight
+    level = simd::Level::kAvx2;
   }
-  return sp;
 }
 
-void simd_rows(simd::Level level, const SimdPlan& sp, const ImageRef& im, const ImagePlan& p,
+void simd_rows(const SimdPlan& sp, const ImageRef& im, const ImagePlan& p,
                const std::int32_t* co, const ResizeSpec& spec, int y0, int y1, void* out_image,
                std::vector<std::uint8_t>& scratch) {
+  const simd::Level level = sp.level;
   const int out_w = spec.out_w, in_h = im.height, in_w = im.width, C = spec.channels;
   const bool interleaved = sp.kind == SimdPlan::kInterleaved;
   const std::int32_t* hb = co;

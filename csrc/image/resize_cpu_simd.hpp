@@ -23,21 +23,25 @@ struct EpilogueTable {
 };
 EpilogueTable epilogue_table(const px::Epilogue& e, int channels);
 
-// Per image: which kernel runs its horizontal pass, with its weights.
+// Per image: which kernel runs its horizontal pass, at which level, with its
+// weights laid out for that level.
 struct SimdPlan {
   enum Kind : std::uint8_t { kNone = 0, kInterleaved = 1, kPlanar = 2 } kind = kNone;
-  std::vector<std::int16_t> weights;
+  simd::Level level = simd::Level::kScalar;
+  std::vector<std::uint8_t> weights;
   const EpilogueTable* table = nullptr;  // the call's, for non-uint8 outputs
 };
 
 // Chooses the kernel for an image whose horizontal windows are padded (all
-// `ksize_h` taps inside the row) and prepares its weights; kNone when no SIMD
-// kernel takes this layout.
+// `ksize_h` taps inside the row) and prepares its weights, at `level` or, when
+// its weights do not fit that level's kernels, the next level down; kNone
+// when no SIMD kernel takes this layout.
 SimdPlan simd_prepare(simd::Level level, const ImageRef& im, const ImagePlan& p, const std::int32_t* co,
                       int channels);
 
-// Output rows [y0, y1) of every channel of one image, as resize_rows does.
-void simd_rows(simd::Level level, const SimdPlan& sp, const ImageRef& im, const ImagePlan& p,
+// Output rows [y0, y1) of every channel of one image, as resize_rows does,
+// at the plan's level.
+void simd_rows(const SimdPlan& sp, const ImageRef& im, const ImagePlan& p,
                const std::int32_t* co, const ResizeSpec& spec, int y0, int y1, void* out_image,
                std::vector<std::uint8_t>& scratch);
 

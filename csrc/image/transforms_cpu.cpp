@@ -325,7 +325,7 @@ void resize_cpu(const std::vector<ImageRef>& images, const ResizeSpec& spec, std
       if (nearest)
         nearest_rows(images[n], plans[n], co, spec, y0, y1, dst, s);
       else if (simd_plans[n].kind != detail::SimdPlan::kNone)
-        detail::simd_rows(level, simd_plans[n], images[n], plans[n], co, spec, y0, y1, dst, s.simd);
+        detail::simd_rows(simd_plans[n], images[n], plans[n], co, spec, y0, y1, dst, s.simd);
       else
         fn(images[n], padded[n] != 0, plans[n], co, spec, y0, y1, dst, s);
     }

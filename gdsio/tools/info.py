@@ -29,7 +29,8 @@ def info(path: str | os.PathLike[str] | None = None, device: int = 0) -> dict[st
         versions, why no device), ``cufile`` (libcufile and driver state),
         ``settings`` (in force here), ``backends`` (as ``backends()``) and
         ``auto`` (the backend auto picks for GPU and host memory),
-        ``cpu_simd`` (the CPU resize's SIMD level) and ``cpu_jpeg_box``
+        ``cpu_simd`` (the CPU resize's SIMD level: ``avx512``, ``avx2`` or
+        ``scalar``) and ``cpu_jpeg_box``
         (libjpeg-turbo for the loader's crop decode: its version, or why
         this build has none).
 

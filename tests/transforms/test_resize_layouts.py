@@ -22,11 +22,14 @@ FILTERS = {
 }
 
 
+ALL_LEVELS = ("scalar", "avx2", "avx512")
+
+
 def _levels() -> list[str]:
     now = _core.tf_cpu_simd()
-    best = _core.tf_set_cpu_simd("avx2")  # clamped to what this CPU has
+    best = _core.tf_set_cpu_simd("avx512")  # clamped to what this CPU has
     _core.tf_set_cpu_simd(now)
-    return ["scalar"] + (["avx2"] if best == "avx2" else [])
+    return list(ALL_LEVELS[:ALL_LEVELS.index(best) + 1])
 
 
 LEVELS = _levels()
@@ -73,7 +76,7 @@ def _layouts(a: np.ndarray) -> dict[str, torch.Tensor]:
     "shape,size",
     [((700, 1000, 3), (224, 224)), ((375, 500, 3), (224, 224)), ((97, 89, 3), (45, 44)), ((31, 29, 3), (64, 77)),
      ((5, 3, 3), (17, 9)), ((1, 1, 3), (3, 5)), ((300, 2000, 3), (300, 7)), ((64, 48, 4), (33, 25)),
-     ((97, 89, 1), (45, 44))],
+     ((97, 89, 1), (45, 44)), ((100, 1300, 3), (50, 90)), ((60, 2000, 3), (20, 100))],
     ids=str,
 )
 def test_every_layout_and_level_equals_pillow(level, filt, shape, size):
@@ -125,9 +128,24 @@ def test_cuda_table_refuses_interleaved_rows():
 
 
 def test_simd_level_names():
-    assert _core.tf_cpu_simd() in ("avx2", "scalar")
-    with pytest.raises(ValueError, match="level: 'avx2' or 'scalar', got 'sse9'"):
+    assert _core.tf_cpu_simd() in ALL_LEVELS
+    with pytest.raises(ValueError, match="level: 'avx512', 'avx2' or 'scalar', got 'sse9'"):
         _core.tf_set_cpu_simd("sse9")
+
+
+@pytest.mark.parametrize("cap", ALL_LEVELS)
+def test_the_environment_caps_the_level(cap):
+    """GDSIO_CPU_SIMD=scalar or avx2 caps the level a process starts at (the
+    CPU's best when that is lower); an unknown name leaves the CPU's best."""
+    import subprocess
+    import sys
+    import os
+    code = "from gdsio import _core; print(_core.tf_cpu_simd())"
+    env = dict(os.environ, GDSIO_CPU_SIMD=cap)
+    got = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, check=True)
+    best = LEVELS[-1]
+    want = ALL_LEVELS[min(ALL_LEVELS.index(cap), ALL_LEVELS.index(best))]
+    assert got.stdout.strip() == want
 
 
 @pytest.mark.parametrize("mode,antialias", [("bilinear", True), ("bilinear", False), ("nearest", False),
@@ -212,3 +230,37 @@ def test_fused_float_outputs_equal_the_scalar_arithmetic(dtype, norm, scale):
     for lv in LEVELS:
         assert torch.equal(outs[lv].view(torch.int16 if dtype != torch.float32 else torch.int32),
                            outs["scalar"].view(torch.int16 if dtype != torch.float32 else torch.int32)), lv
+
+
+def _at_level(lv: str, fn):
+    best = _core.tf_cpu_simd()
+    assert _core.tf_set_cpu_simd(lv) == lv
+    try:
+        return fn()
+    finally:
+        _core.tf_set_cpu_simd(best)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_level_equals_the_scalar_loops_on_odd_shapes(seed):
+    """Random sizes around the kernels' edges (output widths off every vector
+    width, windows of 1 to hundreds of taps, vertical windows past 256 rows,
+    which the AVX-512 vertical kernel hands to AVX2) on planes, interleaved
+    views and RGBX memory whose fourth bytes are noise: every level gives the
+    scalar loops' bytes."""
+    rng = np.random.default_rng(100 + seed)
+    for _ in range(6):
+        h, w = (int(v) for v in rng.integers(1, 700, size=2))
+        if seed == 0:
+            h = int(rng.integers(1200, 2400))  # a tall image squeezed: long vertical windows
+        oh, ow = int(rng.integers(1, 90)), int(rng.integers(1, 90))
+        filt = ["bilinear", "bicubic", "box"][int(rng.integers(0, 3))]
+        base = rng.integers(0, 256, size=(h, w, 4), dtype=np.uint8)
+        rgbx = torch.from_numpy(base).permute(2, 0, 1)[:3]  # pixel stride 4, the 4th byte noise
+        inputs = {"interleaved": torch.from_numpy(base[..., :3].copy()).permute(2, 0, 1), "rgbx": rgbx,
+                  "planes": rgbx.contiguous(), "gray": torch.from_numpy(base[..., 0].copy())[None],
+                  "rgba": torch.from_numpy(base).permute(2, 0, 1)}
+        for name, x in inputs.items():
+            outs = {lv: _at_level(lv, lambda: T.resize(x, [oh, ow], interpolation=filt)) for lv in LEVELS}
+            for lv in LEVELS:
+                assert torch.equal(outs[lv], outs["scalar"]), (name, lv, (h, w), (oh, ow), filt)
