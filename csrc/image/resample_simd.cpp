@@ -99,9 +99,9 @@ const char* level_name(Level l) {
 // output index.
 //
 // AVX-512: a 64-byte header (int32: the layout, the tap groups) and then
-// - kBlocks (interleaved and planar): blocks of P output indices (P = 4
-//   interleaved pixels of 4 channel slots, or 16 planar pixels), one int32
-//   lane per (index, slot). Per block, a 64-byte byte index into the source
+// - kBlocks (interleaved and planar): blocks of P = 16 / C output indices
+//   (5 pixels of 3 channels, 4 of 4, or 16 planar values), one int32 lane per
+//   (index, channel), lane 15 unused for C = 3. Per block, a 64-byte byte index into the source
 //   bytes from the block's first window start (lane l = i * slots + c, tap t:
 //   (start_i - start_0 + t) * ps + c), and per group of 4 taps, 3 x 64 bytes
 //   (one per digit): byte 4 l + t is that digit of tap 4 g + t of index i.
@@ -114,7 +114,8 @@ const char* level_name(Level l) {
 namespace {
 enum Layout512 : std::int32_t { kBlocks64 = 1, kBlocks128 = 2, kVectors = 3 };
 
-std::size_t blocks_bytes(int out, int k, int per_block) {
+std::size_t blocks_bytes(int out, int k, int slots) {
+  const int per_block = 16 / slots;
   return 64 + (std::size_t)((out + per_block - 1) / per_block) * (64 + (std::size_t)((k + 3) / 4) * 192);
 }
 
@@ -127,6 +128,7 @@ std::int32_t fill_blocks(const std::int32_t* bounds, const std::int32_t* w, int 
   int widest = 0;
   for (int b = 0; b * per_block < out; ++b) {
     std::int8_t* blk = dst + 64 + b * bstride;
+    std::memset(blk, 0, bstride);  // lanes past per_block * slots: index 0, weights 0
     const int x0 = b * per_block;
     for (int i = 0; i < per_block; ++i) {
       const int x = x0 + i < out ? x0 + i : out - 1;  // past the end: a real window, weights zero
@@ -166,17 +168,18 @@ void header(std::int8_t* dst, std::int32_t layout, int groups) {
 std::size_t h_weights_bytes_interleaved(Level l, int out, int k) {
   if (l == Level::kAvx512) {
     const std::size_t vectors = 64 + (std::size_t)out * ((k + kTaps512 - 1) / kTaps512) * 192;
-    const std::size_t blocks = blocks_bytes(out, k, 4);
+    const std::size_t blocks = blocks_bytes(out, k, 3) > blocks_bytes(out, k, 4) ? blocks_bytes(out, k, 3)
+                                                                                 : blocks_bytes(out, k, 4);
     return vectors > blocks ? vectors : blocks;
   }
   return (std::size_t)out * ((k + 3) / 4) * 64;
 }
 
 bool h_weights_interleaved(Level l, const std::int32_t* bounds, const std::int32_t* w, int out, int k,
-                           int pixel_stride, void* out_bytes) {
+                           int channels, int pixel_stride, void* out_bytes) {
   if (l == Level::kAvx512) {
     auto* dst = static_cast<std::int8_t*>(out_bytes);
-    const std::int32_t layout = fill_blocks(bounds, w, out, k, pixel_stride, 4, dst);
+    const std::int32_t layout = fill_blocks(bounds, w, out, k, pixel_stride, channels, dst);
     if (layout != 0) {
       header(dst, layout, (k + 3) / 4);
       return true;
@@ -222,7 +225,7 @@ bool h_weights_interleaved(Level l, const std::int32_t* bounds, const std::int32
 }
 
 std::size_t h_weights_bytes_planar(Level l, int out, int k) {
-  if (l == Level::kAvx512) return blocks_bytes(out, k, 16);
+  if (l == Level::kAvx512) return blocks_bytes(out, k, 1);
   return (std::size_t)out * ((k + 15) / 16) * 64;
 }
 
@@ -595,62 +598,77 @@ GDSIO_AVX512 void h512_interleaved_g(const std::uint8_t* row0, const std::uint8_
 // first tap of the block's first window, one byte permutation into lanes
 // (output, channel slot) of 4 taps, and 3 dot products (one per digit) into
 // three accumulators. The lanes end as the outputs' sums: no reduction.
-template <bool Two, int G>
-GDSIO_AVX512 inline __m512i h512_block(const std::uint8_t* p, const std::int8_t* w, int groups,
-                                       std::ptrdiff_t gstep, __m512i idx, __m512i init) {
-  __m512i a2 = init, a1 = _mm512_setzero_si512(), a0 = _mm512_setzero_si512();
-  const int n = G > 0 ? G : groups;
-  for (int g = 0; g < n; ++g, p += gstep, w += 192) {
-    const __m512i lo = _mm512_loadu_si512(p);
-    const __m512i x = Two ? _mm512_permutex2var_epi8(lo, idx, _mm512_loadu_si512(p + 64))
-                          : _mm512_permutexvar_epi8(idx, lo);
-    a2 = _mm512_dpbusd_epi32(a2, x, _mm512_loadu_si512(w));
-    a1 = _mm512_dpbusd_epi32(a1, x, _mm512_loadu_si512(w + 64));
-    a0 = _mm512_dpbusd_epi32(a0, x, _mm512_loadu_si512(w + 128));
-  }
+template <bool Two>
+GDSIO_AVX512 inline __m512i h512_gather(const std::uint8_t* p, __m512i idx) {
+  const __m512i lo = _mm512_loadu_si512(p);
+  return Two ? _mm512_permutex2var_epi8(lo, idx, _mm512_loadu_si512(p + 64)) : _mm512_permutexvar_epi8(idx, lo);
+}
+
+GDSIO_AVX512 inline __m512i h512_digits(__m512i a2, __m512i a1, __m512i a0) {
   return _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a2, 8), a1), 8), a0);
+}
+
+// One block's sums for one row (q == nullptr) or two rows that share the
+// windows, each weight vector loaded once for both.
+template <bool Two, int G>
+GDSIO_AVX512 inline void h512_block(const std::uint8_t* p, const std::uint8_t* q, const std::int8_t* w, int groups,
+                                    std::ptrdiff_t gstep, __m512i idx, __m512i init, __m512i* s, __m512i* t) {
+  __m512i a2 = init, a1 = _mm512_setzero_si512(), a0 = _mm512_setzero_si512();
+  __m512i b2 = init, b1 = _mm512_setzero_si512(), b0 = _mm512_setzero_si512();
+  const int n = G > 0 ? G : groups;
+  for (int g = 0; g < n; ++g, p += gstep, q += gstep, w += 192) {
+    const __m512i w2 = _mm512_loadu_si512(w), w1 = _mm512_loadu_si512(w + 64), w0 = _mm512_loadu_si512(w + 128);
+    const __m512i x = h512_gather<Two>(p, idx);
+    a2 = _mm512_dpbusd_epi32(a2, x, w2);
+    a1 = _mm512_dpbusd_epi32(a1, x, w1);
+    a0 = _mm512_dpbusd_epi32(a0, x, w0);
+    if (t != nullptr) {
+      const __m512i y = h512_gather<Two>(q, idx);
+      b2 = _mm512_dpbusd_epi32(b2, y, w2);
+      b1 = _mm512_dpbusd_epi32(b1, y, w1);
+      b0 = _mm512_dpbusd_epi32(b0, y, w0);
+    }
+  }
+  *s = h512_digits(a2, a1, a0);
+  if (t != nullptr) *t = h512_digits(b2, b1, b0);
 }
 
 GDSIO_AVX512 inline __m128i h512_finish(__m512i s) {
   return _mm512_cvtusepi32_epi8(_mm512_max_epi32(_mm512_srai_epi32(s, kShift), _mm512_setzero_si512()));
 }
 
-// `slots`: 4 (interleaved pixels: C of them stored) or 1 (planar, C = 1).
+// `slots`: the channels of an interleaved pixel (3 or 4), or 1 (planar).
 template <bool Two, int G>
-GDSIO_AVX512 void h512_blocks_g(const std::uint8_t* row0, const std::uint8_t* row1, int slots, int channels, int ps,
-                                int out, int groups, const std::int32_t* bounds, const std::int8_t* weights,
+GDSIO_AVX512 void h512_blocks_g(const std::uint8_t* row0, const std::uint8_t* row1, int slots, int ps, int out,
+                                int groups, const std::int32_t* bounds, const std::int8_t* weights,
                                 std::uint8_t* dst0, std::uint8_t* dst1) {
   const int per_block = 16 / slots;
   const std::size_t bstride = 64 + (std::size_t)groups * 192;
   const std::ptrdiff_t gstep = 4 * (std::ptrdiff_t)ps;
   const __m512i init = _mm512_set1_epi32(kInitTop);  // every lane is one output's sum
-  const __m128i compact = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -128, -128, -128, -128);
-  const bool squeeze = slots == 4 && channels == 3;
-  const int out_bytes = slots == 4 ? channels : 1;  // bytes stored per output
+  const int out_bytes = slots;                        // the lanes are the output bytes, in order
   for (int b = 0, x = 0; x < out; ++b, x += per_block) {
     const std::int8_t* blk = weights + (std::size_t)b * bstride;
     const __m512i idx = _mm512_loadu_si512(blk);
     const std::ptrdiff_t off = (std::ptrdiff_t)bounds[2 * x] * ps;
     const int n = out - x < per_block ? out - x : per_block;
     const __mmask16 m = (__mmask16)((1u << (n * out_bytes)) - 1);
-    for (int r = 0; r < 2; ++r) {
-      const std::uint8_t* row = r == 0 ? row0 : row1;
-      if (row == nullptr) break;
-      __m128i v = h512_finish(h512_block<Two, G>(row + off, blk + 64, groups, gstep, idx, init));
-      if (squeeze) v = _mm_shuffle_epi8(v, compact);
-      _mm_mask_storeu_epi8((r == 0 ? dst0 : dst1) + (std::size_t)x * out_bytes, m, v);
-    }
+    __m512i s[2];
+    h512_block<Two, G>(row0 + off, row1 != nullptr ? row1 + off : row0 + off, blk + 64, groups, gstep, idx, init,
+                       &s[0], row1 != nullptr ? &s[1] : nullptr);
+    for (int r = 0; r < (row1 != nullptr ? 2 : 1); ++r)
+      _mm_mask_storeu_epi8((r == 0 ? dst0 : dst1) + (std::size_t)x * out_bytes, m, h512_finish(s[r]));
   }
 }
 
-GDSIO_AVX512 void h512_blocks(const std::uint8_t* row0, const std::uint8_t* row1, int slots, int channels, int ps,
-                              int out, const std::int32_t* bounds, const std::int8_t* weights, std::uint8_t* dst0,
+GDSIO_AVX512 void h512_blocks(const std::uint8_t* row0, const std::uint8_t* row1, int slots, int ps, int out,
+                              const std::int32_t* bounds, const std::int8_t* weights, std::uint8_t* dst0,
                               std::uint8_t* dst1) {
   std::int32_t layout, groups;
   std::memcpy(&layout, weights, 4);
   std::memcpy(&groups, weights + 4, 4);
   const std::int8_t* w = weights + 64;
-#define GDSIO_B_CASE(T, G) return h512_blocks_g<T, G>(row0, row1, slots, channels, ps, out, groups, bounds, w, dst0, dst1)
+#define GDSIO_B_CASE(T, G) return h512_blocks_g<T, G>(row0, row1, slots, ps, out, groups, bounds, w, dst0, dst1)
 #define GDSIO_B_SWITCH(T)  \
   switch (groups) {        \
     case 1: GDSIO_B_CASE(T, 1); \
@@ -675,7 +693,7 @@ GDSIO_AVX512 void h_interleaved_avx512(const std::uint8_t* row0, const std::uint
   const auto* w = static_cast<const std::int8_t*>(weights);
   std::int32_t layout;
   std::memcpy(&layout, w, 4);
-  if (layout != kVectors) return h512_blocks(row0, row1, 4, channels, ps, out, bounds, w, dst0, dst1);
+  if (layout != kVectors) return h512_blocks(row0, row1, channels, ps, out, bounds, w, dst0, dst1);
   w += 64;
   switch ((k + kTaps512 - 1) / kTaps512) {
     case 1: return h512_interleaved_g<1>(row0, row1, channels, ps, out, k, bounds, w, dst0, dst1);
@@ -687,7 +705,7 @@ GDSIO_AVX512 void h_interleaved_avx512(const std::uint8_t* row0, const std::uint
 
 GDSIO_AVX512 void h_planar_avx512(const std::uint8_t* row, int out, const std::int32_t* bounds, const void* weights,
                                   std::uint8_t* dst) {
-  h512_blocks(row, nullptr, 1, 1, 1, out, bounds, static_cast<const std::int8_t*>(weights), dst, nullptr);
+  h512_blocks(row, nullptr, 1, 1, out, bounds, static_cast<const std::int8_t*>(weights), dst, nullptr);
 }
 
 // The vertical pass, 64 values at a time: four rows' bytes of one value in
@@ -715,8 +733,10 @@ GDSIO_AVX512 void v_avx512(const std::uint8_t* const* rows, const std::int32_t* 
     __m512i a[4][3];
     for (int i = 0; i < 4; ++i) a[i][0] = init, a[i][1] = a[i][2] = _mm512_setzero_si512();
     for (int q = 0; q < quads; ++q) {
-      const __m512i r0 = _mm512_maskz_loadu_epi8(m, r[4 * q] + x), r1 = _mm512_maskz_loadu_epi8(m, r[4 * q + 1] + x);
-      const __m512i r2 = _mm512_maskz_loadu_epi8(m, r[4 * q + 2] + x), r3 = _mm512_maskz_loadu_epi8(m, r[4 * q + 3] + x);
+      const __m512i r0 = _mm512_maskz_loadu_epi8(m, r[4 * q] + x);
+      const __m512i r1 = _mm512_maskz_loadu_epi8(m, r[4 * q + 1] + x);
+      const __m512i r2 = _mm512_maskz_loadu_epi8(m, r[4 * q + 2] + x);
+      const __m512i r3 = _mm512_maskz_loadu_epi8(m, r[4 * q + 3] + x);
       const __m512i lo01 = _mm512_unpacklo_epi8(r0, r1), hi01 = _mm512_unpackhi_epi8(r0, r1);
       const __m512i lo23 = _mm512_unpacklo_epi8(r2, r3), hi23 = _mm512_unpackhi_epi8(r2, r3);
       const __m512i v[4] = {_mm512_unpacklo_epi16(lo01, lo23), _mm512_unpackhi_epi16(lo01, lo23),

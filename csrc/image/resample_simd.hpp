@@ -48,7 +48,7 @@ constexpr int kOverWrite = 32;
 // AVX-512 layouts depend on how far apart neighbouring windows start.
 std::size_t h_weights_bytes_interleaved(Level l, int out, int k);
 bool h_weights_interleaved(Level l, const std::int32_t* bounds, const std::int32_t* w, int out, int k,
-                           int pixel_stride, void* dst);
+                           int channels, int pixel_stride, void* dst);
 // One channel (contiguous taps).
 std::size_t h_weights_bytes_planar(Level l, int out, int k);
 bool h_weights_planar(Level l, const std::int32_t* bounds, const std::int32_t* w, int out, int k, void* dst);

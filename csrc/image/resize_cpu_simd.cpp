@@ -94,7 +94,7 @@ SimdPlan simd_prepare(simd::Level level, const ImageRef& im, const ImagePlan& p,
     sp.level = level;
     sp.weights.resize(interleaved ? simd::h_weights_bytes_interleaved(level, p.h.out, p.ksize_h)
                                   : simd::h_weights_bytes_planar(level, p.h.out, p.ksize_h));
-    const bool fits = interleaved ? simd::h_weights_interleaved(level, co, hw, p.h.out, p.ksize_h, (int)ps,
+    const bool fits = interleaved ? simd::h_weights_interleaved(level, co, hw, p.h.out, p.ksize_h, channels, (int)ps,
                                                                 sp.weights.data())
                                   : simd::h_weights_planar(level, co, hw, p.h.out, p.ksize_h, sp.weights.data());
     if (fits || level == simd::Level::kAvx2) return sp;  // the AVX2 pieces take every int32 weight
