@@ -142,13 +142,16 @@ std::int32_t fill_blocks(const std::int32_t* bounds, const std::int32_t* w, int 
         }
       }
       for (int g = 0; g < groups; ++g) {
-        for (int t = 0; t < 4; ++t) {
+        // Digit e of taps 4g..4g+3 as the four bytes of one int32 lane.
+        std::uint8_t lanes[3][4] = {};
+        for (int t = 0; t < 4 && x0 + i < out; ++t) {
           const int tap = 4 * g + t;
           std::int8_t dg[3] = {0, 0, 0};
-          if (x0 + i < out && tap < k && !digits3(w[(std::size_t)x * k + tap], dg)) return 0;
-          for (int e = 0; e < 3; ++e)
-            for (int c = 0; c < slots; ++c) blk[64 + 192 * g + 64 * e + 4 * (i * slots + c) + t] = dg[e];
+          if (tap < k && !digits3(w[(std::size_t)x * k + tap], dg)) return 0;
+          for (int e = 0; e < 3; ++e) lanes[e][t] = (std::uint8_t)dg[e];
         }
+        for (int e = 0; e < 3; ++e)
+          for (int c = 0; c < slots; ++c) std::memcpy(blk + 64 + 192 * g + 64 * e + 4 * (i * slots + c), lanes[e], 4);
       }
     }
   }

@@ -102,7 +102,7 @@ SimdPlan simd_prepare(simd::Level level, const ImageRef& im, const ImagePlan& p,
   }
 }
 
-void simd_rows(const SimdPlan& sp, const ImageRef& im, const ImagePlan& p,
+void simd_rows(const SimdPlan& sp, const EpilogueTable* table, const ImageRef& im, const ImagePlan& p,
                const std::int32_t* co, const ResizeSpec& spec, int y0, int y1, void* out_image,
                std::vector<std::uint8_t>& scratch) {
   const simd::Level level = sp.level;
@@ -167,7 +167,7 @@ void simd_rows(const SimdPlan& sp, const ImageRef& im, const ImagePlan& p,
       const int start = vb[2 * y], n = vb[2 * y + 1];
       for (int k = 0; k < n; ++k) rows[k] = base + (std::int64_t)(clampi(start + k, 0, in_h - 1) - lo) * pitch;
       simd::v_row(level, rows.data(), vw + (std::int64_t)y * kv, n, width, vrow);
-      store_row(level, spec, sp.table, im.flip, interleaved, g, vrow, y, out_image);
+      store_row(level, spec, table, im.flip, interleaved, g, vrow, y, out_image);
     }
   }
 }

@@ -29,7 +29,6 @@ struct SimdPlan {
   enum Kind : std::uint8_t { kNone = 0, kInterleaved = 1, kPlanar = 2 } kind = kNone;
   simd::Level level = simd::Level::kScalar;
   std::vector<std::uint8_t> weights;
-  const EpilogueTable* table = nullptr;  // the call's, for non-uint8 outputs
 };
 
 // Chooses the kernel for an image whose horizontal windows are padded (all
@@ -40,8 +39,8 @@ SimdPlan simd_prepare(simd::Level level, const ImageRef& im, const ImagePlan& p,
                       int channels);
 
 // Output rows [y0, y1) of every channel of one image, as resize_rows does,
-// at the plan's level.
-void simd_rows(const SimdPlan& sp, const ImageRef& im, const ImagePlan& p,
+// at the plan's level; `table`: the call's, for non-uint8 outputs.
+void simd_rows(const SimdPlan& sp, const EpilogueTable* table, const ImageRef& im, const ImagePlan& p,
                const std::int32_t* co, const ResizeSpec& spec, int y0, int y1, void* out_image,
                std::vector<std::uint8_t>& scratch);
 

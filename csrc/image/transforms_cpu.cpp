@@ -3,6 +3,11 @@
 // it on gdsio's thread pool.
 #include <algorithm>
 #include <cstring>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -267,34 +272,106 @@ std::vector<std::int32_t> resize_windows(const std::vector<ImageRef>& images, co
   return coeffs;
 }
 
+namespace {
+
+// One geometry's windows (both axes, padded where they can be) and its SIMD
+// plan: what every image of that geometry shares.
+struct Windows {
+  std::vector<std::int32_t> co;  // horizontal then vertical axis, as axis_coeffs lays them out
+  bool padded = false;
+  detail::SimdPlan simd;
+};
+
+// The windows depend on the two axes alone, the SIMD plan also on the level
+// and on the memory layout it reads (pixel stride, interleaved or not).
+using WindowsKey = std::tuple<int, int, int, int, int, int, int, std::int64_t, bool, int>;
+
+std::shared_ptr<const Windows> make_windows(const detail::ImagePlan& p, const ImageRef& im, simd::Level level,
+                                            int channels) {
+  auto w = std::make_shared<Windows>();
+  w->co.resize((std::size_t)p.ints);
+  px::axis_coeffs(p.h, p.ksize_h, w->co.data());
+  px::axis_coeffs(p.v, p.ksize_v, w->co.data() + px::axis_ints(p.h, p.ksize_h));
+  w->padded = pad_windows(p.h, p.ksize_h, w->co.data());
+  if (w->padded) w->simd = detail::simd_prepare(level, im, p, w->co.data(), channels);
+  return w;
+}
+
+// The windows of the last few geometries, across calls: a stream of images
+// of one size (a dataset of equal photos, video frames, the batches of a
+// fixed-size Resize) computes its windows once. Computing them takes about a
+// tenth of a photo's SIMD resize (Pillow's double-precision filter, the
+// weights re-laid for the kernels).
+class WindowsCache {
+ public:
+  std::shared_ptr<const Windows> get(const WindowsKey& key, const detail::ImagePlan& p, const ImageRef& im,
+                                     simd::Level level, int channels) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+        if (it->first == key) {
+          entries_.splice(entries_.begin(), entries_, it);  // most recent first
+          return entries_.front().second;
+        }
+      }
+    }
+    auto w = make_windows(p, im, level, channels);
+    const std::size_t bytes = w->co.size() * sizeof(std::int32_t) + w->simd.weights.size();
+    if (bytes > kMaxEntryBytes) return w;  // a huge axis is not kept
+    std::lock_guard<std::mutex> lk(mu_);
+    entries_.emplace_front(key, w);
+    if (entries_.size() > kEntries) entries_.pop_back();
+    return w;
+  }
+
+ private:
+  static constexpr std::size_t kEntries = 16;
+  static constexpr std::size_t kMaxEntryBytes = std::size_t(4) << 20;
+  std::mutex mu_;
+  std::list<std::pair<WindowsKey, std::shared_ptr<const Windows>>> entries_;
+};
+
+WindowsCache& windows_cache() {
+  static WindowsCache* c = new WindowsCache();  // never destroyed: threads may resize at exit
+  return *c;
+}
+
+}  // namespace
+
 void resize_cpu(const std::vector<ImageRef>& images, const ResizeSpec& spec, std::uintptr_t out,
                 std::size_t threads) {
   check_resize(images, spec);
   GDSIO_EXPECT(out != 0, ValueError, "out: null pointer");
   if (threads < 1) threads = 1;
   const auto plans = detail::plan_resize(images, spec);
-  std::vector<std::int32_t> coeffs((std::size_t)(plans.back().offset + plans.back().ints));
-  std::vector<char> padded(images.size());
   const Arith arith = detail::arith_of(spec);
   const bool nearest = spec.filter == Filter::kNearest;
   // The SIMD schedule takes Pillow's arithmetic on padded windows; its
   // results are the scalar loops' (tests compare the levels byte for byte).
   const simd::Level level = arith == Arith::kPillow8 && !nearest ? simd::level() : simd::Level::kScalar;
-  std::vector<detail::SimdPlan> simd_plans(images.size());
   const detail::EpilogueTable table =
       level != simd::Level::kScalar ? detail::epilogue_table(spec.epilogue, spec.channels) : detail::EpilogueTable{};
-  parallel_for(images.size(), threads, [&](std::size_t, WorkQueue& q) {
-    std::size_t i;
-    while (q.claim(&i)) {
+  // Images of one geometry (the crop's size and the memory layout the SIMD
+  // plan reads: a batch's images, or equal crops) share one Windows:
+  // `owner[i]` is the first such image, `owners` the images that look theirs up.
+  std::vector<std::size_t> owner(images.size()), owners;
+  std::vector<WindowsKey> keys(images.size());
+  {
+    std::map<WindowsKey, std::size_t> seen;
+    for (std::size_t i = 0; i < images.size(); ++i) {
       const auto& p = plans[i];
-      std::int32_t* co = coeffs.data() + p.offset;
-      px::axis_coeffs(p.h, p.ksize_h, co);
-      px::axis_coeffs(p.v, p.ksize_v, co + px::axis_ints(p.h, p.ksize_h));
-      padded[i] = pad_windows(p.h, p.ksize_h, co);
-      if (padded[i]) {
-        simd_plans[i] = detail::simd_prepare(level, images[i], p, co, spec.channels);
-        simd_plans[i].table = &table;
-      }
+      keys[i] = WindowsKey(p.h.in, p.h.out, p.v.in, p.v.out, (int)spec.filter, (int)spec.ref, (int)level,
+                           images[i].pixel_stride, images[i].channel_stride == 1, spec.channels);
+      owner[i] = seen.emplace(keys[i], i).first->second;
+      if (owner[i] == i) owners.push_back(i);
+    }
+  }
+  std::vector<std::shared_ptr<const Windows>> windows(images.size());
+  parallel_for(owners.size(), threads, [&](std::size_t, WorkQueue& q) {
+    std::size_t j;
+    while (q.claim(&j)) {
+      const std::size_t i = owners[j];
+      windows[i] = windows_cache().get(keys[i], plans[i], images[i], level, spec.channels);
     }
   });
 
@@ -321,13 +398,14 @@ void resize_cpu(const std::vector<ImageRef>& images, const ResizeSpec& spec, std
       const int band = (int)(item % bands);
       const int y0 = band * band_rows, y1 = std::min(out_h, y0 + band_rows);
       void* dst = reinterpret_cast<std::uint8_t*>(out) + (std::int64_t)n * image_bytes;
-      const std::int32_t* co = coeffs.data() + plans[n].offset;
+      const Windows& w = *windows[owner[n]];
+      const std::int32_t* co = w.co.data();
       if (nearest)
         nearest_rows(images[n], plans[n], co, spec, y0, y1, dst, s);
-      else if (simd_plans[n].kind != detail::SimdPlan::kNone)
-        detail::simd_rows(simd_plans[n], images[n], plans[n], co, spec, y0, y1, dst, s.simd);
+      else if (w.simd.kind != detail::SimdPlan::kNone)
+        detail::simd_rows(w.simd, &table, images[n], plans[n], co, spec, y0, y1, dst, s.simd);
       else
-        fn(images[n], padded[n] != 0, plans[n], co, spec, y0, y1, dst, s);
+        fn(images[n], w.padded, plans[n], co, spec, y0, y1, dst, s);
     }
   });
 }

@@ -264,3 +264,19 @@ def test_every_level_equals_the_scalar_loops_on_odd_shapes(seed):
             outs = {lv: _at_level(lv, lambda: T.resize(x, [oh, ow], interpolation=filt)) for lv in LEVELS}
             for lv in LEVELS:
                 assert torch.equal(outs[lv], outs["scalar"]), (name, lv, (h, w), (oh, ow), filt)
+
+
+def test_images_of_one_size_share_windows_but_not_layouts(level):
+    """Images of one size share their windows within a call and across calls
+    (a cache keyed by the geometry, the layout and the level): a list mixing
+    layouts of one size, a second call with other pixels, and each image alone
+    all give Pillow's bytes."""
+    a, b = _image(123, 171, 3, seed=8), _image(123, 171, 3, seed=9)
+    for img in (a, b):  # the second pass hits the cache with other pixels
+        ref = _pillow(img, (40, 56), "bicubic")
+        xs = list(_layouts(img).values())
+        xs = [x[0] if x.ndim == 4 else x for x in xs]
+        outs = T.resize(xs, [40, 56], interpolation="bicubic")
+        for x, out in zip(xs, outs):
+            np.testing.assert_array_equal(out.numpy(), ref)
+            np.testing.assert_array_equal(T.resize(x, [40, 56], interpolation="bicubic").numpy(), ref)
