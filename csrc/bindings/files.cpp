@@ -12,6 +12,7 @@
 
 #include "bindings/paths.hpp"
 #include "bindings/registry.hpp"
+#include "core/error.hpp"
 #include "io/many_files.hpp"
 
 namespace py = pybind11;
@@ -62,4 +63,16 @@ GDSIO_EXPORT(files) {
       },
       py::arg("path"), py::kw_only(), py::arg("max_bytes"),
       "A whole file as a 1-D uint8 numpy array owning its memory, or its size (an int) when larger than max_bytes.");
+
+  m.def(
+      "read_file_into",
+      [](const py::object& name, std::uintptr_t dst, std::uint64_t nbytes) {
+        const std::string path = bindings::fs_path(name);
+        GDSIO_EXPECT(dst != 0 || nbytes == 0, ValueError, "dst: null pointer");
+        py::gil_scoped_release nogil;
+        return read_file_into(path, reinterpret_cast<void*>(dst), nbytes);
+      },
+      py::arg("path"), py::arg("dst"), py::arg("nbytes"),
+      "The first nbytes of a file into host memory at dst in one pread; nbytes, or -1 when the file is shorter or "
+      "a block device (the caller's general path then decides).");
 }

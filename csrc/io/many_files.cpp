@@ -75,4 +75,11 @@ std::uint64_t read_whole_file(const std::string& path, std::uint64_t max_bytes, 
   return n;
 }
 
+std::int64_t read_file_into(const std::string& path, void* dst, std::uint64_t n) {
+  const FileHandle f(path);  // refuses what File refuses (FIFOs, sockets, pseudo-files), never blocks
+  if (f.is_block() || f.size_at_open() < n) return -1;
+  f.pread_exact(dst, static_cast<std::size_t>(n), 0);
+  return static_cast<std::int64_t>(n);
+}
+
 }  // namespace gdsio

@@ -32,4 +32,10 @@ std::uint64_t read_paths(const std::vector<PathRead>& reads, std::size_t threads
 // parallel path.
 std::uint64_t read_whole_file(const std::string& path, std::uint64_t max_bytes, void** data);
 
+// The first `n` bytes of a regular file into `dst` in one pread (read_into's
+// one-call path, as an unbuffered readinto does); returns n, or -1 when the
+// general path must decide: the file holds fewer than n bytes (its error
+// names the range) or is a block device. Refuses what File refuses.
+std::int64_t read_file_into(const std::string& path, void* dst, std::uint64_t n);
+
 }  // namespace gdsio

@@ -1,5 +1,6 @@
-"""Small files: read_many (one C++ call for many paths) and read()'s one-call
-path for small files to the CPU; bytes, stats and errors."""
+"""Small files: read_many (one C++ call for many paths), read()'s one-call
+path for small files to the CPU and read_into's for host buffers of a chunk
+or less; bytes, stats and errors."""
 
 from __future__ import annotations
 
@@ -78,3 +79,64 @@ def test_read_small_file_path(files, tmp_path):
         gdsio.read(str(tmp_path / "nope"), device="cpu")
     with pytest.raises(ValueError, match="backend must be one of"):
         gdsio.read(files[2], device="cpu", backend="")
+
+
+def _general(p, out, **kw):
+    """read_into through the general path (File.read_into), for comparison."""
+    with gdsio.File(p) as f:
+        return f.read_into(out, **kw)
+
+
+def test_read_into_one_call_path_equals_the_general_path(files, tmp_path, monkeypatch):
+    """A contiguous CPU tensor or writable numpy array of a chunk or less, from
+    the start of a local file: one C++ call, the same bytes and stats fields as
+    the general path; a file too short, an empty buffer and every other
+    destination or argument go the general path, with its errors."""
+    from gdsio import _core
+    from gdsio.io import api
+
+    calls = []
+
+    def counted(*a):
+        calls.append(a[2])
+        return _core.read_file_into(*a)
+
+    monkeypatch.setattr(api, "_core", type("C", (), {"read_file_into": staticmethod(counted)}))
+    for p in files[1:]:
+        n = os.path.getsize(p)
+        int32 = torch.empty(max(n // 4, 1), dtype=torch.int32)[: n // 4]
+        for out in (torch.empty(n, dtype=torch.uint8), np.empty(n, np.uint8), int32):
+            nbytes = out.numel() * out.element_size() if isinstance(out, torch.Tensor) else out.nbytes
+            if nbytes == 0:
+                continue
+            st = gdsio.read_into(p, out)
+            raw = out.numpy().tobytes() if isinstance(out, torch.Tensor) else out.tobytes()
+            assert raw == content(p)[:nbytes]
+            ref = _general(p, np.empty(nbytes, np.uint8))
+            assert (st.backend, st.nbytes, st.threads, st.chunks, st.path, st.device, st.reason, st.direct_io) == (
+                ref.backend, ref.nbytes, ref.threads, ref.chunks, ref.path, ref.device, ref.reason, ref.direct_io)
+            assert calls[-1] == nbytes  # the one-call path read it
+    big = files[5]  # 3 MiB: more than a chunk of 1 MiB goes to the chunked path
+    with gdsio.settings(chunk_bytes=1 << 20, threads=2):
+        st = gdsio.read_into(big, torch.empty(3 << 20, dtype=torch.uint8))
+    assert st.chunks == 3 and calls[-1] != 3 << 20
+    with pytest.raises(ValueError, match=r"holds 17 bytes \(4079 too many\)"):
+        gdsio.read_into(files[6], np.empty(4096, np.uint8))
+    with pytest.raises(ValueError, match="requires grad"):
+        gdsio.read_into(files[3], torch.zeros(1024, requires_grad=True))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        gdsio.read_into(files[3], np.zeros(8192, np.uint8)[::2])
+    ro = np.zeros(4096, np.uint8)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        gdsio.read_into(files[3], ro)
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        gdsio.read_into(str(tmp_path), np.empty(16, np.uint8))
+    with pytest.raises(FileNotFoundError):
+        gdsio.read_into(str(tmp_path / "nope"), np.empty(16, np.uint8))
+    # an offset, a size, a backend or a path object: the general path, the same bytes
+    out = np.empty(100, np.uint8)
+    gdsio.read_into(files[4], out, offset=7)
+    assert out.tobytes() == content(files[4])[7:107]
+    st = gdsio.read_into(type(tmp_path)(files[4]), out, backend="posix", size=50)
+    assert st.nbytes == 50 and out[:50].tobytes() == content(files[4])[:50]
