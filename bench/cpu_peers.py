@@ -351,7 +351,7 @@ def host_rows(rep: Report, a: argparse.Namespace, tmp: str) -> None:
         rep.row(f"host read {mb} MiB warm into one reused page-aligned buffer", "GB/s", (mb << 20) / 1e9, fns, a.rounds,
                 "gdsio-read_into", ["readinto"], per_call=calls,
                 note="both fill the same buffer (no allocation, no page faults); readinto: one read() call, "
-                     "gdsio: its reader threads in chunks")
+                     "gdsio: one pread up to a chunk (4 MiB by default), its reader threads in chunks beyond")
         mv.release()
         os.unlink(path)
 
