@@ -280,3 +280,60 @@ def test_images_of_one_size_share_windows_but_not_layouts(level):
         for x, out in zip(xs, outs):
             np.testing.assert_array_equal(out.numpy(), ref)
             np.testing.assert_array_equal(T.resize(x, [40, 56], interpolation="bicubic").numpy(), ref)
+
+
+_GUARDED = r"""
+import ctypes, mmap, sys
+import numpy as np, torch
+from gdsio import _core
+from gdsio import transforms as T
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+PAGE = mmap.PAGESIZE
+
+
+def guarded(nbytes):
+    # nbytes ending exactly at a PROT_NONE page: a read one byte past them faults.
+    pages = (nbytes + PAGE - 1) // PAGE + 1
+    base = libc.mmap(None, pages * PAGE, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+    assert base not in (None, ctypes.c_void_p(-1).value)
+    assert libc.mprotect(base + (pages - 1) * PAGE, PAGE, 0) == 0  # PROT_NONE
+    start = base + (pages - 1) * PAGE - nbytes
+    return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(start))
+
+
+rng = np.random.default_rng(0)
+cases = [((700, 1000), (224, 224)), ((37, 53), (11, 9)), ((5, 300), (3, 7)), ((64, 2000), (20, 100)),
+         ((120, 17), (60, 16)), ((9, 9), (4, 4)), ((300, 64), (29, 31))]
+for level in sys.argv[1:]:
+    assert _core.tf_set_cpu_simd(level) == level
+    for (h, w), size in cases:
+        for c, ps in ((3, 3), (3, 4), (4, 4), (1, 1)):
+            mem = guarded(h * w * ps)
+            mem[:] = rng.integers(0, 256, mem.size, dtype=np.uint8)
+            hwc = torch.from_numpy(mem).view(h, w, ps)
+            x = hwc.permute(2, 0, 1)[:c]
+            for filt in ("bilinear", "bicubic", "box"):
+                got = T.resize(x, list(size), interpolation=filt)
+                planes = T.resize(x.contiguous(), list(size), interpolation=filt)
+                assert torch.equal(got, planes), (level, (h, w), size, c, ps, filt)
+            plane_mem = guarded(h * w)  # one plane ending at the guard page
+            plane_mem[:] = rng.integers(0, 256, plane_mem.size, dtype=np.uint8)
+            T.resize(torch.from_numpy(plane_mem).view(1, h, w), list(size))
+print("ok")
+"""
+
+
+def test_no_level_reads_past_the_image():
+    """Every SIMD level's reads stay inside the image: images (interleaved
+    RGB, RGBX, RGBA, planes) end exactly at a page the process may not read,
+    so a read past their last byte kills the child with SIGSEGV; the results
+    equal those of a contiguous copy."""
+    import subprocess
+    import sys
+
+    got = subprocess.run([sys.executable, "-P", "-c", _GUARDED, *LEVELS], capture_output=True, text=True, timeout=300)
+    assert got.returncode == 0 and got.stdout.strip() == "ok", (got.returncode, got.stderr[-2000:])
