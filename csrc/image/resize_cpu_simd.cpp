@@ -68,6 +68,21 @@ void store_row(simd::Level level, const ResizeSpec& spec, const EpilogueTable* t
   }
 }
 
+// Every window of the axis (bounds, then weights: axis_coeffs' layout) is one
+// tap of weight one at its own index.
+bool identity(const px::Axis& a, int k, const std::int32_t* co) {
+  if (a.in != a.out) return false;
+  const std::int32_t* w = co + 2 * (std::int64_t)a.out;
+  for (int x = 0; x < a.out; ++x) {
+    const int start = co[2 * x], n = co[2 * x + 1];
+    for (int t = 0; t < k; ++t) {
+      const std::int32_t want = start + t == x && t < n ? (1 << px::kPillowPrecisionBits) : 0;
+      if (w[(std::int64_t)x * k + t] != want) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 EpilogueTable epilogue_table(const px::Epilogue& e, int channels) {
@@ -90,6 +105,8 @@ SimdPlan simd_prepare(simd::Level level, const ImageRef& im, const ImagePlan& p,
   const bool interleaved = im.channel_stride == 1 && (ps == 3 || ps == 4) && channels >= 3 && channels <= ps;
   if (!interleaved && ps != 1) return sp;
   sp.kind = interleaved ? SimdPlan::kInterleaved : SimdPlan::kPlanar;
+  sp.h_identity = identity(p.h, p.ksize_h, co);
+  sp.v_identity = identity(p.v, p.ksize_v, co + px::axis_ints(p.h, p.ksize_h));
   for (;;) {
     sp.level = level;
     sp.weights.resize(interleaved ? simd::h_weights_bytes_interleaved(level, p.h.out, p.ksize_h)
@@ -146,7 +163,18 @@ void simd_rows(const SimdPlan& sp, const EpilogueTable* table, const ImageRef& i
   };
   for (int g = 0; g < groups; ++g) {
     std::uint8_t* plane_rows = inter + g * group_bytes;
-    if (interleaved) {
+    if (sp.h_identity) {  // the rows themselves: C bytes a pixel, or one plane
+      for (int r = lo; r < hi; ++r) {
+        const std::uint8_t* row = src + (std::int64_t)r * rs + (std::int64_t)g * cs;
+        std::uint8_t* d = plane_rows + (std::int64_t)(r - lo) * pitch;
+        if (!interleaved || ps == C) {
+          std::memcpy(d, row, (std::size_t)width);
+        } else {
+          for (int x = 0; x < out_w; ++x)
+            for (int c = 0; c < C; ++c) d[x * C + c] = row[x * ps + c];
+        }
+      }
+    } else if (interleaved) {
       for (int r = lo; r < hi; r += 2) {
         const bool two = r + 1 < hi;
         simd::h_rows_interleaved(level, source_row(r, g, 0), two ? source_row(r + 1, g, 1) : nullptr, C, (int)ps,
@@ -164,6 +192,10 @@ void simd_rows(const SimdPlan& sp, const EpilogueTable* table, const ImageRef& i
   for (int g = 0; g < groups; ++g) {
     const std::uint8_t* base = inter + g * group_bytes;
     for (int y = y0; y < y1; ++y) {
+      if (sp.v_identity) {  // output row y is intermediate row y
+        store_row(level, spec, table, im.flip, interleaved, g, base + (std::int64_t)(y - lo) * pitch, y, out_image);
+        continue;
+      }
       const int start = vb[2 * y], n = vb[2 * y + 1];
       for (int k = 0; k < n; ++k) rows[k] = base + (std::int64_t)(clampi(start + k, 0, in_h - 1) - lo) * pitch;
       simd::v_row(level, rows.data(), vw + (std::int64_t)y * kv, n, width, vrow);

@@ -29,6 +29,11 @@ struct SimdPlan {
   enum Kind : std::uint8_t { kNone = 0, kInterleaved = 1, kPlanar = 2 } kind = kNone;
   simd::Level level = simd::Level::kScalar;
   std::vector<std::uint8_t> weights;
+  // Every horizontal window is one tap of weight one at its own column (an
+  // axis whose size does not change): the pass is a copy, which Pillow skips
+  // too; the bytes are the same.
+  bool h_identity = false;
+  bool v_identity = false;  // the same for the vertical windows
 };
 
 // Chooses the kernel for an image whose horizontal windows are padded (all
