@@ -607,12 +607,13 @@ GDSIO_AVX512 inline __m512i h512_gather(const std::uint8_t* p, __m512i idx) {
   return Two ? _mm512_permutex2var_epi8(lo, idx, _mm512_loadu_si512(p + 64)) : _mm512_permutexvar_epi8(idx, lo);
 }
 
+// Pillow's sum from the three digits' sums: (a2 << 16) + (a1 << 8) + a0.
 GDSIO_AVX512 inline __m512i h512_digits(__m512i a2, __m512i a1, __m512i a0) {
   return _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a2, 8), a1), 8), a0);
 }
 
-// One block's sums for one row (q == nullptr) or two rows that share the
-// windows, each weight vector loaded once for both.
+// One block's sums for row p, and for row q into *t unless t is null (two
+// rows share the windows: each weight vector is loaded once for both).
 template <bool Two, int G>
 GDSIO_AVX512 inline void h512_block(const std::uint8_t* p, const std::uint8_t* q, const std::int8_t* w, int groups,
                                     std::ptrdiff_t gstep, __m512i idx, __m512i init, __m512i* s, __m512i* t) {
@@ -754,9 +755,7 @@ GDSIO_AVX512 void v_avx512(const std::uint8_t* const* rows, const std::int32_t* 
     }
     __m512i s[4];
     for (int i = 0; i < 4; ++i) {
-      const __m512i t = _mm512_add_epi32(
-          _mm512_slli_epi32(_mm512_add_epi32(_mm512_slli_epi32(a[i][0], 8), a[i][1]), 8), a[i][2]);
-      s[i] = _mm512_srai_epi32(t, kShift);
+      s[i] = _mm512_srai_epi32(h512_digits(a[i][0], a[i][1], a[i][2]), kShift);
     }
     // Per 128-bit lane, s[i] holds values 16 L + 4 i .. + 3: the packs put them in order.
     const __m512i b = _mm512_packus_epi16(_mm512_packs_epi32(s[0], s[1]), _mm512_packs_epi32(s[2], s[3]));
