@@ -4,13 +4,13 @@ the backend that ran."""
 from __future__ import annotations
 
 import os
-import sys
 import time
 from typing import Any
 
 from .. import _core
 from ..config import current
 from ..device import parse_device
+from .buffers import resolve
 from .file import File, int_arg
 from .many import read_small
 from .stats import ReadStats
@@ -73,37 +73,22 @@ def read_into(
         ('posix', 3.1)
     """
     if (type(path) is str and offset == 0 and type(offset) is int and size is None and backend is None
-            and stream is None and "://" not in path):
+            and stream is None and "://" not in path and not getattr(out, "is_cuda", False)):
         # The commonest call (a whole buffer of host memory from the start of a
         # local file, one chunk or less) in one C++ call: open, fstat, one
         # pread, close, as an unbuffered readinto does. Anything else, and a
         # file too short for the buffer, takes the general path below.
-        span = _host_span(out)
+        dest = resolve(out)  # the general path's rule and errors for the destination
         s = current()
-        if span is not None and 0 < span[1] <= s.chunk_bytes and not s.direct_io and s.backend in ("auto", "posix"):
+        if (dest.kind == "cpu" and 0 < dest.nbytes <= s.chunk_bytes and not s.direct_io
+                and s.backend in ("auto", "posix")):
             t0 = time.perf_counter()
-            if _core.read_file_into(path, span[0], span[1]) >= 0:
-                return ReadStats("posix", span[1], time.perf_counter() - t0, 1, 1, path=path, device="host memory")
+            if _core.read_file_into(path, dest.ptr, dest.nbytes) >= 0:
+                return ReadStats("posix", dest.nbytes, time.perf_counter() - t0, 1, 1, path=path,
+                                 device=dest.describe())
     offset = int_arg(offset, "offset")  # named as the caller named it, not file_offset
     with File(path) as f:
         return f.read_into(out, size, offset, backend=backend, stream=stream)
-
-
-def _host_span(out: Any) -> tuple[int, int] | None:
-    """(address, bytes) of a destination read_into's one-call path takes (a
-    contiguous CPU torch.Tensor that needs no grad, a writable C-contiguous
-    numpy array), else None."""
-    t = type(out)
-    torch = sys.modules.get("torch")
-    if torch is not None and t is torch.Tensor:
-        if out.device.type == "cpu" and out.is_contiguous() and not (out.requires_grad and out.is_leaf):
-            return out.data_ptr(), out.numel() * out.element_size()
-        return None
-    if t.__name__ == "ndarray" and t.__module__ == "numpy":
-        f = out.flags
-        if f.c_contiguous and f.writeable:
-            return out.ctypes.data, out.nbytes
-    return None
 
 
 def read(
