@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 #include <list>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
@@ -297,11 +296,11 @@ std::shared_ptr<const Windows> make_windows(const detail::ImagePlan& p, const Im
   return w;
 }
 
-// The windows of the last few geometries, across calls: a stream of images
-// of one size (a dataset of equal photos, video frames, the batches of a
-// fixed-size Resize) computes its windows once. Computing them takes about a
-// tenth of a photo's SIMD resize (Pillow's double-precision filter, the
-// weights re-laid for the kernels).
+// The windows of the last few geometries, within a call and across calls:
+// images of one size (a batch's, a dataset of equal photos, video frames, the
+// batches of a fixed-size Resize) compute their windows once. Computing them
+// takes about a tenth of a photo's SIMD resize (Pillow's double-precision
+// filter, the weights re-laid for the kernels).
 class WindowsCache {
  public:
   std::shared_ptr<const Windows> get(const WindowsKey& key, const detail::ImagePlan& p, const ImageRef& im,
@@ -319,6 +318,8 @@ class WindowsCache {
     const std::size_t bytes = w->co.size() * sizeof(std::int32_t) + w->simd.weights.size();
     if (bytes > kMaxEntryBytes) return w;  // a huge axis is not kept
     std::lock_guard<std::mutex> lk(mu_);
+    for (const auto& e : entries_)
+      if (e.first == key) return e.second;  // another thread made it meanwhile: one entry per key
     entries_.emplace_front(key, w);
     if (entries_.size() > kEntries) entries_.pop_back();
     return w;
@@ -352,26 +353,16 @@ void resize_cpu(const std::vector<ImageRef>& images, const ResizeSpec& spec, std
   const detail::EpilogueTable table =
       level != simd::Level::kScalar ? detail::epilogue_table(spec.epilogue, spec.channels) : detail::EpilogueTable{};
   // Images of one geometry (the crop's size and the memory layout the SIMD
-  // plan reads: a batch's images, or equal crops) share one Windows:
-  // `owner[i]` is the first such image, `owners` the images that look theirs up.
-  std::vector<std::size_t> owner(images.size()), owners;
-  std::vector<WindowsKey> keys(images.size());
-  {
-    std::map<WindowsKey, std::size_t> seen;
-    for (std::size_t i = 0; i < images.size(); ++i) {
-      const auto& p = plans[i];
-      keys[i] = WindowsKey(p.h.in, p.h.out, p.v.in, p.v.out, (int)spec.filter, (int)spec.ref, (int)level,
-                           images[i].pixel_stride, images[i].channel_stride == 1, spec.channels);
-      owner[i] = seen.emplace(keys[i], i).first->second;
-      if (owner[i] == i) owners.push_back(i);
-    }
-  }
+  // plan reads: a batch's images, equal crops, repeated calls) share one
+  // Windows, from the cache.
   std::vector<std::shared_ptr<const Windows>> windows(images.size());
-  parallel_for(owners.size(), threads, [&](std::size_t, WorkQueue& q) {
-    std::size_t j;
-    while (q.claim(&j)) {
-      const std::size_t i = owners[j];
-      windows[i] = windows_cache().get(keys[i], plans[i], images[i], level, spec.channels);
+  parallel_for(images.size(), threads, [&](std::size_t, WorkQueue& q) {
+    std::size_t i;
+    while (q.claim(&i)) {
+      const auto& p = plans[i];
+      const WindowsKey key(p.h.in, p.h.out, p.v.in, p.v.out, (int)spec.filter, (int)spec.ref, (int)level,
+                           images[i].pixel_stride, images[i].channel_stride == 1, spec.channels);
+      windows[i] = windows_cache().get(key, p, images[i], level, spec.channels);
     }
   });
 
@@ -398,7 +389,7 @@ void resize_cpu(const std::vector<ImageRef>& images, const ResizeSpec& spec, std
       const int band = (int)(item % bands);
       const int y0 = band * band_rows, y1 = std::min(out_h, y0 + band_rows);
       void* dst = reinterpret_cast<std::uint8_t*>(out) + (std::int64_t)n * image_bytes;
-      const Windows& w = *windows[owner[n]];
+      const Windows& w = *windows[n];
       const std::int32_t* co = w.co.data();
       if (nearest)
         nearest_rows(images[n], plans[n], co, spec, y0, y1, dst, s);
