@@ -35,6 +35,15 @@ def _levels() -> list[str]:
 LEVELS = _levels()
 
 
+def _at_level(lv: str, fn):
+    best = _core.tf_cpu_simd()
+    assert _core.tf_set_cpu_simd(lv) == lv
+    try:
+        return fn()
+    finally:
+        _core.tf_set_cpu_simd(best)
+
+
 @pytest.fixture(params=LEVELS)
 def level(request):
     best = _core.tf_cpu_simd()
@@ -220,26 +229,12 @@ def test_fused_float_outputs_equal_the_scalar_arithmetic(dtype, norm, scale):
     imgs = [torch.from_numpy(_image(h, w, 3, seed=h)).permute(2, 0, 1) for h, w in ((120, 90), (64, 200))]
     boxes = [[3, 5, 100, 80], [0, 0, 64, 200]]
     kw = dict(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]) if norm else dict(mean=None, std=None)
-    outs = {}
-    for lv in LEVELS:
-        best = _core.tf_cpu_simd()
-        _core.tf_set_cpu_simd(lv)
-        try:
-            outs[lv] = T.resized_crop_flip_normalize(imgs, boxes, [False, True], 48, dtype=dtype, scale=scale, **kw)
-        finally:
-            _core.tf_set_cpu_simd(best)
+    outs = {lv: _at_level(lv, lambda: T.resized_crop_flip_normalize(imgs, boxes, [False, True], 48, dtype=dtype,
+                                                                    scale=scale, **kw))
+            for lv in LEVELS}
     for lv in LEVELS:
         assert torch.equal(outs[lv].view(torch.int16 if dtype != torch.float32 else torch.int32),
                            outs["scalar"].view(torch.int16 if dtype != torch.float32 else torch.int32)), lv
-
-
-def _at_level(lv: str, fn):
-    best = _core.tf_cpu_simd()
-    assert _core.tf_set_cpu_simd(lv) == lv
-    try:
-        return fn()
-    finally:
-        _core.tf_set_cpu_simd(best)
 
 
 @pytest.mark.parametrize("seed", range(6))
