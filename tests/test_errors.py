@@ -132,6 +132,30 @@ def test_file_shrinks_during_read(make_file, no_leaks):
         f.close()
 
 
+@pytest.mark.parametrize("how", ["gdsio.read", "File.read", "File.read with a size"])
+def test_file_shrinking_after_reads_size_is_an_oserror(make_file, monkeypatch, how, no_leaks):
+    """read() sizes the file, then reads it: a file that shrinks in between is an
+    I/O race (OSError "ended early"), never a caller's ValueError. The shrink is
+    made deterministic: the file is truncated right after its size is taken."""
+    path, _ = make_file(256 << 10)
+    real_size = gdsio.File.size
+
+    def size_then_shrink(self):
+        n = real_size(self)
+        os.truncate(path, 4096)
+        return n
+
+    monkeypatch.setattr(gdsio.File, "size", size_then_shrink)
+    with gdsio.settings(chunk_bytes=64 << 10):  # past the one-call path's limit: File.read runs
+        with pytest.raises(OSError, match="ended early") as ei:
+            if how == "gdsio.read":
+                gdsio.read(path, device="cpu")
+            else:
+                with gdsio.File(path) as f:
+                    f.read(device="cpu", size=None if how == "File.read" else 200 << 10)
+    assert not isinstance(ei.value, ValueError)
+
+
 def test_truncate_while_reading(tmp_path, no_leaks):
     """A real truncation racing a slow read: the read either completes with
     the old bytes or raises; it never returns zeros as data."""

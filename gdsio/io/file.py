@@ -187,7 +187,10 @@ class File:
         else:
             dev = require_cuda(f"cannot read '{self.path}' into {device}", target.index)
             out = torch.empty(size, dtype=torch.uint8, device=dev)
-        st = self.read_into(out, size, offset, backend=backend)
+        # The range was checked against the size taken above: a file that shrinks
+        # from here on is an I/O race the reader reports (OSError "ended early"),
+        # not a caller's mistake, so read_into's own range check is not run again.
+        st = self._read_checked(check_name(self._backend_of(backend, s)), resolve(out), size, offset, 0, s)
         return (out, st) if return_stats else out
 
     def read_into(
@@ -242,6 +245,11 @@ class File:
         if size is None:
             size = dest.nbytes - out_offset
         check_range(self.path, self.size(), file_offset, size)
+        return self._read_checked(b, dest, size, file_offset, out_offset, s)
+
+    def _read_checked(self, b: str, dest: Destination, size: int, file_offset: int, out_offset: int,
+                      s: Settings) -> ReadStats:
+        """read_into after its checks of the backend's name `b` and of the range against the file's size."""
         if size > dest.nbytes - out_offset:
             raise ValueError(
                 f"destination too small: {size} bytes do not fit in {dest.nbytes - out_offset} bytes "
