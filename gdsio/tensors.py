@@ -34,10 +34,24 @@ def _torch_dtypes() -> dict[str, Any]:
         "I32": "int32", "U32": "uint32", "I64": "int64", "U64": "uint64", "F16": "float16",
         "BF16": "bfloat16", "F32": "float32", "F64": "float64", "C64": "complex64",
         "F8_E4M3": "float8_e4m3fn", "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2": "float8_e5m2",
-        "F8_E5M2FNUZ": "float8_e5m2fnuz", "F8_E8M0": "float8_e8m0fnu",
+        "F8_E5M2FNUZ": "float8_e5m2fnuz", "F8_E8M0": "float8_e8m0fnu", "F4": "float4_e2m1fn_x2",
     }
-    # Only the dtypes this torch has (uint16+ since 2.3, float8 since 2.1).
+    # Only the dtypes this torch has (uint16+ since 2.3, float8 since 2.1,
+    # float4_e2m1fn_x2 since 2.8). safetensors' F6_E2M3 and F6_E3M2 have no torch dtype.
     return {k: getattr(torch, v) for k, v in names.items() if hasattr(torch, v)}
+
+
+# Bits per element where it is not the torch dtype's itemsize * 8: an F4 value
+# is a nibble, and torch packs two into each float4_e2m1fn_x2 element.
+_SUB_BYTE_BITS = {"F4": 4}
+
+
+def _torch_shape(dtype: str, shape: list[int]) -> list[int]:
+    """The torch shape of a safetensors tensor: an F4 tensor's last dimension
+    counts nibbles, torch's counts the bytes holding two (as safetensors.torch)."""
+    if dtype in _SUB_BYTE_BITS:
+        return [*shape[:-1], shape[-1] * _SUB_BYTE_BITS[dtype] // 8]
+    return shape
 
 
 def _alloc(nbytes: int, device: Any, path: str, file_offset: int = 0) -> Any:
@@ -125,10 +139,12 @@ def _safetensors_header(f: Any) -> tuple[int, dict[str, Any], dict[str, str]]:
         numel = math.prod(shape)
         if numel >= 2**63:
             raise ValueError(f"{where}: shape {shape} holds {numel} elements, more than 2**63 - 1")
-        itemsize = dtypes[dtype].itemsize
-        if numel * itemsize != end - begin:
+        bits = _SUB_BYTE_BITS.get(dtype, dtypes[dtype].itemsize * 8)
+        if numel * bits % 8:  # the safetensors library's rule for sub-byte dtypes
+            raise ValueError(f"{where}: shape {shape} of {dtype} holds {numel * bits} bits, not a whole number of bytes")
+        if numel * bits // 8 != end - begin:
             raise ValueError(
-                f"{where}: shape {shape} of {dtype} needs {numel * itemsize} bytes, data_offsets give {end - begin}"
+                f"{where}: shape {shape} of {dtype} needs {numel * bits // 8} bytes, data_offsets give {end - begin}"
             )
         spans.append((begin, end, name))
     spans.sort()
@@ -183,13 +199,17 @@ def load_safetensors(
 
     Returns:
         dict[str, torch.Tensor]: name -> tensor, with the file's dtypes and
-        shapes; with ``return_stats=True``, ``(dict, ReadStats | None)``.
+        shapes as safetensors.torch.load_file gives them (every safetensors
+        dtype this torch has; F4 is ``torch.float4_e2m1fn_x2``, two values a
+        byte, so its last dimension is half the file's); with
+        ``return_stats=True``, ``(dict, ReadStats | None)``.
 
     Raises:
         FileNotFoundError: `path` does not exist (PermissionError, IsADirectoryError likewise).
         ValueError: not a safetensors file, or a corrupt header (too long,
             truncated, not JSON, overlapping or out-of-range tensors, a dtype
-            this torch lacks); the message names the file and the tensor.
+            this torch lacks such as F6_E2M3, an F4 tensor with an odd last
+            dimension); the message names the file and the tensor.
         KeyError: a name in `keys` that the file does not hold.
         gdsio.BackendUnavailable: a GPU device where CUDA cannot be used
             (the message says why and to pass device="cpu").
@@ -208,6 +228,11 @@ def load_safetensors(
         missing = [k for k in names if k not in header]
         if missing:
             raise KeyError(f"'{path}' has no tensor(s) {missing}; it has {sorted(header)[:10]}...")
+        for k in names:  # safetensors.torch's rule: torch packs F4 values in pairs along the last dimension
+            e = header[k]
+            if e["dtype"] in _SUB_BYTE_BITS and (not e["shape"] or e["shape"][-1] % 2):
+                raise ValueError(f"'{path}', tensor {k!r}: an F4 tensor needs an even last dimension to load "
+                                 f"into torch's float4_e2m1fn_x2 (two values a byte), got shape {e['shape']}")
         if keys is None:
             lo = min((header[k]["data_offsets"][0] for k in names), default=0)
             hi = max((header[k]["data_offsets"][1] for k in names), default=0)
@@ -235,7 +260,8 @@ def load_safetensors(
         raw = buf[placed[k] : placed[k] + nbytes]
         if raw.storage_offset() % dt.itemsize:
             raw = raw.clone()  # torch views need the element size to divide the offset
-        out[k] = raw.view(dt).reshape(e["shape"]) if nbytes else torch.empty(e["shape"], dtype=dt, device=buf.device)
+        shape = _torch_shape(e["dtype"], e["shape"])
+        out[k] = raw.view(dt).reshape(shape) if nbytes else torch.empty(shape, dtype=dt, device=buf.device)
     return (out, stats) if return_stats else out
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import gdsio
-from gdsio.tensors import load_npy, load_safetensors
+from gdsio.tensors import load_npy, load_safetensors, read_safetensors_header
 
 import safetensors.torch as sft  # a test dependency ([test] extra)
 
@@ -38,6 +38,9 @@ def all_dtype_tensors() -> dict[str, torch.Tensor]:
         if hasattr(torch, name):
             dt = getattr(torch, name)
             out[name] = (base.abs() * 3).to(dt) if "float8" in name else (base.abs() * 100).to(dt)
+    for name in ("float8_e8m0fnu", "float4_e2m1fn_x2"):  # torch 2.7 and 2.8; safetensors' F8_E8M0 and F4
+        if hasattr(torch, name):  # their bits drawn as bytes (F4: two values a byte)
+            out[name] = torch.randint(0, 256, (6, 4), generator=g, dtype=torch.uint8).view(getattr(torch, name))
     return out
 
 
@@ -60,12 +63,27 @@ def test_safetensors_keys(tmp_path):
     tensors = all_dtype_tensors()
     p = tmp_path / "m.safetensors"
     sft.save_file(tensors, str(p))
-    got = gdsio.load_safetensors(p, device="cpu", keys=["bf16", "odd", "empty"])
-    assert list(got) == ["bf16", "odd", "empty"]
+    keys = ["bf16", "odd", "empty"] + [k for k in ("float4_e2m1fn_x2",) if k in tensors]
+    got = gdsio.load_safetensors(p, device="cpu", keys=keys)
+    assert list(got) == keys
     for k in got:
         assert same(got[k], tensors[k]), k
     with pytest.raises(KeyError, match="nope"):
         gdsio.load_safetensors(p, device="cpu", keys=["nope"])
+
+
+def test_safetensors_f4_shape_counts_values_torch_counts_pairs(tmp_path):
+    """An F4 tensor of shape [2, 4] in the file is 4 bytes; torch's float4_e2m1fn_x2
+    holds it as [2, 2], as safetensors.torch.load_file gives it."""
+    if not hasattr(torch, "float4_e2m1fn_x2"):
+        pytest.skip("this torch has no float4_e2m1fn_x2")
+    t = torch.tensor([[0x21, 0x43], [0x65, 0x87]], dtype=torch.uint8).view(torch.float4_e2m1fn_x2)
+    p = tmp_path / "f4.safetensors"
+    sft.save_file({"w": t}, str(p))
+    _, header, _ = read_safetensors_header(p)
+    assert header["w"] == {"dtype": "F4", "shape": [2, 4], "data_offsets": [0, 4]}
+    got = load_safetensors(p, device="cpu")["w"]
+    assert same(got, sft.load_file(str(p))["w"]) and same(got, t)
 
 
 def test_safetensors_unaligned_offsets(tmp_path):
