@@ -136,8 +136,14 @@ def parse_npy_header(buf: bytes, total: int) -> NpyHeader:
     # Dimensions are ints (True is not one: numpy refuses it), each one an intp.
     if not isinstance(shape, tuple) or not all(type(v) is int and 0 <= v < 2**63 for v in shape):
         raise ValueError(f"NPY header: shape must be a tuple of non-negative ints below 2**63, got {shape!r}"[:200])
-    if not isinstance(descr, str):
+    # numpy's descr_to_dtype: a str is a dtype, a list a structured one, a tuple a
+    # sub-array; anything else is not a dtype at all ("not a valid dtype descriptor").
+    if isinstance(descr, list):
         raise ValueError(f"NPY header: a structured dtype ({descr!r}) is not supported: only arrays of one plain type"[:200])
+    if isinstance(descr, tuple):
+        raise ValueError(f"NPY header: the sub-array dtype {descr!r} is not an array of scalars (numpy.load refuses it too)"[:200])
+    if not isinstance(descr, str):
+        raise ValueError(f"NPY header: descr {descr!r} is not a dtype descriptor (numpy.load refuses it too)"[:200])
     try:
         dt = np.dtype(descr)
     except (TypeError, ValueError, Warning) as e:  # a Warning: a deprecated alias, where warnings are errors

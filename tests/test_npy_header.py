@@ -61,6 +61,13 @@ BAD = [
     ("{'descr': '<f4', 'fortran_order': False, 'shape': (True,)}", "non-negative ints"),
     ("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,)}", "structured dtype"),
     ("{'descr': '|O', 'fortran_order': False, 'shape': (2,)}", "object arrays need pickle"),
+    # Not a dtype at all, as numpy.load says ("descr is not a valid dtype descriptor"); a tuple is a sub-array.
+    ("{'descr': 4, 'fortran_order': False, 'shape': (2,)}", r"descr 4 is not a dtype descriptor"),
+    ("{'descr': None, 'fortran_order': False, 'shape': (2,)}", r"descr None is not a dtype descriptor"),
+    ("{'descr': True, 'fortran_order': False, 'shape': (2,)}", r"descr True is not a dtype descriptor"),
+    ("{'descr': b'<f4', 'fortran_order': False, 'shape': (2,)}", r"descr b'<f4' is not a dtype descriptor"),
+    ("{'descr': {'names': ['a']}, 'fortran_order': False, 'shape': (2,)}", "is not a dtype descriptor"),
+    ("{'descr': ('<f4', (2,)), 'fortran_order': False, 'shape': (2,)}", "sub-array dtype"),
     ("{'descr': __import__('os'), 'fortran_order': False, 'shape': (2,)}", "not a Python literal"),
 ]
 
