@@ -20,7 +20,8 @@ import re
 import types
 from typing import Any, Iterator, Mapping
 
-__all__ = ["BACKENDS", "Settings", "current", "env_name", "from_env", "parse_bytes", "settings"]
+__all__ = ["BACKENDS", "CPU_SIMD_LEVELS", "Settings", "check_environment", "current", "env_name", "from_env",
+           "parse_bytes", "settings"]
 
 BACKENDS = ("auto", "gds", "cufile", "kvikio", "pinned", "posix", "s3", "http", "kvikio-remote")
 
@@ -115,6 +116,20 @@ def parse_bytes(text: str) -> int:
     return int(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
+def _parse_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"not an int: {text!r}") from None
+
+
+def _parse_float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"not a number: {text!r}") from None
+
+
 def _parse_bool(text: str) -> bool:
     t = text.strip().lower()
     if t in ("1", "true", "on", "yes"):
@@ -125,17 +140,17 @@ def _parse_bool(text: str) -> bool:
 
 
 _PARSERS = {
-    "threads": int,
+    "threads": _parse_int,
     "chunk_bytes": parse_bytes,
-    "staging_buffers": int,
+    "staging_buffers": _parse_int,
     "direct_io": _parse_bool,
     "backend": lambda s: s.strip().lower(),
     "huge_pages": _parse_bool,
-    "remote_concurrency": int,
+    "remote_concurrency": _parse_int,
     "remote_chunk_bytes": parse_bytes,
-    "remote_retries": int,
-    "remote_timeout": float,
-    "max_image_pixels": int,
+    "remote_retries": _parse_int,
+    "remote_timeout": _parse_float,
+    "max_image_pixels": _parse_int,
 }
 
 # Read-only default: blocks replace the mapping, never mutate it.
@@ -222,6 +237,39 @@ def _current(raw_env: tuple[str | None, ...], over: Mapping[str, Any]) -> Settin
     except TypeError:  # an unhashable value: let Settings say what is wrong with it
         return _resolve.__wrapped__(raw_env, overrides)
     return _resolve(raw_env, overrides)
+
+
+#: Values of ``GDSIO_CPU_SIMD``, which caps the CPU resize's SIMD level (read
+#: by the extension at its first resize; it ignores any other value).
+CPU_SIMD_LEVELS = ("scalar", "avx2", "avx512")
+
+
+def check_environment(environ: Mapping[str, str] | None = None) -> Settings:
+    """Parses and checks every ``GDSIO_*`` setting of the environment now,
+    where the library would only at its first read (``gdsio`` commands call
+    this before any work, so a typo is not found after minutes of it).
+
+    Args:
+        environ: the variables to check (default: ``os.environ``).
+
+    Returns:
+        Settings: what the environment sets, over the defaults (no
+        ``gdsio.settings`` block counts).
+
+    Raises:
+        ValueError: a variable that does not parse or is out of range; the
+            message names the variable and its value.
+
+    Example:
+        >>> check_environment({"GDSIO_THREADS": "abc"})
+        ValueError: environment variable GDSIO_THREADS='abc': not an int: 'abc'
+    """
+    environ = os.environ if environ is None else environ
+    simd = environ.get("GDSIO_CPU_SIMD")
+    if simd and simd not in CPU_SIMD_LEVELS:
+        raise ValueError(f"environment variable GDSIO_CPU_SIMD={simd!r}: not a SIMD level "
+                         f"(one of {', '.join(CPU_SIMD_LEVELS)}; unset: the best this CPU has)")
+    return _resolve.__wrapped__(tuple(environ.get(n) for n in _ENV_NAMES), ())
 
 
 @contextlib.contextmanager

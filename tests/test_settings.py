@@ -239,3 +239,18 @@ def test_large_host_buffers_are_reused_once_freed(make_file):
     with open("/proc/self/maps") as f:
         still = [line for line in f if line.startswith(f"{ptr:x}-")]
     assert not still, still
+
+
+def test_check_environment_names_the_variable_and_value():
+    """Every GDSIO_* variable, checked at once (the gdsio command calls it
+    before any work); the library itself checks at its first read."""
+    from gdsio.config import check_environment
+
+    assert check_environment({}) == gdsio.config.Settings()
+    assert check_environment({"GDSIO_THREADS": "3", "GDSIO_CPU_SIMD": "avx2"}).threads == 3
+    for env, match in [({"GDSIO_THREADS": "abc"}, "GDSIO_THREADS='abc': not an int: 'abc'"),
+                       ({"GDSIO_REMOTE_TIMEOUT": "soon"}, "GDSIO_REMOTE_TIMEOUT='soon': not a number"),
+                       ({"GDSIO_REMOTE_RETRIES": "99"}, r"between 0 and 50, got 99 \(environment: GDSIO_REMOTE_RETRIES='99'\)"),
+                       ({"GDSIO_CPU_SIMD": "avx3"}, "GDSIO_CPU_SIMD='avx3': not a SIMD level")]:
+        with pytest.raises(ValueError, match=match):
+            check_environment(env)

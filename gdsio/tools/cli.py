@@ -25,6 +25,8 @@ import os
 import sys
 from typing import Any, Sequence
 
+from ..config import check_environment
+
 DEFAULT_SIZES = "1M,64M,1G"
 DEFAULT_REPEAT = 5
 QUICK_SIZES, QUICK_REPEAT = "64M", 2
@@ -217,6 +219,7 @@ def run_bench_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from . import bench
     from .bench.report import check_plot_available
 
+    sizes_given = args.sizes is not None  # --quick fills it in below; only the user's own is "ignored"
     if args.quick:
         args.sizes = QUICK_SIZES if args.sizes is None else args.sizes
         args.repeat = QUICK_REPEAT if args.repeat is None else args.repeat
@@ -230,7 +233,7 @@ def run_bench_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
     gen = None
     try:
         if args.path:
-            if args.sizes:
+            if sizes_given:
                 print("gdsio bench: --sizes is ignored: PATH is given", file=sys.stderr)
             files = bench.files_from_path(args.path)
             where = args.path
@@ -375,6 +378,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
+        # Every GDSIO_* variable, checked before any work: a typo is not found after minutes of it.
+        check_environment()
         return int(args.func(args, argv))
     except BrokenPipeError:  # `gdsio info | head`: the reader left; say nothing more (before OSError)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

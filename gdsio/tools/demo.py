@@ -24,6 +24,8 @@ from typing import IO, Any, Iterator
 
 from tqdm import tqdm
 
+from ..config import current
+
 __all__ = ["CLASSES", "PER_CLASS", "SIZE", "default_device", "run_demo", "write_jpeg_folder"]
 
 CLASSES = 4
@@ -172,6 +174,7 @@ def run_demo(path: str | None = None, *, device: str | None = None, epochs: int 
 
     if epochs < 1 or batch_size < 1:
         raise ValueError(f"epochs and batch_size must be >= 1; got {epochs}, {batch_size}")
+    current()  # a bad GDSIO_* variable fails here, not after the JPEGs are written
     device = device or default_device()
     dtype = torch.float16 if device.startswith("cuda") else torch.float32  # half math is slow on CPUs
     transform = Compose([RandomResizedCrop(224), RandomHorizontalFlip(), ToDtype(dtype, scale=True),

@@ -151,6 +151,15 @@ def test_plot_without_matplotlib_says_how_to_get_it(capsys, monkeypatch):
     assert "pip install 'gdsio[plot]'" in err
 
 
+def test_bench_of_a_path_warns_of_sizes_only_when_given(capsys, make_file):
+    """--quick brings its own size: only a --sizes the user typed is "ignored"."""
+    path, _ = make_file(64 << 10)
+    code, out, err = _run(capsys, "bench", path, "--quick", "--paths", "numpy-fromfile")
+    assert code == 0 and "--sizes is ignored" not in err, err
+    code, out, err = _run(capsys, "bench", path, "--sizes", "1M", "--repeat", "1", "--paths", "numpy-fromfile")
+    assert code == 0 and err == "gdsio bench: --sizes is ignored: PATH is given\n", err
+
+
 def test_empty_directory_is_an_error(tmp_path, capsys):
     code, out, err = _run(capsys, "bench", str(tmp_path))
     assert code == 2 and "holds no non-empty regular files" in err

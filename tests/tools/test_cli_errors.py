@@ -79,6 +79,46 @@ def test_a_bad_environment_setting_is_a_user_error(capsys, monkeypatch):
     assert code == EXIT_USAGE and "GDSIO_THREADS='many'" in _one_error_line(err, "info")
 
 
+SUBCOMMANDS = [["demo", "--device", "cpu", "--no-train"], ["bench", "--sizes", "64K", "--repeat", "1"], ["doctor"],
+               ["info"], ["offload-plan", "--ms-per-image", "5", "--steps-per-s", "2", "--batch-size", "32",
+                          "--local-cores", "8", "--node-cores", "16", "--gpu-node-price", "3",
+                          "--cpu-node-price", "1"]]
+BAD_ENV = [("GDSIO_THREADS", "abc", "GDSIO_THREADS='abc': not an int"),
+           ("GDSIO_THREADS", "0", "GDSIO_THREADS='0'"),
+           ("GDSIO_CHUNK_BYTES", "4Q", "GDSIO_CHUNK_BYTES='4Q'"),
+           ("GDSIO_STAGING_BUFFERS", "x", "GDSIO_STAGING_BUFFERS='x'"),
+           ("GDSIO_DIRECT_IO", "maybe", "GDSIO_DIRECT_IO='maybe'"),
+           ("GDSIO_BACKEND", "turbo", "GDSIO_BACKEND='turbo'"),
+           ("GDSIO_HUGE_PAGES", "lots", "GDSIO_HUGE_PAGES='lots'"),
+           ("GDSIO_REMOTE_CONCURRENCY", "-", "GDSIO_REMOTE_CONCURRENCY='-'"),
+           ("GDSIO_REMOTE_CHUNK_BYTES", "1000", "GDSIO_REMOTE_CHUNK_BYTES='1000'"),
+           ("GDSIO_REMOTE_RETRIES", "99", "GDSIO_REMOTE_RETRIES='99'"),
+           ("GDSIO_REMOTE_TIMEOUT", "soon", "GDSIO_REMOTE_TIMEOUT='soon'"),
+           ("GDSIO_MAX_IMAGE_PIXELS", "0", "GDSIO_MAX_IMAGE_PIXELS='0'"),
+           ("GDSIO_CPU_SIMD", "avx3", "GDSIO_CPU_SIMD='avx3'")]
+
+
+@pytest.mark.parametrize("var, value, message", BAD_ENV)
+def test_every_command_checks_every_environment_setting_before_any_work(capsys, monkeypatch, tmp_path, var, value,
+                                                                        message):
+    """`GDSIO_THREADS=abc gdsio demo` says so at once, not after writing 200
+    JPEGs (nor bench after writing its files): one line naming the variable
+    and its value, exit 2, for every command."""
+    from gdsio.tools import bench, demo
+
+    def no_work(*a, **k):
+        raise AssertionError("work started before the environment was checked")
+
+    monkeypatch.setattr(demo, "write_jpeg_folder", no_work)
+    monkeypatch.setattr(bench, "generate_files", no_work)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(var, value)
+    for argv in SUBCOMMANDS:
+        code, out, err = _run(capsys, *argv)
+        assert code == EXIT_USAGE and out == "", (argv, out, err)
+        assert message in _one_error_line(err, argv[0]) and len(err.splitlines()) == 1, (argv, err)
+
+
 def test_a_bug_keeps_its_traceback(monkeypatch, tmp_path):
     """Only user errors become one line: an unexpected exception propagates."""
     from gdsio.tools import demo
