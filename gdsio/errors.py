@@ -62,6 +62,13 @@ class SampleError(RuntimeError):
         return _rebuild_sample_error, (type(self), str(self), self.index, self.path), self.__dict__
 
 
+# Tracebacks, reprs and pickles name the types where users import and catch them
+# (``gdsio.BackendUnavailable``), not the private module that defines them.
+for _t in (BackendUnavailable, NvjpegError, DecompressionBombError, DecompressionBombWarning, SampleError):
+    _t.__module__ = "gdsio"
+del _t
+
+
 def _rebuild_sample_error(cls: type[SampleError], message: str, index: int, path: str) -> SampleError:
     return cls(message, index=index, path=path)
 

@@ -126,3 +126,19 @@ def test_read_docstring_says_what_a_new_user_needs():
     assert 'Default "cuda"' in doc or 'default "cuda"' in doc
     for word in ("gds", "pinned", "posix", "kvikio", "BackendUnavailable", "FileNotFoundError", "ValueError", 'device="cpu"'):
         assert word in doc, word
+
+
+@pytest.mark.parametrize("name", ["BackendUnavailable", "NvjpegError", "SampleError", "DecompressionBombError",
+                                  "DecompressionBombWarning"])
+def test_errors_are_named_where_users_catch_them(name):
+    """Tracebacks print ``gdsio.BackendUnavailable`` (what users write in
+    ``except``), not the private ``gdsio._core`` or ``gdsio.errors``; pickles
+    (a Ray worker's error) resolve to the same class."""
+    import pickle
+    import traceback
+
+    cls = getattr(gdsio, cls_name := name)
+    assert cls.__module__ == "gdsio" and f"{cls.__module__}.{cls.__qualname__}" == f"gdsio.{cls_name}"
+    e = cls("boom", index=3, path="a.jpg") if cls is gdsio.SampleError else cls("boom")
+    assert traceback.format_exception_only(e)[0].startswith(f"gdsio.{name}: boom")
+    assert type(pickle.loads(pickle.dumps(e))) is cls
