@@ -235,8 +235,15 @@ def _cluster(images: int, size: tuple[int, int], object_store_memory: int | None
     head = dict(NODE, **({} if object_store_memory is None else {"object_store_memory": object_store_memory}))
     c = Cluster(initialize_head=True, head_node_args=dict(num_cpus=1, include_dashboard=False,
                                                           labels={ROLE: "trainer"}, **head))
+    cwd = os.getcwd()
     try:
-        c.connect()
+        # Ray puts the driver's working directory on its workers' sys.path: from a source
+        # checkout's root they would import its gdsio/ (no compiled extension).
+        os.chdir(tmp)
+        try:
+            c.connect()
+        finally:
+            os.chdir(cwd)
         ray.data.DataContext.get_current().enable_progress_bars = False
         yield c, root
     finally:

@@ -110,7 +110,15 @@ class _Cluster:
                                                                    labels={ROLE: "trainer"}, **NODE))
         self.head = self.c.head_node
         self.pre = self.c.add_node(num_cpus=1, labels=PRE, resources={"preprocess": 1}, **NODE)
-        self.c.connect()
+        # Ray puts the driver's working directory on its workers' sys.path: run from a
+        # source checkout's root (the README's test command), they would import its
+        # gdsio/ (no compiled extension) instead of the installed package.
+        cwd = os.getcwd()
+        os.chdir(tmp)
+        try:
+            self.c.connect()
+        finally:
+            os.chdir(cwd)
         self.closed = False
 
     def close(self) -> set[int]:
