@@ -40,12 +40,52 @@ from .producer import PassPlan, Producer
 from .sampler import ShardedOrder
 from .sources import SampleTable, scan
 
-__all__ = ["ON_ERROR", "STATE_VERSION", "Loader"]
+__all__ = ["DATALOADER_ONLY", "ON_ERROR", "STATE_VERSION", "Loader"]
 
 log = logging.getLogger("gdsio")
 
 ON_ERROR = ("raise", "skip")
 STATE_VERSION = 1
+
+# torch DataLoader's keywords that gdsio.Loader does not take, each with what
+# gdsio does instead. Refused, never mapped: the nearest gdsio argument means
+# something else (num_workers are processes, threads= are threads in this one),
+# and code ported from a DataLoader should learn that once, at construction.
+DATALOADER_ONLY = {
+    "num_workers": "there are no worker processes: reader threads in this process read and decode "
+                   "(on the CPU), so pass threads= (default: gdsio.current_settings().threads)",
+    "pin_memory": "batches are made on device= itself (for device='cuda' through gdsio's own pinned staging "
+                  "buffers), so drop it and pass device=",
+    "pin_memory_device": "batches are made on device= itself, so drop it and pass device=",
+    "persistent_workers": "there are no worker processes to keep: the reader threads start with each pass "
+                          "in this process, with no dataset to copy, so drop it",
+    "prefetch_factor": "pass prefetch= (ready batches queued ahead, in total, not per worker; default 4) "
+                       "and/or prefetch_bytes=",
+    "collate_fn": "samples are stacked into the batch by gdsio; to build the batch your own way pass "
+                  "transform=gdsio.data.BatchLambda(fn) (fn gets the batch's samples as a list of tensors)",
+    "sampler": "the order is gdsio's: shuffle=, seed=, rank=, world_size=, drop_last= (DistributedSampler's "
+               "arguments); for a subset or an order of your own pass the paths (or (path, label) pairs) in it",
+    "batch_sampler": "batches are cut by batch_size= and drop_last= from the order of shuffle=, seed=, rank=, "
+                     "world_size=; for an order of your own pass the paths (or (path, label) pairs) in it",
+    "worker_init_fn": "there are no worker processes to initialise: run setup code in this process before iterating",
+    "multiprocessing_context": "there are no worker processes: reading and decoding run in threads of this process",
+    "timeout": "there are no worker processes to wait on (gdsio.data.ray.Loader's timeout= bounds its wait for "
+               "the CPU nodes)",
+    "generator": "the shuffle and gdsio's random transforms draw from seed= and the epoch (set_epoch), not "
+                 "from a torch.Generator: pass seed=",
+    "in_order": "batches always come in order (an order that seed= and the epoch fix), so drop it",
+}
+
+
+def _refuse_dataloader_args(given: dict[str, Any]) -> None:
+    """Raises TypeError for a keyword gdsio.Loader does not take: DataLoader's
+    with what gdsio does instead, any other as Python says it."""
+    if not given:
+        return
+    name = next(iter(given))
+    if name in DATALOADER_ONLY:
+        raise TypeError(f"gdsio.Loader does not take DataLoader's {name}=: {DATALOADER_ONLY[name]}")
+    raise TypeError(f"Loader.__init__() got an unexpected keyword argument {name!r}")
 
 
 def _positive_int(name: str, v: Any) -> int:
@@ -63,7 +103,10 @@ class Loader:
 
     source: a folder in ImageFolder layout (labels from the sorted sub-folder
     names), a glob pattern, a list of paths or of ``(path, label)`` pairs, a
-    single file, or a ``gdsio.data.FileList``. kind: ``"image"`` (JPEG, PNM:
+    single file, a ``gdsio.data.FileList``, or a torchvision ``ImageFolder``
+    built without a transform (its ``samples`` and ``class_to_idx``; see
+    ``FileList.from_dataset``). A source that exists but holds no sample
+    raises ValueError; one that names nothing, FileNotFoundError. kind: ``"image"`` (JPEG, PNM:
     decoded on the device), ``"npy"`` (a tensor per file, ``gdsio.load_npy``),
     ``"raw"`` (fixed-size records of ``record_shape`` and ``record_dtype``;
     each file holds one or more whole records, one file of N records or one
@@ -116,6 +159,10 @@ class Loader:
     next pass's epoch (call it each epoch as with DistributedSampler, or let
     it count). One pass runs at a time: a new ``iter()`` stops the previous one.
 
+    DataLoader's own keywords (``num_workers``, ``pin_memory``,
+    ``collate_fn``, ``sampler``, ...) raise TypeError saying what gdsio does
+    instead (``gdsio.data.loader.DATALOADER_ONLY``).
+
     What DataLoader code reads is here: ``batch_size``, ``drop_last``,
     ``len(loader)`` (batches per epoch on this rank) and ``dataset`` (a
     ``SampleDataset``: ``len``, ``[i] -> (sample, label)``, ``classes``,
@@ -148,7 +195,9 @@ class Loader:
         record_dtype: Any = None,
         image_mode: str = "RGB",
         crop_decode: bool = True,
+        **dataloader_only: Any,
     ) -> None:
+        _refuse_dataloader_args(dataloader_only)
         if on_error not in ON_ERROR:
             raise ValueError(f"on_error must be 'raise' or 'skip'; got {on_error!r}")
         if transform is not None and not callable(transform):

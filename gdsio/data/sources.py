@@ -1,5 +1,6 @@
 """Where samples come from: a folder in ImageFolder layout, a glob, a list of
-paths (with optional labels), or one file of fixed-size records. Remote
+paths (with optional labels), a torchvision ``ImageFolder`` (its ``samples``
+and ``class_to_idx``), or one file of fixed-size records. Remote
 objects too: ``s3://bucket/prefix/`` is an ImageFolder (classes from the
 first path component under the prefix), ``s3://bucket/prefix/*.jpg`` a glob
 (``*`` matches across ``/``, as in S3 keys), and lists may hold s3:// and
@@ -10,6 +11,14 @@ records how many records each file holds. Sample ``i`` is resolved to
 (file, byte offset) with a binary search over per-file record counts, so a
 single file of 50 million records costs two small arrays, not 50 million
 entries.
+
+One rule for a source with nothing to load: one that names nothing (a
+missing path, no such bucket, an s3:// prefix with no object: S3 has no empty
+folders) raises ``FileNotFoundError``; one that exists but holds no sample
+with the extensions looked for (an empty folder, a folder of other files, an
+empty class folder or prefix, a glob matching nothing) raises ``ValueError``
+naming the source and the extensions: the caller pointed at the wrong place
+or asked for the wrong kind.
 
 >>> table = scan("imagenet/train", kind="auto")       # ImageFolder layout
 >>> table.kind, len(table), table.classes[:3]
@@ -44,6 +53,19 @@ IMAGE_EXTENSIONS = formats.file_extensions()
 NPY_EXTENSIONS = (".npy",)
 UNLABELED = -1  # the label of a sample whose source carries no labels
 
+# torchvision's loaders of an ImageFolder, which decode to RGB as gdsio does by
+# default: a dataset using another one would have its loader silently unused.
+_TORCHVISION_LOADERS = {("torchvision.datasets.folder", n) for n in ("default_loader", "pil_loader", "accimage_loader")}
+
+# What gdsio.Loader does instead of an ImageFolder's transforms, which it never runs.
+_DATASET_TRANSFORMS = {
+    "transform": "pass its gdsio equivalent as gdsio.Loader's transform= (gdsio.data.Compose, RandomResizedCrop, "
+                 "Normalize, ...; or a torchvision v2 transform, run per sample on uint8 (C,H,W) tensors, not PIL images)",
+    "target_transform": "map the labels of each batch yourself, or pass the pairs with mapped labels: "
+                        "gdsio.Loader([(path, f(label)) for path, label in ds.samples], ...)",
+    "transforms": "split it into gdsio.Loader's transform= for the images and a mapping of each batch's labels",
+}
+
 
 @dataclasses.dataclass
 class FileList:
@@ -52,6 +74,7 @@ class FileList:
     >>> FileList.from_folder("train")                        # labels from sub-folders
     >>> FileList.from_paths(["a.jpg", "b.jpg"], labels=[0, 3])
     >>> FileList.from_glob("shards/*.npy")
+    >>> FileList.from_dataset(torchvision.datasets.ImageFolder("train"))
     """
 
     paths: list[str]
@@ -90,10 +113,7 @@ class FileList:
                 empty.append(name)
         if empty:
             # torchvision's ImageFolder refuses empty classes too: an index with no sample is a layout mistake.
-            raise FileNotFoundError(
-                f"'{root}': no file with extension {_ext_text(extensions)} in class folder(s) {', '.join(empty[:5])}"
-                + (f" (and {len(empty) - 5} more)" if len(empty) > 5 else "")
-            )
+            raise _no_samples(f"'{root}'", extensions, f" in class folder(s) {_names(empty)}")
         return cls(paths, np.asarray(labels, np.int64), classes)
 
     @classmethod
@@ -110,8 +130,9 @@ class FileList:
         glob (sorted, unlabeled) or one object. http(s) has no listing: one URL.
 
         Raises:
-            FileNotFoundError: nothing under the prefix, no such bucket.
-            PermissionError: listing refused. ValueError: a glob of http(s) URLs.
+            FileNotFoundError: no object under the prefix, no such bucket.
+            PermissionError: listing refused. ValueError: a glob of http(s)
+            URLs; a class prefix holding no object with `extensions`.
         """
         if scheme_of(url) != "s3":
             if _glob.has_magic(url.split("?")[0]):
@@ -145,8 +166,7 @@ class FileList:
                         if "/" in r and _wanted(r.rsplit("/", 1)[-1], extensions))
         empty = sorted(set(classes) - {classes[i] for i, _ in picked})
         if empty:
-            raise FileNotFoundError(f"'{base}': no object with extension {_ext_text(extensions)} under "
-                                    f"class prefix(es) {', '.join(empty[:5])}")
+            raise _no_samples(f"'{base}'", extensions, f" under class prefix(es) {_names(empty)}", what="object")
         return cls([p for _, p in picked], np.asarray([i for i, _ in picked], np.int64), classes)
 
     @classmethod
@@ -160,6 +180,60 @@ class FileList:
         lab = np.full(len(out), UNLABELED, np.int64) if labels is None else np.asarray(list(labels), np.int64)
         return cls(out, lab)
 
+    @classmethod
+    def from_dataset(cls, dataset: Any) -> "FileList":
+        """The files of a torchvision ``ImageFolder`` or ``DatasetFolder`` (any
+        object with ``samples``, a list of ``(path, class_index)``, and
+        ``class_to_idx``; torchvision is not imported): its paths and labels in
+        its order, ``classes`` ordered by their index in ``class_to_idx``. The
+        dataset has already chosen its files (extensions, ``is_valid_file``).
+
+        gdsio reads and decodes the files itself and runs gdsio.Loader's own
+        ``transform=``, so a dataset it would not use as given is refused, never
+        half-used: one with ``transform``, ``target_transform`` or
+        ``transforms`` set, or with a ``loader`` other than torchvision's
+        default (PIL, RGB).
+
+        Raises:
+            ValueError: one of those is set; ``class_to_idx`` does not map its
+                classes to 0..n-1; a sample's label is not one of them.
+            TypeError: ``samples`` does not hold ``(path, class_index)`` pairs.
+
+        >>> ds = torchvision.datasets.ImageFolder("train")   # no transform
+        >>> loader = gdsio.Loader(ds, 256, transform=gdsio.data.RandomResizedCrop(224))
+        """
+        name = type(dataset).__name__
+        for attr, instead in _DATASET_TRANSFORMS.items():
+            if getattr(dataset, attr, None) is not None:
+                raise ValueError(f"source: the {name}'s {attr} is set, and gdsio.Loader would not run it (it reads "
+                                 f"and decodes the files itself); build the {name} without it and {instead}")
+        load = getattr(dataset, "loader", None)
+        if load is not None and (getattr(load, "__module__", None), getattr(load, "__name__", None)) not in _TORCHVISION_LOADERS:
+            shown = f"{getattr(load, '__module__', '?')}.{getattr(load, '__qualname__', type(load).__name__)}"
+            raise ValueError(f"source: the {name}'s loader={shown} is not torchvision's default_loader, and gdsio.Loader "
+                             "would not run it (it reads and decodes the files itself: images, .npy, raw records by "
+                             "kind=); to load the files gdsio's way anyway, pass gdsio.Loader(ds.samples, ...)")
+        c2i = dict(dataset.class_to_idx)
+        if any(not isinstance(i, (int, np.integer)) or isinstance(i, bool) for i in c2i.values()):
+            raise TypeError(f"source: the {name}'s class_to_idx must map class names to int indices; got {c2i!r}")
+        indices = sorted(int(i) for i in c2i.values())
+        if indices != list(range(len(c2i))):
+            raise ValueError(f"source: the {name}'s class_to_idx must map its {len(c2i)} classes to "
+                             f"0..{len(c2i) - 1} (a label indexes classes); got indices {indices[:10]}")
+        classes = sorted(c2i, key=lambda c: c2i[c])
+        pairs = list(dataset.samples)
+        bad = next((s for s in pairs if not (isinstance(s, (tuple, list)) and len(s) == 2)), None)
+        if bad is not None:
+            raise TypeError(f"source: the {name}'s samples must hold (path, class_index) pairs; got {bad!r}")
+        files = cls.from_paths([p for p, _ in pairs], [y for _, y in pairs])
+        outside = np.flatnonzero((files.labels < 0) | (files.labels >= len(classes)))
+        if outside.size:
+            k = int(outside[0])
+            raise ValueError(f"source: label {int(files.labels[k])} of the {name}'s sample {k} ('{files.paths[k]}') "
+                             f"is not in class_to_idx (0..{len(classes) - 1})")
+        files.classes = classes
+        return files
+
 
 def _wanted(name: str, extensions: Sequence[str] | None) -> bool:
     if extensions is None:
@@ -169,6 +243,17 @@ def _wanted(name: str, extensions: Sequence[str] | None) -> bool:
 
 def _ext_text(extensions: Sequence[str] | None) -> str:
     return "any" if extensions is None else "/".join(extensions)
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f" (and {len(names) - 5} more)" if len(names) > 5 else "")
+
+
+def _no_samples(where: str, extensions: Sequence[str] | None, detail: str = "", what: str = "file") -> ValueError:
+    """The one error of a source that exists but holds no sample (see the
+    module docstring): a caller mistake, so ValueError, naming the source and
+    the extensions looked for."""
+    return ValueError(f"source {where} holds no {what} with extension {_ext_text(extensions)}{detail}")
 
 
 @dataclasses.dataclass
@@ -230,9 +315,12 @@ def _to_file_list(source: Any, extensions: Sequence[str] | None) -> FileList:
         raise FileNotFoundError(f"source '{text}' is neither a file, a folder nor a glob pattern that matches")
     if isinstance(source, (list, tuple)):
         return FileList.from_paths(source)
+    if hasattr(source, "samples") and hasattr(source, "class_to_idx"):
+        return FileList.from_dataset(source)
     raise TypeError(
         f"source must be a folder, a file, a glob pattern, a list of paths or of (path, label) pairs, "
-        f"or a gdsio.data.FileList; got {type(source).__name__}"
+        f"a gdsio.data.FileList or a dataset with samples and class_to_idx (torchvision's ImageFolder); "
+        f"got {type(source).__name__}"
     )
 
 
@@ -251,6 +339,12 @@ def _infer_kind(files: FileList, where: str) -> str:
         return "image"
     if exts <= set(NPY_EXTENSIONS):
         return "npy"
+    unknown = exts - set(IMAGE_EXTENSIONS) - set(NPY_EXTENSIONS)
+    if unknown:  # from a list or a dataset, which are taken as given (folders and globs filter by extension)
+        raise ValueError(
+            f"kind='auto' cannot tell the kind of the {', '.join(sorted(e or '(no extension)' for e in unknown))} "
+            f"files in {where}; pass kind='image', 'npy' or 'raw' (with record_shape)"
+        )
     raise ValueError(
         f"kind='auto' found both images and .npy files in {where} ({', '.join(sorted(exts))}); "
         "pass kind='image' or kind='npy' to take one of them"
@@ -281,11 +375,19 @@ def scan(
         # auto: image and .npy files (other files, a README, are ignored); raw: every non-hidden file.
         extensions = {"image": IMAGE_EXTENSIONS, "npy": NPY_EXTENSIONS,
                       "auto": IMAGE_EXTENSIONS + NPY_EXTENSIONS}.get(kind)
-    where = f"'{os.fspath(source)}'" if isinstance(source, (str, os.PathLike)) else "the given paths"
     files = _to_file_list(source, extensions)
+    if isinstance(source, (str, os.PathLike)):
+        where = f"'{os.fspath(source)}'"
+    elif isinstance(source, (list, tuple, FileList)):
+        where = "the given paths"
+    else:  # a dataset
+        root = getattr(source, "root", None)
+        where = f"the {type(source).__name__}" + (f" of '{os.fspath(root)}'" if root is not None else "")
     if not files.paths:
+        if not isinstance(source, (str, os.PathLike)):
+            raise ValueError(f"source: no sample in {where}")  # lists and datasets are taken as given
         hint = " (for files of fixed-size records pass kind='raw' and record_shape)" if kind == "auto" else ""
-        raise ValueError(f"source {where} holds no file with extension {_ext_text(extensions)}{hint}")
+        raise _no_samples(where, extensions, hint)
     if kind == "auto":
         kind = _infer_kind(files, where)
     if kind != "raw":

@@ -9,6 +9,7 @@ import gc
 import json
 import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -105,10 +106,10 @@ def test_source_errors(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     np.save(tmp_path / "a" / "x.npy", np.zeros(3))
-    with pytest.raises(FileNotFoundError, match="class folder.*b"):
+    with pytest.raises(ValueError, match="class folder.*b"):
         Loader(tmp_path, 4, device="cpu", kind="npy")
     (tmp_path / "b" / "y.bin").write_bytes(b"12345678")
-    with pytest.raises(FileNotFoundError, match="class folder.*b"):
+    with pytest.raises(ValueError, match="class folder.*b"):
         Loader(tmp_path, 4, device="cpu")  # auto: .npy and images only
     (tmp_path / "b" / "z.ppm").write_bytes(b"P6 1 1 255 abc")
     with pytest.raises(ValueError, match=r"found both images and \.npy files.*\.npy, \.ppm"):
@@ -125,6 +126,124 @@ def test_source_errors(tmp_path):
         Loader(42, 4, device="cpu")
     with pytest.raises(ValueError, match="holds no file"):
         Loader(str(tmp_path / "*.none"), 4, device="cpu")
+
+
+
+def test_no_samples_is_one_rule_for_every_source(tmp_path, monkeypatch):
+    """A source that exists but holds no sample with the extensions looked for
+    raises ValueError naming it and the extensions, whatever the source; one
+    that names nothing (a missing path, an s3 prefix with no object: S3 has no
+    empty folders) raises FileNotFoundError."""
+    from gdsio.io import s3
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "texts").mkdir()
+    (tmp_path / "texts" / "a.txt").write_text("not a sample")
+    (tmp_path / "classes" / "a").mkdir(parents=True)
+    (tmp_path / "classes" / "b").mkdir()
+    np.save(tmp_path / "classes" / "a" / "x.npy", np.zeros(3))
+    (tmp_path / "classes" / "b" / "notes.txt").write_text("not a sample")
+    keys = {"texts/a.txt": 1, "classes/a/x.png": 1, "classes/b/notes.txt": 1}
+    monkeypatch.setattr(s3, "list_objects", lambda bucket, prefix: iter(sorted(
+        (k, n) for k, n in keys.items() if k.startswith(prefix))))
+    for source, named in [
+        (tmp_path / "empty", re.escape(str(tmp_path / "empty"))),
+        (tmp_path / "texts", re.escape(str(tmp_path / "texts"))),
+        (tmp_path / "classes", re.escape(str(tmp_path / "classes")) + ".*class folder.* b"),
+        (str(tmp_path / "*.none"), re.escape(str(tmp_path / "*.none"))),
+        ("s3://bkt/texts/", "s3://bkt/texts/"),
+        ("s3://bkt/classes/", "s3://bkt/classes/.*class prefix.* b"),
+        ("s3://bkt/classes/*.none", re.escape("s3://bkt/classes/*.none")),
+    ]:
+        with pytest.raises(ValueError, match=named) as e:
+            Loader(source, 4, device="cpu")
+        assert not isinstance(e.value, OSError), source
+        assert ".jpg" in str(e.value) and ".npy" in str(e.value), str(e.value)  # the extensions looked for
+    with pytest.raises(FileNotFoundError, match="s3://bkt/nothing/"):
+        Loader("s3://bkt/nothing/", 4, device="cpu")
+    with pytest.raises(FileNotFoundError, match="neither a file, a folder nor a glob"):
+        Loader(tmp_path / "missing", 4, device="cpu")
+
+
+class ImageFolderLike:
+    """What gdsio.Loader reads of a torchvision ImageFolder (or DatasetFolder):
+    ``samples``, ``class_to_idx``, ``transform``, ``target_transform``, ``loader``."""
+
+    def __init__(self, samples, class_to_idx, root="data", **attrs):
+        self.samples, self.class_to_idx, self.root = samples, class_to_idx, root
+        self.transform = self.target_transform = self.transforms = None
+        self.__dict__.update(attrs)
+
+
+def _torchvision_default_loader(path):  # stands for torchvision.datasets.folder.default_loader
+    raise AssertionError("gdsio reads the files itself")
+
+
+_torchvision_default_loader.__module__ = "torchvision.datasets.folder"
+_torchvision_default_loader.__name__ = _torchvision_default_loader.__qualname__ = "default_loader"
+
+
+def test_an_image_folder_dataset_is_a_source(tmp_path):
+    make_npy_folder(tmp_path, classes=2, per_class=3)  # sample k holds k
+    paths = sorted(str(p) for p in tmp_path.glob("*/*.npy"))
+    # The dataset's own order and labels (here not the folder's), classes from class_to_idx by index.
+    samples = [(paths[4], 0), (paths[0], 1), (paths[5], 0), (paths[1], 1)]
+    ds = ImageFolderLike(samples, {"zebra": 1, "ant": 0}, loader=_torchvision_default_loader)
+    loader = Loader(ds, 10, device="cpu")
+    assert loader.classes == ["ant", "zebra"] and loader.dataset.class_to_idx == {"ant": 0, "zebra": 1}
+    assert list(loader.dataset.samples) == samples
+    (x, y), = list(loader)
+    assert ids(x) == [4, 0, 5, 1] and y.tolist() == [0, 1, 0, 1]
+    assert list(Loader(ImageFolderLike(samples[:1], {"ant": 0}), 4, device="cpu"))[0][1].tolist() == [0]
+
+    for attrs, err, match in [
+        (dict(transform=lambda im: im), ValueError, r"transform is set.*gdsio\.Loader's transform="),
+        (dict(target_transform=int), ValueError, r"target_transform is set"),
+        (dict(transforms=object()), ValueError, r"transforms is set"),
+        (dict(loader=np.load), ValueError, r"loader=numpy\.load is not torchvision's default_loader.*gdsio\.Loader\(ds\.samples"),
+        (dict(class_to_idx={"ant": 0, "zebra": 2}), ValueError, r"class_to_idx.*0\.\.1.*\[0, 2\]"),
+        (dict(samples=[(paths[0], 1)], class_to_idx={"ant": 0}), ValueError, r"label 1.*not in class_to_idx"),
+        (dict(samples=[paths[0]]), TypeError, r"samples must hold \(path, class_index\) pairs"),
+        (dict(samples=[]), ValueError, r"no sample in the ImageFolderLike of 'data'"),
+        (dict(samples=[("notes.txt", 0)]), ValueError, r"cannot tell the kind of the \.txt files in the ImageFolderLike"),
+    ]:
+        kw = {"samples": samples, "class_to_idx": {"ant": 0, "zebra": 1}, **attrs}
+        with pytest.raises(err, match=match):
+            Loader(ImageFolderLike(**kw), 4, device="cpu")
+
+
+# Every keyword of torch's DataLoader that gdsio.Loader does not take, and the
+# gdsio argument (or fact) its message must name.
+DATALOADER_ONLY = {
+    "num_workers": "threads=",
+    "pin_memory": "device=",
+    "pin_memory_device": "device=",
+    "persistent_workers": "each pass",
+    "prefetch_factor": "prefetch=",
+    "collate_fn": "BatchLambda",
+    "sampler": "shuffle=",
+    "batch_sampler": "batch_size=",
+    "worker_init_fn": "no worker processes",
+    "multiprocessing_context": "no worker processes",
+    "timeout": "no worker processes",
+    "generator": "seed=",
+    "in_order": "in order",
+}
+
+
+def test_dataloader_arguments_are_refused_with_what_gdsio_does_instead(tmp_path):
+    import inspect
+
+    make_npy_folder(tmp_path, classes=1, per_class=2)
+    ours = set(inspect.signature(Loader).parameters)
+    theirs = set(inspect.signature(torch.utils.data.DataLoader.__init__).parameters) - {"self", "dataset"}
+    assert theirs - ours == set(DATALOADER_ONLY)  # every DataLoader keyword is either taken or answered
+    for name, says in DATALOADER_ONLY.items():
+        with pytest.raises(TypeError, match=f"gdsio.Loader does not take DataLoader's {name}=") as e:
+            Loader(tmp_path, 4, device="cpu", **{name: 2})
+        assert says in str(e.value), (name, str(e.value))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'shufle'"):
+        Loader(tmp_path, 4, device="cpu", shufle=True)
 
 
 def test_argument_errors(tmp_path):
