@@ -44,7 +44,7 @@ class Report:
     upper_samples_per_s: float
     data_wait_share: float
     verdict: str
-    clock: str  # "cuda-events" or "host (no GPU: host clocks only)"
+    clock: str  # "cuda-events", "host (no GPU: host clocks only)" or "given clock"
     loader_stats: LoaderStats | None = None
 
     @property
@@ -134,7 +134,7 @@ def step_caller(step_fn: Callable[..., Any]) -> Callable[[Any], Any]:
 
 
 def measure(step_fn: Callable[..., Any], loader: Any, *, steps: int = 50, warmup: int = 5,
-            threshold: float = 0.9) -> Report:
+            threshold: float = 0.9, clock: Callable[[], float] | None = None) -> Report:
     """Is training waiting for data? Runs the training step on `loader`'s
     batches, then on one batch replayed from memory (the step alone, with
     free data: the upper bound), and compares.
@@ -151,6 +151,10 @@ def measure(step_fn: Callable[..., Any], loader: Any, *, steps: int = 50, warmup
         warmup: untimed steps first (>= 0).
         threshold: input-bound when the real loop reaches less than this share
             of the replayed throughput.
+        clock: a function returning seconds that times everything instead of
+            the default clocks (``time.perf_counter``; CUDA events for a loader
+            on a GPU): a controlled clock makes the verdict a function of its
+            inputs, as in tests, or a clock of the caller's own choosing.
 
     Returns:
         Report: real and replayed samples/s, the data-wait share, the verdict
@@ -159,7 +163,7 @@ def measure(step_fn: Callable[..., Any], loader: Any, *, steps: int = 50, warmup
 
     Raises:
         ValueError: `steps` < 1 or `warmup` < 0, or the loader yields no batch.
-        TypeError: `step_fn` cannot take a batch in either form.
+        TypeError: `step_fn` cannot take a batch in either form; `clock` is not callable.
 
     Example:
         >>> def step(images, labels):
@@ -169,8 +173,13 @@ def measure(step_fn: Callable[..., Any], loader: Any, *, steps: int = 50, warmup
     if steps < 1 or warmup < 0:
         raise ValueError(f"steps must be >= 1 and warmup >= 0; got steps={steps}, warmup={warmup}")
     step_fn = step_caller(step_fn)
-    device = getattr(loader, "device", None)
-    mark, between, clock = _timer(device)
+    if clock is None:
+        mark, between, clock_name = _timer(getattr(loader, "device", None))
+        host = time.perf_counter
+    else:
+        if not callable(clock):
+            raise TypeError(f"clock must be a function returning seconds, got {type(clock).__name__}")
+        mark, between, clock_name, host = clock, (lambda a, b: b - a), "given clock", clock
 
     def batches() -> Any:
         while True:
@@ -195,18 +204,18 @@ def measure(step_fn: Callable[..., Any], loader: Any, *, steps: int = 50, warmup
     samples = 0
     biggest = last
     t_start = mark()
-    h_start = time.perf_counter()
+    h_start = host()
     for _ in range(steps):
-        t0 = time.perf_counter()
+        t0 = host()
         last = next(it)
-        wait += time.perf_counter() - t0
+        wait += host() - t0
         step_fn(last)
         n = int(_first(last).shape[0])
         samples += n  # an epoch's short last batch counts as what it is
         if biggest is None or n > int(_first(biggest).shape[0]):
             biggest = last
     real = between(t_start, mark())
-    h_real = time.perf_counter() - h_start
+    h_real = host() - h_start
     it.close()
     batch_size = int(_first(biggest).shape[0])
     cached = _clone(biggest)  # a full batch replayed, never a short last one
@@ -228,4 +237,4 @@ def measure(step_fn: Callable[..., Any], loader: Any, *, steps: int = 50, warmup
         verdict = (f"compute-bound: the real loop runs at {100 * ratio:.0f}% of the replayed batch's speed; "
                    f"data wait {100 * share:.1f}%")
     stats = loader.stats() if hasattr(loader, "stats") else None
-    return Report(steps, batch_size, real_tp, upper_tp, share, verdict, clock, stats)
+    return Report(steps, batch_size, real_tp, upper_tp, share, verdict, clock_name, stats)

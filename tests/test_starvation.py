@@ -1,18 +1,20 @@
 """The starvation meter: loader.stats() and gdsio.starvation.measure, on the
-CPU with host clocks. The loader and the step are slowed by sleeps far apart
-(tens of ms against ~1 ms), so the verdicts do not depend on machine speed."""
+CPU. Every figure a test asserts comes from a controlled clock (the steps and
+the loader declare their costs on it), so no verdict depends on the machine's
+speed or load; real timing is the benchmarks' business."""
 
 from __future__ import annotations
 
 import threading
-import time
+import types
 
 import numpy as np
 import pytest
 import torch
 
+import gdsio.data.loader
 from gdsio import starvation
-from gdsio.data import BatchLambda, Loader
+from gdsio.data import Loader
 from gdsio.data.meter import LoaderStats, Meter
 
 
@@ -23,72 +25,122 @@ def folder(tmp_path):
     return tmp_path
 
 
-@BatchLambda  # once per batch (a plain callable would run per sample)
-def slow_transform(samples):
-    time.sleep(0.03)
-    return torch.stack(samples)
+class FakeClock:
+    """A clock that moves only when told: the verdicts become functions of the
+    steps' and the loader's declared costs, whatever the machine's load."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
 
 
-def test_stats_see_a_slow_loader_and_a_slow_consumer(folder):
-    slow = Loader(folder, 4, device="cpu", transform=slow_transform, prefetch=1)
-    for _ in slow:
-        pass
-    assert slow.stats().data_wait_share > 0.5
-    fast = Loader(folder, 4, device="cpu", prefetch=2)
-    for _ in fast:
-        time.sleep(0.03)
-    s = fast.stats()
-    assert s.data_wait_share < 0.5 and s.produce_ms > 0
+class Clocked:
+    """A loader whose every batch costs `per_batch` seconds of the fake clock,
+    spent inside next() (where a real loader's wait is); stats and device are
+    the wrapped loader's."""
+
+    def __init__(self, loader, clock: FakeClock, per_batch: float) -> None:
+        self.loader, self.clock, self.per_batch = loader, clock, per_batch
+        self.device = loader.device
+
+    def __iter__(self):
+        one_pass = iter(self.loader)
+        try:
+            for batch in one_pass:
+                self.clock.advance(self.per_batch)
+                yield batch
+        finally:
+            one_pass.close()
+
+    def stats(self):
+        return self.loader.stats()
+
+
+def test_stats_time_the_wait_in_next_and_the_loop(folder, monkeypatch):
+    """The loader's meter takes the consumer's wait around next() and its loop
+    time between batches from its clock: with a clock that ticks one second a
+    reading, n batches wait n seconds over 2n - 1 of loop time."""
+    ticks = iter(range(1000))
+    fake = types.SimpleNamespace(perf_counter=lambda: float(next(ticks)))
+    monkeypatch.setattr(gdsio.data.loader, "time", fake)
+    loader = Loader(folder, 4, device="cpu", prefetch=2)
+    n = sum(1 for _ in loader)
+    s = loader.stats()
+    assert n == 6 and (s.batches, s.samples) == (6, 24)
+    assert (s.data_wait_s, s.seconds) == (6.0, 11.0) and s.data_wait_share == 6 / 11
+    assert s.produce_ms > 0
 
 
 def test_measure_input_bound(folder):
-    loader = Loader(folder, 4, device="cpu", transform=slow_transform, prefetch=1)
+    clock = FakeClock()
+    loader = Loader(folder, 4, device="cpu", prefetch=1)
     before = threading.active_count()
-    r = starvation.measure(lambda b: b[0].sum(), loader, steps=8, warmup=1)
+
+    def step(batch):
+        clock.advance(0.01)
+        return batch[0].sum()
+
+    r = starvation.measure(step, Clocked(loader, clock, 0.05), steps=8, warmup=1, clock=clock)
     assert r.input_bound and r.verdict.startswith("input-bound")
-    assert r.upper_samples_per_s > r.real_samples_per_s > 0 and r.data_wait_share > 0.5
-    assert r.batch_size == 4 and r.steps == 8 and r.clock.startswith("host")
+    assert r.real_samples_per_s == pytest.approx(4 / 0.06) and r.upper_samples_per_s == pytest.approx(4 / 0.01)
+    assert r.data_wait_share == pytest.approx(0.05 / 0.06)
+    assert r.batch_size == 4 and r.steps == 8 and r.clock == "given clock"
     assert isinstance(r.loader_stats, LoaderStats) and r.loader_stats.batches >= 9
-    assert "input-bound" in str(r) and "host clocks only" in str(r)
+    assert "input-bound" in str(r) and "6.00x" in r.verdict
     assert threading.active_count() == before  # the loader's threads are stopped, not left to GC
 
 
 def test_measure_compute_bound(folder):
+    clock = FakeClock()
     loader = Loader(folder, 4, device="cpu", prefetch=4)
 
     def step(batch):
-        # Long beside a pass's start (a fresh producer every 6 batches), so a
-        # loaded 2-core machine still keeps the step fed.
-        time.sleep(0.15)
+        clock.advance(0.15)
         return batch[0].sum()
 
-    r = starvation.measure(step, loader, steps=10, warmup=3)  # 13 steps > 6 batches: passes repeat
+    r = starvation.measure(step, Clocked(loader, clock, 0.0), steps=10, warmup=3, clock=clock)  # 13 steps > 6 batches
     assert not r.input_bound and r.verdict.startswith("compute-bound"), str(r)
-    assert r.data_wait_share < 0.3
-    assert loader.epoch >= 1
+    assert r.data_wait_share == 0.0 and r.real_samples_per_s == pytest.approx(r.upper_samples_per_s)
+    assert loader.epoch >= 1  # passes repeat
+
+
+def test_measure_on_host_clocks_by_default(folder):
+    """Without a clock, a CPU loader is timed on the host's; the figures are
+    whatever the machine made of them (never asserted)."""
+    r = starvation.measure(lambda b: b[0].sum(), Loader(folder, 4, device="cpu"), steps=2, warmup=1)
+    assert r.clock.startswith("host") and "host clocks only" in str(r)
+    assert r.real_samples_per_s > 0 and r.upper_samples_per_s > 0 and 0.0 <= r.data_wait_share <= 1.0
 
 
 def test_measure_counts_short_batches_and_replays_a_full_one(folder):
     """24 samples in batches of 5: every epoch ends with a batch of 4. The real
     rate counts the samples that came; the replay takes a full batch."""
+    clock = FakeClock()
     loader = Loader(folder, 5, device="cpu", prefetch=4)
     seen = []
 
     def step(batch):
         seen.append(int(batch[0].shape[0]))
-        time.sleep(0.01)
+        clock.advance(0.01)
 
-    r = starvation.measure(step, loader, steps=5, warmup=0)  # the 5th timed batch is the short one
+    r = starvation.measure(step, loader, steps=5, warmup=0, clock=clock)  # the 5th timed batch is the short one
     assert seen[:5] == [5, 5, 5, 5, 4] and set(seen[5:]) == {5}
     assert r.batch_size == 5
-    # 24 samples in ~5 x 10 ms, not 25: the real rate is below the replayed one by the short batch at most.
-    assert r.real_samples_per_s <= r.upper_samples_per_s * 1.05
+    # 24 samples in 5 x 10 ms, against 25 replayed: the real rate is below the replayed one by the short batch.
+    assert r.real_samples_per_s == pytest.approx(24 / 0.05) and r.upper_samples_per_s == pytest.approx(25 / 0.05)
 
 
 def test_measure_arguments(folder):
     loader = Loader(folder, 4, device="cpu")
     with pytest.raises(ValueError, match="steps must be >= 1"):
         starvation.measure(lambda b: None, loader, steps=0)
+    with pytest.raises(TypeError, match="clock must be a function returning seconds"):
+        starvation.measure(lambda b: None, loader, steps=1, clock=1.5)
 
 
 def test_meter_sums_and_bounds():
