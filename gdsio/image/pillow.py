@@ -1,4 +1,6 @@
-"""Pillow as gdsio's decoder for PNG, GIF, BMP, TIFF and WebP (and JPEG on the CPU).
+"""Pillow as gdsio's decoder for PNG, GIF, BMP (and DIB), TIFF and WebP, the
+PNM variants gdsio's kernels do not read (plain P1/P2/P3, bitmap P4, PFM),
+and JPEG on the CPU.
 
 These are the formats torchvision's ImageFolder opens besides JPEG and PNM
 (``torchvision.datasets.folder.IMG_EXTENSIONS``, and GIF). gdsio has no GPU
@@ -24,11 +26,16 @@ Channels follow torchvision's ``decode_image``:
 
 * ``UNCHANGED``: gray 1 channel, gray + alpha 2, RGB 3, RGBA 4 (CMYK 4);
   palette images are expanded to RGB, or RGBA when they have transparency;
-  1-bit images become 0/255 gray. 16-bit gray gives uint16 (as read_image
-  keeps 16-bit PNG); 32-bit float TIFF gives float32.
-* ``RGB``: alpha dropped, gray replicated, palette expanded.
+  1-bit images (PNG, BMP, PBM...) become 0/255 gray. 16-bit gray gives
+  uint16 (as read_image keeps 16-bit PNG; Pillow's mode I of a PNG or a
+  plain PGM holds 0..65535); float TIFF and PFM (Pillow's mode F) give
+  float32; integer TIFF of 32 (or signed 16) bits (Pillow's mode I) gives
+  int32.
+* ``RGB``: alpha dropped, gray replicated, palette expanded. uint16,
+  float32 and int32 gray is replicated too, never narrowed to uint8 (Pillow's
+  ``convert("RGB")`` would clip it to 0..255).
 * ``GRAY``: gdsio's rule for every format, Pillow's ``convert("L")`` luma
-  of the RGB image (alpha dropped).
+  of the RGB image (alpha dropped); uint16, float32 and int32 gray kept.
 
 Pillow keeps 8 bits of a 16-bit colour PNG or TIFF (torchvision keeps 16
 for PNG); ``DecodeInfo.reason`` says so when it happens.
@@ -49,7 +56,10 @@ from ..errors import BackendUnavailable, DecompressionBombError
 from . import transfer
 from .codec import Format, Item, Options, check_pixels
 
-__all__ = ["DEEP_COLOUR_MODES", "PILLOW", "decode", "decode_one", "load_pillow", "map_threads", "pillow_format", "to_chw"]
+__all__ = [
+    "DEEP_COLOUR_MODES", "PILLOW", "decode", "decode_one", "load_pillow", "map_threads", "pillow_decoder",
+    "pillow_format", "to_chw",
+]
 
 PILLOW = "pillow"
 # The modes in which Pillow may hold fewer bits than a deep-colour file (a format's reduced_bits looks closer).
@@ -59,6 +69,9 @@ _SIXTEEN = ("I;16", "I;16L", "I;16B", "I;16N")
 # UNCHANGED: the Pillow modes kept as they are, and what the others become.
 _KEPT = ("L", "LA", "RGB", "RGBA", "CMYK")
 _UNCHANGED_AS = {"1": "L", "La": "LA", "PA": "RGBA", "RGBa": "RGBA", "RGBX": "RGB"}
+# Pillow formats whose mode I holds 16-bit samples, 0..65535 (Pillow < 10 opens
+# 16-bit gray PNG as mode I; a plain PGM with maxval above 255 is mode I).
+_SIXTEEN_IN_I = ("PNG", "PPM")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +110,7 @@ def pillow_format(
     """The Format record of a format Pillow decodes: told by ``magics`` (or
     ``sniff``), its header read by Pillow when it decodes (the size is capped
     then, before the pixels), its bytes read into host memory."""
-    _SPECS[name] = _Spec(pillow_name, reduced_bits, missing)
+    pillow_decoder(name, pillow_name=pillow_name, reduced_bits=reduced_bits, missing=missing)
     magic_tuple = tuple(magics)
 
     def by_magic(buf: bytes) -> bool:
@@ -107,6 +120,20 @@ def pillow_format(
         name=name, title=title, sniff=sniff or by_magic, parse=_no_header, check=_checked_when_decoded,
         decode=decode, host_bytes=True, extensions=tuple(extensions),
     )
+
+
+def pillow_decoder(
+    name: str,
+    *,
+    pillow_name: str,
+    reduced_bits: Callable[[Any, bytes], str] = _no_loss,
+    missing: Callable[[], str | None] = _always_there,
+) -> None:
+    """Lets ``decode`` take items of the Format named `name` (held to
+    Pillow's ``pillow_name``): what pillow_format does for its records, and a
+    format whose own decode hands Pillow some of its images calls alone
+    (formats/pnm.py: the PNM variants gdsio's kernels do not read)."""
+    _SPECS[name] = _Spec(pillow_name, reduced_bits, missing)
 
 
 def _no_header(buf: bytes, total: int, tail: bytes = b"") -> None:
@@ -123,7 +150,8 @@ def load_pillow() -> Any:
         from PIL import Image
     except ImportError:
         raise BackendUnavailable(
-            "Pillow is needed to decode PNG, GIF, BMP, TIFF, WebP (and JPEG on the CPU) and is not installed "
+            "Pillow is needed to decode PNG, GIF, BMP, TIFF, WebP, plain PNM and PFM (and JPEG on the CPU) "
+            "and is not installed "
             "(it is a dependency of gdsio): pip install pillow"
         ) from None
     return Image
@@ -131,15 +159,14 @@ def load_pillow() -> Any:
 
 def to_chw(im: Any, mode: str) -> Any:
     """A loaded Pillow image -> a CPU (C,H,W) tensor for gdsio's `mode`
-    ('UNCHANGED', 'RGB' or 'GRAY'), by the rules of the module docstring.
-    ValueError for pixels gdsio does not hold (32-bit integers)."""
+    ('UNCHANGED', 'RGB' or 'GRAY'), by the rules of the module docstring."""
     m = im.mode
-    if m in _SIXTEEN or (m == "I" and im.format == "PNG"):  # Pillow < 10 opens 16-bit gray PNG as mode I
+    if m in _SIXTEEN or (m == "I" and im.format in _SIXTEEN_IN_I):
         arr = np.asarray(im).astype(np.uint16)
     elif m == "F":
         arr = np.array(im, dtype=np.float32)
-    elif m == "I":
-        raise ValueError("32-bit integer pixels (Pillow mode I) are not supported: gdsio images are uint8, uint16 or float32")
+    elif m == "I":  # 32-bit (or signed 16-bit) integer samples, kept whole
+        arr = np.array(im, dtype=np.int32)
     else:
         if m in ("P", "PA"):
             # Palette expanded first: RGBA where there is transparency, so the
@@ -159,7 +186,7 @@ def to_chw(im: Any, mode: str) -> Any:
         arr = np.array(im, dtype=np.uint8)
     if arr.ndim == 2:
         arr = arr[:, :, None]
-    if mode == "RGB" and arr.shape[2] == 1:  # 16-bit and float gray: replicated, as gdsio's PNM path does
+    if mode == "RGB" and arr.shape[2] == 1:  # 16-bit, float and int32 gray: replicated, as gdsio's PNM path does
         arr = np.repeat(arr, 3, axis=2)
     return torch.from_numpy(np.ascontiguousarray(arr.transpose(2, 0, 1)))
 

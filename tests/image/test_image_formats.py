@@ -44,7 +44,7 @@ def samples() -> dict[str, bytes]:
     return {
         "jpeg": pil_bytes(im), "pnm": pnm_bytes(a), "npy": npy_bytes(a), "png": pil_bytes(im, "PNG"),
         "gif": pil_bytes(im.quantize(8), "GIF"), "bmp": pil_bytes(im, "BMP"), "tiff": pil_bytes(im, "TIFF"),
-        "webp": pil_bytes(im, "WEBP", lossless=True),
+        "webp": pil_bytes(im, "WEBP", lossless=True), "dib": pil_bytes(im, "DIB"),
     }
 
 
@@ -55,8 +55,21 @@ def test_each_format_sniffs_its_own_bytes_and_no_other():
         assert formats.identify(data[:12], OPTS).name == name
     raw = batch.options("UNCHANGED", "raise", False, gi.RawFormat(2, 2), "auto", None)
     assert formats.identify(samples()["jpeg"], raw).name == "raw"  # raw= wins over any magic
-    with pytest.raises(ValueError, match=r"unknown image format \(not JPEG, PNM, NPY, PNG, GIF, BMP, TIFF or WebP\)"):
+    with pytest.raises(ValueError, match=r"unknown image format \(not JPEG, PNM, NPY, PNG, GIF, BMP, TIFF, WebP or DIB\)"):
         formats.identify(b"\x00\x00\x01\x00", OPTS)
+
+
+def test_every_netpbm_variant_pillow_reads_is_pnm_and_dib_is_told_by_its_info_header():
+    """P1..P6 and Pf are PNM (Pillow's PpmImagePlugin reads the ones gdsio's kernels
+    do not); a DIB has no magic, Pillow's _dib_accept tells it by its info header's size."""
+    for magic in (b"P1", b"P2", b"P3", b"P4", b"P5", b"P6", b"Pf"):
+        assert formats.identify(magic + b"\n1 1\n", OPTS).name == "pnm"
+    for size in (12, 40, 52, 56, 64, 108, 124):
+        assert formats.identify(struct.pack("<I", size) + bytes(8), OPTS).name == "dib"
+    for not_dib in (41, 0, 40 << 8):
+        with pytest.raises(ValueError, match="unknown image format"):
+            formats.identify(struct.pack("<I", not_dib) + bytes(8), OPTS)
+    assert {".dib", ".pfm", ".pbm", ".pgm", ".ppm"} <= set(formats.file_extensions())
 
 
 # A format the package does not have: "XYZ1", then height and width (u16

@@ -8,6 +8,7 @@ test_image_errors.py::test_corpus_of_bad_files.)"""
 from __future__ import annotations
 
 import io
+import struct
 
 import cv2
 import numpy as np
@@ -95,12 +96,54 @@ def test_deep_and_float_pixels():
     img = gi.decode(encode(Image.fromarray(f), "TIFF"))
     assert img.dtype == torch.float32
     np.testing.assert_array_equal(img.numpy(), f[None])
-    with pytest.raises(ValueError, match="data: 32-bit integer pixels .* not supported"):
-        gi.decode(encode(Image.fromarray(rng.integers(0, 1 << 20, (4, 4), dtype=np.int32)), "TIFF"))
+    assert torch.equal(gi.decode(encode(Image.fromarray(f), "TIFF"), mode="RGB"), img.expand(3, -1, -1))
     # 16-bit colour: Pillow keeps 8 bits, and the result says so.
     ok, png = cv2.imencode(".png", rng.integers(0, 65536, (5, 6, 3), dtype=np.uint16))
     img, info = gi.decode(png.tobytes(), return_info=True)
     assert ok and img.dtype == torch.uint8 and "16-bit colour PNG: Pillow keeps 8 bits" in info.reason
+
+
+@pytest.mark.parametrize("dtype", ["<i4", ">i4", "<i2"])
+def test_integer_tiff_pillow_mode_i_gives_int32(dtype):
+    """32-bit (and signed 16-bit) integer TIFF, Pillow's mode I: int32 with Pillow's
+    values, whole in every mode (RGB replicates the gray, never clips to 0..255)."""
+    lim = np.iinfo(dtype)
+    a = np.concatenate([[lim.min, -1, 0, 1, lim.max], rng.integers(lim.min, lim.max, 138)]).astype(dtype).reshape(11, 13)
+    data = encode(Image.fromarray(a), "TIFF")
+    with Image.open(io.BytesIO(data)) as f:
+        assert f.mode == "I"
+        want = np.array(f)
+    img, info = gi.decode(data, return_info=True)
+    assert img.dtype == torch.int32 and (info.format, info.backend, info.dtype) == ("tiff", "pillow", "int32")
+    np.testing.assert_array_equal(img.numpy(), want[None])
+    np.testing.assert_array_equal(img.numpy(), a.astype(np.int32)[None])
+    assert torch.equal(gi.decode(data, mode="GRAY"), img)
+    assert torch.equal(gi.decode(data, mode="RGB"), img.expand(3, -1, -1))
+
+
+def test_dib_bmp_without_its_file_header():
+    """.dib (Pillow's DibImagePlugin): no 'BM' magic, told by its info header's size."""
+    for src in (Image.fromarray(RGB), Image.fromarray(RGB[..., 0]), Image.fromarray(RGB[..., 0] > 127),
+                Image.fromarray(RGB).quantize(16)):
+        data = encode(src, "DIB")
+        assert data[:2] != b"BM" and data[:4] == b"\x28\x00\x00\x00"
+        with Image.open(io.BytesIO(data)) as f:
+            assert f.format == "DIB"
+            want = {m: np.array(f.convert("RGB").convert("L") if m == "GRAY" else f.convert(m)) for m in ("RGB", "GRAY")}
+        img, info = gi.decode(data, return_info=True)
+        assert (info.format, info.backend) == ("dib", "pillow")
+        # The same image as the BMP of the same pixels (a BMP is a DIB after a file header).
+        assert torch.equal(img, gi.decode(encode(src, "BMP")))
+        np.testing.assert_array_equal(gi.decode(data, mode="RGB").numpy(), chw(want["RGB"]), err_msg=src.mode)
+        np.testing.assert_array_equal(gi.decode(data, mode="GRAY").numpy(), chw(want["GRAY"]), err_msg=src.mode)
+    # A BITMAPCOREHEADER (12 bytes) one too: 2x2, 24 bits, rows bottom-up, padded to 4 bytes.
+    core = struct.pack("<IHHHH", 12, 2, 2, 1, 24) + bytes([1, 2, 3, 4, 5, 6, 0, 0, 7, 8, 9, 10, 11, 12, 0, 0])
+    with Image.open(io.BytesIO(core)) as f:
+        want = np.array(f.convert("RGB"))
+    np.testing.assert_array_equal(gi.decode(core).numpy(), chw(want))
+    # Refused where Pillow refuses it, naming the image.
+    with pytest.raises(ValueError, match=r"^data: Pillow cannot .* DIB image"):
+        gi.decode(encode(Image.fromarray(RGB), "DIB")[:30])
 
 
 def test_the_format_comes_from_the_bytes_not_the_name(tmp_path):

@@ -18,7 +18,7 @@ in one call.
 from __future__ import annotations
 
 from ..codec import Format, Options
-from . import bmp, gif, jpeg, npy, png, pnm, raw, tiff, webp
+from . import bmp, dib, gif, jpeg, npy, png, pnm, raw, tiff, webp
 
 __all__ = ["FORMATS", "by_name", "chosen", "file_extensions", "identify"]
 
@@ -34,6 +34,7 @@ FORMATS: tuple[Format, ...] = (
     bmp.FORMAT,
     tiff.FORMAT,
     webp.FORMAT,
+    dib.FORMAT,  # last: no magic, only its info header's size (a weaker sign than the others' magics)
 )
 
 def chosen(opts: Options) -> Format | None:
