@@ -270,8 +270,8 @@ def run(images: int, batch: int, step_ms: float, passes: int, size: tuple[int, i
         c.add_node(num_cpus=1, labels=PRE, **NODE)
 
         def offload(share: Any, epochs: int = 1) -> Any:
-            return lambda: gray.Loader(root, batch, device=device, transform=tf, local_share=share, resources=PRE,
-                                       threads=threads, timeout=300, epochs_per_pool=epochs)
+            return lambda: gray.Loader(root, batch, device=device, transform=tf, shuffle=True, local_share=share,
+                                       resources=PRE, threads=threads, timeout=300, epochs_per_pool=epochs)
 
         kept = passes + 1  # the warm-up pass and the measured ones: one actor pool for all of them
         for nodes in (1, 2):
@@ -330,8 +330,8 @@ def run_ranks(images: int, batch: int, step_ms: float, lag_ms: float, size: tupl
 
         def streams(method: str) -> tuple[list[Any], list[Any]]:
             if method == "gdsio":
-                loaders = [gray.Loader(root, batch, device="cpu", transform=tf, local_share=0.0, rank=r, world_size=2,
-                                       resources=PRE, threads=threads, timeout=300) for r in (0, 1)]
+                loaders = [gray.Loader(root, batch, device="cpu", transform=tf, shuffle=True, local_share=0.0, rank=r,
+                                       world_size=2, resources=PRE, threads=threads, timeout=300) for r in (0, 1)]
                 return loaders, loaders
             ds = gray.dataset(root, transform=tf, shuffle=True, resources=PRE, batch_size=batch)
             splits = ds.streaming_split(2, equal=True)

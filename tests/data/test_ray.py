@@ -185,6 +185,7 @@ def ray_loader(source, batch_size, **kw):
 
     kw.setdefault("resources", PRE)
     kw.setdefault("timeout", TIMEOUT)
+    kw.setdefault("shuffle", True)  # as cpu_batches
     return gray.Loader(source, batch_size, device="cpu", transform=kw.pop("transform", TF), seed=SEED, **kw)
 
 
@@ -329,8 +330,8 @@ def test_on_a_gpu_batches_land_on_the_consumers_stream_equal_to_the_cpu_loader(c
     loader's byte for byte (a copy on another stream, unordered, would race)."""
     import gdsio.data.ray as gray
 
-    loader = gray.Loader(folder, 4, device="cuda", transform=TF, seed=SEED, local_share=share, resources=PRE,
-                         timeout=TIMEOUT)
+    loader = gray.Loader(folder, 4, device="cuda", transform=TF, seed=SEED, shuffle=True, local_share=share,
+                         resources=PRE, timeout=TIMEOUT)
     loader.set_epoch(1)
     side = torch.cuda.Stream()
     got = []
@@ -625,15 +626,31 @@ def test_local_share_one_is_a_plain_loader_without_ray(tmp_path):
     p = run_python(
         "import sys, torch, gdsio.data as gd, gdsio.data.ray as gray\n"
         f"tf = gd.Compose([gd.RandomResizedCrop(24), gd.RandomHorizontalFlip()])\n"
-        f"a = list(gray.Loader({str(tmp_path / 'train')!r}, 4, device='cpu', transform=tf, local_share=1.0))\n"
-        f"b = list(gd.Loader({str(tmp_path / 'train')!r}, 4, device='cpu', transform=tf, shuffle=True))\n"
-        "assert all(torch.equal(x, y) for (x, _), (y, _) in zip(a, b)) and len(a) == len(b) == 2\n"
+        "for kw in ({}, {'shuffle': True}):  # the defaults alike, shuffle=False in both\n"
+        f"    a = list(gray.Loader({str(tmp_path / 'train')!r}, 4, device='cpu', transform=tf, local_share=1.0, **kw))\n"
+        f"    b = list(gd.Loader({str(tmp_path / 'train')!r}, 4, device='cpu', transform=tf, **kw))\n"
+        "    assert len(a) == len(b) == 2\n"
+        "    assert all(torch.equal(x, y) and torch.equal(u, v) for (x, u), (y, v) in zip(a, b)), kw\n"
         f"l = gray.Loader({str(tmp_path / 'train')!r}, 4, device='cpu', local_share=1.0); list(l)\n"
         "assert l.stats().path == 'local' and l.stats().local_samples == 6\n"
         "assert 'ray' not in sys.modules\n"
         "print('ok')\n"
     )
     assert p.returncode == 0 and "ok" in p.stdout, p.stderr
+
+
+def test_the_arguments_both_loaders_take_have_the_same_defaults():
+    # "The same batches as gdsio.Loader with the same arguments" holds for the defaults too (shuffle=False,
+    # as torch's DataLoader).
+    import inspect
+
+    import gdsio.data.ray as gray
+
+    ours = inspect.signature(gray.Loader).parameters
+    theirs = inspect.signature(gd.Loader).parameters
+    shared = [n for n in ours if n in theirs and n not in ("source", "batch_size")]
+    assert "shuffle" in shared and ours["shuffle"].default is False
+    assert {n: ours[n].default for n in shared} == {n: theirs[n].default for n in shared}
 
 
 @pytest.mark.parametrize("kw, err, match", [

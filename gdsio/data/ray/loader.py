@@ -99,7 +99,8 @@ class Loader:
         source, batch_size, device, transform, seed, shuffle, rank,
             world_size, drop_last, prefetch, prefetch_bytes, threads,
             on_error, kind, record_shape, record_dtype, image_mode: as
-            ``gdsio.Loader`` (shuffle defaults to True here).
+            ``gdsio.Loader``, with its defaults (shuffle=False, as torch's
+            DataLoader: pass shuffle=True to train).
         local_share: the fraction of the batches this node makes (0.0: all
             on the CPU nodes, 1.0: a plain gdsio.Loader, Ray unused), or
             ``"auto"``: starts at 0.5 and moves by where the consumer waited
@@ -149,7 +150,7 @@ class Loader:
         device: Any = "cuda",
         transform: Callable[[Any], Any] | None = None,
         seed: int = 0,
-        shuffle: bool = True,
+        shuffle: bool = False,
         rank: int = 0,
         world_size: int = 1,
         local_share: float | str = "auto",
