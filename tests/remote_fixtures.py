@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from remote_servers import LeakCheck, LoopbackGuard, MotoS3, Nginx, RangeServer
+from remote_servers import LeakCheck, LoopbackGuard, MotoS3, Nginx, RangeServer, self_signed_cert
 
 
 @pytest.fixture(autouse=True)
@@ -54,6 +54,17 @@ def aws_clean(no_leaks, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 @pytest.fixture
 def server(no_leaks):
     s = RangeServer()
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def tls_server(no_leaks, aws_clean, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """The ranged server over https with a self-signed certificate for 127.0.0.1, trusted through
+    AWS_CA_BUNDLE (which gdsio's https connections honour)."""
+    cert, key = self_signed_cert(tmp_path)
+    monkeypatch.setenv("AWS_CA_BUNDLE", cert)
+    s = RangeServer(tls=(cert, key))
     yield s
     s.close()
 

@@ -1,17 +1,21 @@
-"""Servers for the remote-object tests, all on 127.0.0.1: a ranged HTTP
-server with faults on demand (drops, 503s, delays, an object rewritten
-mid-read, a server that ignores Range), nginx, and moto's S3; and a guard that
-fails a test whose code connects anywhere but loopback."""
+"""Servers for the remote-object tests, all on 127.0.0.1: a ranged HTTP(S)
+server with faults on demand (drops, 503s with Retry-After, delays, an object
+rewritten mid-read, a server that ignores Range, gzips regardless or cuts its
+bodies short, redirects), nginx, and moto's S3; and a guard that fails a test
+whose code connects anywhere but loopback."""
 
 from __future__ import annotations
 
+import datetime
 import email.utils
+import gzip
 import hashlib
 import http.server
 import ipaddress
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -79,6 +83,11 @@ class Faults:
         self.mutate_after = -1  # after this many GETs, rewrite every object (new bytes, new ETag)
         self.ignore_range = False  # answer 200 with the whole object
         self.no_head = False  # answer HEAD with 405 (as a presigned GET URL's server would refuse it)
+        self.fail_status = 503  # the status of the status_503 answers (429 too)
+        self.retry_after: str | None = None  # the Retry-After header of those answers
+        self.gzip = False  # gzip every GET body (Content-Encoding: gzip) whatever Accept-Encoding asked
+        self.truncate = 0  # the next N GET answers: the whole Content-Length, truncate_by bytes fewer, close
+        self.truncate_by = 0
         self.lock = threading.Lock()
 
 
@@ -87,13 +96,15 @@ class RangeServer:
     Last-Modified, If-Match and keep-alive; `faults` injects failures, `gets`
     counts GETs, `ranges` records the Range headers seen."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: tuple[str, str] | None = None) -> None:
         self.objects: dict[str, bytes] = {}
         self.faults = Faults()
         self.gets = 0
         self.heads = 0
         self.ranges: list[str] = []
         self.headers_seen: list[dict[str, str]] = []
+        self.paths: list[str] = []  # the request target of every HEAD and GET, in order
+        self.redirects: dict[str, tuple[int, str, tuple[str, ...], dict[str, str]]] = {}  # see redirect()
         self.version = 1
         server = self
 
@@ -113,11 +124,28 @@ class RangeServer:
                 etag = '"' + hashlib.md5(data).hexdigest() + f'-{server.version}"'
                 return etag, email.utils.formatdate(1_700_000_000 + server.version, usegmt=True)
 
+            def _redirected(self) -> bool:
+                server.paths.append(self.path)
+                r = server.redirects.get(self.path.split("?")[0])
+                if r is None or self.command not in r[2]:
+                    return False
+                self.send_response(r[0])
+                self.send_header("Location", r[1])
+                for k, v in r[3].items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return True
+
             def do_HEAD(self) -> None:
                 server.heads += 1
-                self._answer(head=True)
+                if not self._redirected():
+                    self._answer(head=True)
 
             def do_GET(self) -> None:
+                if self._redirected():
+                    server.headers_seen.append(dict(self.headers.items()))
+                    return
                 f = server.faults
                 with f.lock:
                     server.gets += 1
@@ -132,18 +160,23 @@ class RangeServer:
                     drop = not fail and f.drop > 0
                     if drop:
                         f.drop -= 1
+                    cut = f.truncate_by if not fail and not drop and f.truncate > 0 else 0
+                    if cut:
+                        f.truncate -= 1
                 server.ranges.append(self.headers.get("Range", ""))
                 server.headers_seen.append(dict(self.headers.items()))
                 if fail:
                     body = b"<Error><Code>SlowDown</Code></Error>"
-                    self.send_response(503)
+                    self.send_response(f.fail_status)
+                    if f.retry_after is not None:
+                        self.send_header("Retry-After", f.retry_after)
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
                     self.wfile.write(body)
                     return
-                self._answer(head=False, drop=drop)
+                self._answer(head=False, drop=drop, cut=cut)
 
-            def _answer(self, head: bool, drop: bool = False) -> None:
+            def _answer(self, head: bool, drop: bool = False, cut: int = 0) -> None:
                 f = server.faults
                 if f.stall:
                     time.sleep(f.stall)
@@ -184,6 +217,9 @@ class RangeServer:
                         return
                 body = data[start : end + 1]
                 self.send_response(status)
+                if f.gzip and not head:  # as a server that compresses whatever Accept-Encoding says
+                    body = gzip.compress(body)
+                    self.send_header("Content-Encoding", "gzip")
                 self.send_header("Content-Length", str(len(body)))
                 self.send_header("ETag", etag)
                 self.send_header("Last-Modified", lm)
@@ -199,6 +235,11 @@ class RangeServer:
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
+                if cut:  # Content-Length larger than the body: the connection closes early
+                    self.wfile.write(body[: max(0, len(body) - cut)])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
                 self.wfile.write(body)
 
         class Server(http.server.ThreadingHTTPServer):
@@ -206,8 +247,12 @@ class RangeServer:
             allow_reuse_address = True
 
         self.httpd = Server((LOOPBACK, 0), Handler)
+        if tls is not None:  # https: (certificate file, key file)
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
-        self.base = f"http://{LOOPBACK}:{self.port}"
+        self.base = f"{'https' if tls else 'http'}://{LOOPBACK}:{self.port}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True)
         self.thread.start()
 
@@ -218,9 +263,40 @@ class RangeServer:
         self.objects["/" + name.lstrip("/")] = data
         return self.url(name)
 
+    def redirect(self, name: str, location: str, status: int = 302, methods: tuple[str, ...] = ("HEAD", "GET"),
+                 headers: dict[str, str] | None = None) -> str:
+        """`name` answers `methods` with `status`, this Location (as given: relative or absolute) and
+        `headers`; returns its URL."""
+        self.redirects["/" + name.lstrip("/")] = (status, location, methods, headers or {})
+        return self.url(name)
+
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def self_signed_cert(folder: Path) -> tuple[str, str]:
+    """(certificate file, key file) of a self-signed certificate for 127.0.0.1, made with
+    cryptography (moto's dependency); the certificate file is also its CA bundle."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, LOOPBACK)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(LOOPBACK))]), False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+            .sign(key, hashes.SHA256()))
+    certfile, keyfile = folder / "cert.pem", folder / "key.pem"
+    certfile.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    keyfile.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    return str(certfile), str(keyfile)
 
 
 class Nginx:

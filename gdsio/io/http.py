@@ -11,13 +11,26 @@ signing (gdsio.io.s3); this module knows nothing of S3 but its error bodies.
 Errors name the object by its display URL (no user information, no query
 string, never a header): 404/410 -> FileNotFoundError, 401/403 ->
 PermissionError, 412 or a changed ETag/Last-Modified -> OSError (the object
-changed), 5xx, 429, a dropped connection or a timeout -> retried with
-backoff, then OSError (TimeoutError for timeouts).
+changed), 5xx, 429, a dropped connection, a body cut short or a timeout ->
+retried with backoff (or after the wait a ``Retry-After`` asks for, when
+the waits stay within ``remote_timeout``), then OSError (TimeoutError for
+timeouts). A body in a ``Content-Encoding`` other than the identity every
+request asks for -> OSError.
+
+Redirects (301, 302, 303, 307, 308) of an http(s) object are followed, up to
+`MAX_REDIRECTS` hops per request, a relative Location resolved against the
+URL that answered; the object's `Location` remembers where they led, so its
+later requests go there at once. https to http is refused (the bytes would
+travel in the clear), as is any scheme but http(s); http to https is
+followed (the bytes only gain encryption). Basic credentials go to their own
+origin only. A signed (S3) request is bound to its host: its redirects are
+refused, with the bucket's region when the store names it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import email.utils
 import errno
 import http.client
 import os
@@ -30,9 +43,19 @@ import time
 import urllib.parse
 from typing import Callable
 
-__all__ = ["Counters", "Origin", "Response", "RetryPolicy", "error_for_status", "pool_for", "transfer"]
+from .urls import display
+
+__all__ = ["Counters", "Location", "MAX_REDIRECTS", "Origin", "Response", "RetryPolicy", "error_for_status",
+           "pool_for", "transfer"]
 
 _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
+#: Redirects one request follows at most; one more is an OSError (a loop, most likely).
+MAX_REDIRECTS = 10
+# The waits between tries and the clock that dates a Retry-After: module names, so tests record the waits
+# instead of sleeping (and never measure time).
+_sleep = time.sleep
+_wall_clock = time.time
 _DROPPED = (ConnectionError, http.client.HTTPException, socket.timeout, TimeoutError, ssl.SSLError, EOFError)
 
 
@@ -74,12 +97,29 @@ class Response:
     headers: dict[str, str]
 
 
-class _Retry(Exception):
-    """A status worth another try (5xx, 429)."""
+class Location:
+    """Where one object's requests go: `url`, the URL it was opened by, and
+    `current`, where its redirects last led (its later requests go there at
+    once). One per open object, never shared: a redirect is remembered for
+    that object only. Redirects are refused when `follow` is False."""
 
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, url: str, follow: bool = True) -> None:
+        self.url = url
+        self.current = url
+        self.follow = follow
+
+
+class _Retry(Exception):
+    """A status worth another try (5xx, 429), with the wait its Retry-After asks for (None: none)."""
+
+    def __init__(self, status: int, detail: str, after: float | None = None) -> None:
         super().__init__(f"HTTP {status}{detail}")
         self.status = status
+        self.after = after
+
+
+class _Truncated(Exception):
+    """A body cut short (the connection closed before its Content-Length): retried as a dropped connection."""
 
 
 class _Connection(http.client.HTTPConnection):
@@ -174,13 +214,74 @@ def error_for_status(status: int, name: str, body: bytes = b"", anonymous: bool 
     return OSError(errno.EIO, f"HTTP {status}{code}", name)
 
 
+def _retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a Retry-After header: delta-seconds or an HTTP-date (RFC 9110 10.2.3); None if
+    absent or malformed (then the backoff applies)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - _wall_clock())
+
+
+def _same_credentials(origin_url: str, url: str) -> bool:
+    """Whether a request to `url` may carry the Basic credentials given for `origin_url`: the same origin,
+    or the same host upgraded from http on port 80 to https on 443 (as requests does: nothing sent over
+    TLS that was not already sent in the clear)."""
+    a, b = urllib.parse.urlsplit(origin_url), urllib.parse.urlsplit(url)
+    if a.hostname != b.hostname:
+        return False
+    pa, pb = a.port or (443 if a.scheme == "https" else 80), b.port or (443 if b.scheme == "https" else 80)
+    return (a.scheme, pa) == (b.scheme, pb) or ((a.scheme, pa, b.scheme, pb) == ("http", 80, "https", 443))
+
+
+def _redirect_target(url: str, location: str | None, status: int, name: str) -> str:
+    """The URL a redirect from `url` leads to, or the OSError that refuses it."""
+    if not location:
+        raise OSError(errno.EPROTO, f"HTTP {status}: a redirect without a Location", name)
+    new = urllib.parse.urljoin(url, location.strip())
+    p = urllib.parse.urlsplit(new)
+    scheme, old = p.scheme.lower(), urllib.parse.urlsplit(url).scheme.lower()
+    if scheme not in ("http", "https") or not p.hostname:
+        raise OSError(errno.EPROTO, f"HTTP {status}: redirected to a {scheme or 'hostless'} URL "
+                              f"({display(new)}): refused; gdsio reads http(s) objects", name)
+    if old == "https" and scheme == "http":
+        raise OSError(errno.EPROTO, f"HTTP {status}: redirected from https to http ({display(new)}): "
+                              "refused, the bytes would travel unencrypted; give the http URL itself if that is "
+                              "meant", name)
+    # http to https is followed: the bytes only gain encryption, and the credentials rule above keeps Basic
+    # credentials from any other origin. User information in a Location is never used (nor shown).
+    netloc = p.netloc.rsplit("@", 1)[-1]
+    return urllib.parse.urlunsplit((scheme, netloc, p.path or "/", p.query, ""))
+
+
+def _redirect_refused(status: int, headers: dict[str, str], body: bytes, name: str) -> OSError:
+    """The OSError of a redirect that is not followed: a signed request's (its signature is bound to its host)."""
+    code = _s3_code(body)
+    region = headers.get("x-amz-bucket-region", "").strip()
+    if region:
+        why = (f"the bucket is in region {region}, not the one its requests are signed for: set "
+               f"AWS_REGION={region}")
+    else:
+        where = headers.get("location")
+        why = ((f"redirected to {display(where)}; " if where else "") + "the bucket may be in another region "
+               "than AWS_REGION, or AWS_ENDPOINT_URL may name the wrong endpoint")
+    return OSError(errno.EIO, f"HTTP {status}{code}: {why} (a signed request is bound to its host, so its "
+                   "redirects are not followed)", name)
+
+
 def _backoff(attempt: int) -> float:
     # Exponential with jitter (as the AWS SDKs' standard mode), capped at 2 s.
     return min(2.0, 0.05 * (2 ** attempt)) * (0.5 + random.random() / 2)
 
 
 def transfer(
-    url: str,
+    url: str | Location,
     method: str,
     name: str,
     headers: Callable[[int], dict[str, str]],
@@ -195,7 +296,8 @@ def transfer(
     read into `into`; after a dropped connection the next try asks for the
     rest only (``headers(done)`` gives each try's headers, `done` being the
     bytes already there). `check(response, done)` may raise (wrong range,
-    changed object) before the body is read.
+    changed object) before the body is read. A `Location` follows redirects
+    and remembers where they led; a plain URL refuses them (signed requests).
 
     Returns:
         Response: the final response (its body read into `into`, or drained).
@@ -203,51 +305,100 @@ def transfer(
     Raises:
         OSError: see the module docstring; TimeoutError after timeouts.
     """
-    pool, target = pool_for(url)
+    where = url if isinstance(url, Location) else Location(url, follow=False)
+    here = where.current
     want = len(into) if into is not None else 0
     done = 0
     attempt = 0
+    hops = 0
+    waited = 0.0  # seconds slept between tries: Retry-After is honoured while this stays within policy.timeout
     while True:
+        pool, target = pool_for(here)
         conn = pool.get(policy.timeout)
         resp = None
         reusable = False
         try:
             counters.add(requests=1)
-            conn.request(method, target, headers=headers(done))
+            h = headers(done)
+            if here != where.url and not _same_credentials(where.url, here):
+                h = {k: v for k, v in h.items() if k.lower() != "authorization"}
+            # Ranges are of the stored bytes: a compressed body is not them (http.client asks the same by default).
+            conn.request(method, target, headers={**h, "Accept-Encoding": "identity"})
             resp = conn.getresponse()
             info = Response(resp.status, {k.lower(): v for k, v in resp.getheaders()})
             if resp.status in _RETRY_STATUS:
-                raise _Retry(resp.status, _s3_code(resp.read(65536)))
-            if resp.status >= 400 or (into is not None and resp.status not in (200, 206)):
+                raise _Retry(resp.status, _s3_code(resp.read(65536)), _retry_after(info.headers.get("retry-after")))
+            if resp.status in _REDIRECT_STATUS:
+                body = resp.read(65536) if method != "HEAD" else resp.read()
+                reusable = not resp.will_close and resp.isclosed()
+                if not where.follow:
+                    raise _redirect_refused(resp.status, info.headers, body, name)
+                nxt = _redirect_target(here, info.headers.get("location"), resp.status, name)
+                hops += 1
+                if hops > MAX_REDIRECTS:
+                    raise OSError(errno.ELOOP, f"more than {MAX_REDIRECTS} redirects (the last to {display(nxt)}): "
+                                  "a redirect loop?", name)
+                here = nxt
+                continue
+            if resp.status >= 300 or (into is not None and resp.status not in (200, 206)):
                 body = resp.read(65536) if method != "HEAD" else b""
                 raise error_for_status(resp.status, name, body, anonymous)
+            if into is not None:
+                enc = info.headers.get("content-encoding", "").strip().lower()
+                # An object stored encoded (S3's Content-Encoding metadata) comes as its stored bytes, exactly the
+                # length asked; a body compressed on the fly does not: that one is refused.
+                if enc not in ("", "identity") and resp.length != want - done:
+                    got = f"{resp.length} bytes" if resp.length is not None else "a body of unannounced length"
+                    raise OSError(errno.EIO, f"the server answered with Content-Encoding: {enc} although "
+                                  f"Accept-Encoding: identity was asked ({got} for the {want - done} asked for); "
+                                  "ranges are of the stored bytes: serve these objects uncompressed", name)
             if check is not None:
                 check(info, done)
             if into is None:
-                resp.read()  # HEAD: empty; a probe GET of one byte
+                resp.read()  # HEAD: empty
             else:
+                if resp.length is not None and resp.length != want - done:
+                    raise OSError(errno.EIO, f"the server announced {resp.length} bytes (Content-Length) for the "
+                                  f"{want - done} asked for", name)
+                announced, got_now = want - done, 0
                 while done < want:
                     n = resp.readinto(into[done:])
                     if n == 0:
-                        raise http.client.IncompleteRead(b"", want - done)
+                        raise _Truncated(f"truncated body: {got_now} of {announced} bytes received (the connection "
+                                         "closed before the Content-Length the server announced)")
                     done += n
+                    got_now += n
                     counters.add(nbytes=n)
-                if resp.length:  # more than asked: the range was not honoured; never reuse this connection
+                # A chunked body's end shows only when read; more than asked: never reuse this connection.
+                if resp.length is None and resp.read(1):
                     raise OSError(errno.EIO, f"the server sent more than the {want} bytes asked for", name)
             reusable = not resp.will_close
+            where.current = here  # a redirect's end, remembered for this object's next requests
             return info
-        except _DROPPED + (_Retry,) as e:
+        except _DROPPED + (_Retry, _Truncated) as e:
+            reusable = False
             attempt += 1
             if attempt > policy.retries:
-                what = f"{e.__class__.__name__}: {e}" if str(e) else e.__class__.__name__
+                own = isinstance(e, (_Retry, _Truncated))
+                what = str(e) if own else f"{e.__class__.__name__}: {e}" if str(e) else e.__class__.__name__
                 tries = f"{attempt} {'try' if attempt == 1 else 'tries'}"
                 if isinstance(e, (socket.timeout, TimeoutError)):
                     raise TimeoutError(errno.ETIMEDOUT, f"timed out ({policy.timeout:g} s a socket operation, "
                                        f"{tries})", name) from None
                 raise OSError(errno.EIO, f"{method} failed after {tries}: {what}", name) from None
+            delay = _backoff(attempt)
+            if isinstance(e, _Retry) and e.after is not None:
+                left = policy.timeout - waited
+                if e.after > left:  # fail now rather than sleep past the budget
+                    spent = f", {waited:g} s of it spent waiting already" if waited else ""
+                    raise OSError(errno.EIO, f"{e}: the server asked to retry after {e.after:g} s (Retry-After), "
+                                  f"longer than remote_timeout ({policy.timeout:g} s{spent}) allows; try again "
+                                  "later, or raise remote_timeout", name) from None
+                delay = min(max(e.after, delay), left)
             counters.add(retries=1)
             conn.close()
-            time.sleep(_backoff(attempt))
+            waited += delay
+            _sleep(delay)
         finally:
             if reusable:
                 pool.put(conn)

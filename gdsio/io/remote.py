@@ -4,7 +4,9 @@ the ``s3`` and ``http`` backends (parallel ranged GETs).
 A ``RemoteReader`` pins the object at open: one HEAD gives its size, ETag
 and Last-Modified; every later GET asks ``If-Match`` that ETag and checks the
 answer's ETag and Content-Range, so an object rewritten between (or during)
-reads fails with an OSError instead of mixing two versions.
+reads fails with an OSError instead of mixing two versions. An http(s)
+object's redirects are followed and remembered per reader (its later GETs go
+where they led); an s3:// object's are refused (see gdsio.io.http).
 
 The engine splits the requests into chunks of ``remote_chunk_bytes`` and
 runs them on up to ``remote_concurrency`` workers, each with its own
@@ -88,6 +90,9 @@ class RemoteReader:
                 self._auth = {"Authorization": "Basic " + base64.b64encode(raw.encode()).decode()}
             netloc = p.netloc.rsplit("@", 1)[-1]
             self.url = urllib.parse.urlunsplit((p.scheme, netloc, p.path or "/", p.query, ""))
+        # Where this object's requests go: an http(s) object's redirects are followed and remembered here (for
+        # this reader only); a signed request is bound to its host, so an s3:// object's are refused.
+        self._where: str | http.Location = self.url if self.kind == "s3" else http.Location(self.url)
         self.info = self._stat(settings)
 
     def __repr__(self) -> str:
@@ -114,7 +119,7 @@ class RemoteReader:
         policy = http.RetryPolicy(s.remote_retries, s.remote_timeout)
         counters = http.Counters()
         try:
-            r = http.transfer(self.url, "HEAD", self.path, lambda _: self.headers("HEAD", {}), policy, counters,
+            r = http.transfer(self._where, "HEAD", self.path, lambda _: self.headers("HEAD", {}), policy, counters,
                               anonymous=self.anonymous)
             length = r.headers.get("content-length")
             if length is None:
@@ -139,7 +144,7 @@ class RemoteReader:
                               "bytes=0-0); gdsio reads remote objects by range", self.path)
             got.update(size=cr[2], etag=r.headers.get("etag", ""), lm=r.headers.get("last-modified", ""))
 
-        http.transfer(self.url, "GET", self.path, lambda _: self.headers("GET", {"Range": "bytes=0-0"}), policy,
+        http.transfer(self._where, "GET", self.path, lambda _: self.headers("GET", {"Range": "bytes=0-0"}), policy,
                       counters, into=memoryview(bytearray(1)), check=check, anonymous=self.anonymous)
         return ObjectInfo(got["size"], got["etag"], got["lm"])
 
@@ -179,7 +184,7 @@ class RemoteReader:
                 raise OSError(errno.ESTALE, f"the object changed while it was read ({cr[2]} bytes now, {info.size} "
                               "at open); open it again", self.path)
 
-        http.transfer(self.url, "GET", self.path, hdrs, policy, counters, into=into, check=check,
+        http.transfer(self._where, "GET", self.path, hdrs, policy, counters, into=into, check=check,
                       anonymous=self.anonymous)
 
 

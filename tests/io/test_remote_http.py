@@ -11,11 +11,12 @@ import os
 import numpy as np
 import pytest
 import torch
-from remote_fixtures import aws_clean, loopback_only, nginx, no_leaks, server  # noqa: F401
+from remote_fixtures import aws_clean, loopback_only, nginx, no_leaks, server, tls_server  # noqa: F401
+from remote_servers import RangeServer
 
 import gdsio
 from gdsio import _core
-from gdsio.io import remote
+from gdsio.io import http, remote
 
 
 def _data(n: int, seed: int = 0) -> bytes:
@@ -403,3 +404,156 @@ def test_read_many_names_a_url_it_cannot_take(tmp_path):
     local.write_bytes(b"abc")
     with pytest.raises(ValueError, match=r"read_many reads local files; http://127\.0\.0\.1:9/x\.bin is a URL"):
         gdsio.read_many([local, "http://127.0.0.1:9/x.bin"])
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_redirects_are_followed_and_remembered_per_file(server, status):
+    """A HEAD answered by a redirect is followed (absolute and relative Locations), never read as an
+    empty object; the File's GETs go to where the redirects led, and another File asks again."""
+    data = _data(70_000, 4)
+    server.put("real/x.bin", data)
+    server.redirect("b/hop.bin", "../real/x.bin", status)  # relative: resolved against the request's URL
+    url = server.redirect("a.bin", server.url("b/hop.bin"), status)
+    with gdsio.settings(remote_chunk_bytes=16384, remote_concurrency=2), gdsio.File(url) as f:
+        assert f.size() == len(data) and f.path == url
+        out = np.zeros(len(data), np.uint8)
+        f.read_into(out)
+        assert bytes(out) == data
+    assert server.paths.count("/a.bin") == 1 and server.paths.count("/b/hop.bin") == 1
+    assert server.paths.count("/real/x.bin") == 1 + 5  # the HEAD, then every chunk's GET went straight there
+    assert bytes(gdsio.read(url, device="cpu").numpy()) == data
+    assert server.paths.count("/a.bin") == 2  # a File of its own follows the redirects again
+
+
+def test_a_redirect_of_the_gets_only_is_followed(server):
+    data = _data(50_000, 5)
+    url = server.put("g.bin", data)
+    server.put("mirror/g.bin", data)
+    server.redirect("g.bin", "/mirror/g.bin", 307, methods=("GET",))
+    with gdsio.settings(remote_chunk_bytes=16384, remote_concurrency=1):
+        t, st = gdsio.read(url, device="cpu", return_stats=True)
+    assert bytes(t.numpy()) == data
+    assert server.paths.count("/g.bin") == 2 and server.paths.count("/mirror/g.bin") == 4  # HEAD, 1 GET; 4 GETs
+    assert st.requests == 5 and st.retries == 0
+
+
+def test_redirect_loops_and_too_many_hops_are_oserrors(server):
+    data = _data(1000, 6)
+    server.put("h10", data)
+    for k in range(10):
+        server.redirect(f"h{k}", f"/h{k + 1}")
+    assert bytes(gdsio.read(server.url("h0"), device="cpu").numpy()) == data  # 10 hops: followed
+    server.redirect("h10", "/h11")
+    server.put("h11", data)
+    with pytest.raises(OSError, match=r"more than 10 redirects") as e:
+        gdsio.File(server.url("h0"))
+    assert e.value.filename == server.url("h0")
+    loop = server.redirect("loop", "/loop", 301)
+    with pytest.raises(OSError, match=r"more than 10 redirects.*loop") as e:
+        gdsio.read(loop, device="cpu")
+    assert e.value.filename == loop and e.value.errno == errno.ELOOP
+    # The same on the GETs: the HEAD answers, the GETs go round in circles.
+    url = server.put("getloop", data)
+    server.redirect("getloop", "/getloop", 302, methods=("GET",))
+    with pytest.raises(OSError, match=r"more than 10 redirects") as e:
+        gdsio.read(url, device="cpu")
+    assert e.value.filename == url
+
+
+def test_redirects_never_carry_credentials_elsewhere_nor_show_them(server):
+    other = RangeServer()
+    try:
+        data = _data(3000, 8)
+        other.put("c.bin", data)
+        server.redirect("c.bin", other.url("c.bin") + "?X-Amz-Signature=t0ken")
+        url = f"http://alice:hunter2@127.0.0.1:{server.port}/c.bin?X-Amz-Signature=s3cr3t"
+        assert bytes(gdsio.read(url, device="cpu").numpy()) == data
+        assert other.paths == ["/c.bin?X-Amz-Signature=t0ken"] * 2  # the query of the Location, on HEAD and GET
+        assert all("Authorization" not in h for h in other.headers_seen)  # Basic credentials stay with their host
+        server.redirect("c.bin", "/c.bin?again=1")  # a loop with a query on every hop
+        with pytest.raises(OSError) as e:
+            gdsio.read(url, device="cpu")
+        assert e.value.filename == f"http://127.0.0.1:{server.port}/c.bin?…"
+        for text in (str(e.value), repr(e.value)):
+            assert "hunter2" not in text and "alice" not in text and "s3cr3t" not in text and "again" not in text
+    finally:
+        other.close()
+
+
+def test_redirects_never_lose_tls_nor_leave_http(server, tls_server):
+    data = _data(5000, 9)
+    server.put("p.bin", data)
+    url = tls_server.redirect("s.bin", server.url("p.bin"), 301)
+    with pytest.raises(OSError, match=r"from https to http .*refused") as e:
+        gdsio.File(url)
+    assert e.value.filename == url and server.paths == []  # not one request went out in the clear
+    for where in ("ftp://127.0.0.1/p.bin", "file:///etc/passwd"):
+        tls_server.redirect("s.bin", where)
+        with pytest.raises(OSError, match=r"redirected to a .* URL.*refused") as e:
+            gdsio.File(url)
+        assert e.value.filename == url
+    # http to https is followed: the bytes only gain encryption (see gdsio.io.http).
+    tls_server.put("t.bin", data)
+    up = server.redirect("up.bin", tls_server.url("t.bin"), 308)
+    assert bytes(gdsio.read(up, device="cpu").numpy()) == data
+    assert tls_server.paths.count("/t.bin") == 2
+
+
+def test_retry_after_is_honoured(server, monkeypatch):
+    """Both forms of Retry-After set the wait before the next try (no real wait: the sleep is recorded)."""
+    slept: list[float] = []
+    monkeypatch.setattr(http, "_sleep", slept.append)
+    data = _data(1000, 10)
+    url = server.put("ra.bin", data)
+    f = gdsio.File(url)
+    server.faults.status_503, server.faults.retry_after = 2, "3"
+    out = np.zeros(1000, np.uint8)
+    st = f.read_into(out)
+    assert bytes(out) == data and st.retries == 2 and slept == [3, 3]
+    slept.clear()
+    server.faults.status_503, server.faults.fail_status = 1, 429
+    server.faults.retry_after = "Wed, 01 Jan 2031 00:00:07 GMT"
+    monkeypatch.setattr(http, "_wall_clock", lambda: 1924992000.0)  # 2031-01-01 00:00:00 UTC
+    st = f.read_into(out)
+    assert st.retries == 1 and slept == [7]
+    f.close()
+
+
+def test_retry_after_past_the_timeout_fails_at_once(server, monkeypatch):
+    slept: list[float] = []
+    monkeypatch.setattr(http, "_sleep", slept.append)
+    url = server.put("rb.bin", _data(1000))
+    f = gdsio.File(url)
+    server.faults.status_503, server.faults.retry_after = 100, "120"
+    gets = server.gets
+    with gdsio.settings(remote_timeout=5, remote_retries=4), pytest.raises(OSError) as e:
+        f.read_into(np.zeros(1000, np.uint8))
+    assert "asked to retry after 120 s" in str(e.value) and "remote_timeout (5 s)" in str(e.value)
+    assert e.value.filename == url and slept == [] and server.gets == gets + 1
+    f.close()
+
+
+@pytest.mark.parametrize("compressible", [False, True])
+def test_a_server_that_gzips_anyway_is_named(server, compressible):
+    data = bytes(20_000) if compressible else _data(20_000, 12)
+    url = server.put("z.bin", data)
+    server.faults.gzip = True
+    with pytest.raises(OSError, match=r"Content-Encoding: gzip although Accept-Encoding: identity") as e:
+        gdsio.read(url, device="cpu")
+    assert e.value.filename == url and e.value.errno == errno.EIO
+    assert all(h.get("Accept-Encoding") == "identity" for h in server.headers_seen)
+
+
+def test_a_body_cut_short_is_retried_then_named(server):
+    data = _data(40_000, 13)
+    url = server.put("t.bin", data)
+    server.faults.truncate, server.faults.truncate_by = 1, 1000
+    with gdsio.settings(remote_chunk_bytes=1 << 20):
+        t, st = gdsio.read(url, device="cpu", return_stats=True)
+    assert bytes(t.numpy()) == data and st.retries == 1  # transient: the next try asked for the rest
+    assert server.ranges[-1] == "bytes=39000-39999"
+    server.faults.truncate, server.faults.truncate_by = 100, 30_000
+    with gdsio.settings(remote_retries=1), pytest.raises(OSError) as e:
+        gdsio.read(url, device="cpu")
+    assert "GET failed after 2 tries: truncated body: 0 of 30000 bytes received" in str(e.value), str(e.value)
+    assert e.value.filename == url

@@ -11,7 +11,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from remote_fixtures import aws_clean, loopback_only, moto, moto_server, no_leaks  # noqa: F401
+from remote_fixtures import aws_clean, loopback_only, moto, moto_server, no_leaks, server  # noqa: F401
 
 import gdsio
 from conftest import run_python
@@ -217,3 +217,22 @@ def test_without_botocore_the_error_names_the_extra():
     """)
     r = run_python(code)
     assert "ERR reading s3:// URLs needs botocore" in r.stdout and "gdsio[s3]" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_redirect_from_s3_is_refused_naming_the_region(server, monkeypatch):
+    """A signed request is bound to its host: S3's 301/307 (a bucket in another region) is an OSError that
+    says so, never an empty object, and never followed."""
+    for k, v in {"AWS_ENDPOINT_URL": server.base, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                 "AWS_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(k, v)
+    server.put("elsewhere/k.bin", b"x" * 100)
+    server.put("bkt/k.bin", b"x" * 100)
+    server.redirect("bkt/k.bin", "/elsewhere/k.bin", 301, headers={"x-amz-bucket-region": "eu-west-1"})
+    with pytest.raises(OSError, match=r"HTTP 301: the bucket is in region eu-west-1.*AWS_REGION=eu-west-1") as e:
+        gdsio.File("s3://bkt/k.bin")
+    assert e.value.filename == "s3://bkt/k.bin"
+    server.redirect("bkt/k.bin", "/elsewhere/k.bin", 307, methods=("GET",))  # the HEAD answers, the GETs do not
+    with pytest.raises(OSError, match=r"HTTP 307: redirected to .*another region than AWS_REGION") as e:
+        gdsio.read("s3://bkt/k.bin", device="cpu")
+    assert e.value.filename == "s3://bkt/k.bin"
+    assert "/elsewhere/k.bin" not in server.paths
