@@ -5,8 +5,9 @@ them and the bitstream read straight from device memory; Pillow on the CPU or
 where nvJPEG cannot), binary PNM (P5/P6, 8 and 16 bit), NPY images (uint8,
 uint16, float32; HW, HWC or CHW) and raw records (RawFormat). The
 uncompressed formats are decoded by gdsio's own CUDA kernels from bytes already
-in GPU memory, or by their multithreaded CPU twin. PNG, GIF, BMP, TIFF and
-WebP (the rest of torchvision's ImageFolder formats) are decoded by Pillow on
+in GPU memory, or by their multithreaded CPU twin. PNG, GIF, BMP (and DIB), TIFF,
+WebP (the rest of torchvision's ImageFolder formats) and the other PNM
+variants (plain P1/P2/P3, bitmap P4, gray PFM) are decoded by Pillow on
 the CPU and uploaded for a GPU (``DecodeInfo.backend == "pillow"``; see
 gdsio.image.pillow). The format is told from the first bytes, not the name.
 

@@ -31,7 +31,8 @@ def decode(
     ``torchvision.io.decode_jpeg`` / ``decode_image``.
 
     The format is told from the first bytes: JPEG, binary PNM (P5/P6), NPY,
-    and through Pillow on the CPU PNG, GIF, BMP, TIFF and WebP; ``raw=``
+    and through Pillow on the CPU PNG, GIF, BMP, DIB, TIFF, WebP and the
+    other PNM variants (plain P1/P2/P3, bitmap P4, gray PFM); ``raw=``
     reads headerless records. GPU data never visits the host but for its
     first few KiB (the header).
 
@@ -66,7 +67,8 @@ def decode(
 
     Returns:
         The (C, H, W) image: uint8; uint16 for 16-bit PNM, PNG or TIFF and
-        uint16 NPY; float32 for float32 NPY or TIFF. For a list, the list of
+        uint16 NPY; float32 for float32 NPY, TIFF or PFM; int32 for 32-bit
+        integer TIFF (Pillow's mode I). For a list, the list of
         images; with on_error="skip", ``(images, failed_indices)``; with
         return_info, the DecodeInfo (list) appended to what is returned.
 
@@ -124,8 +126,9 @@ def read(
     then the same open file (never the path again, which may name another
     file by then) is read whole into ``device`` memory (cuFile where GPUDirect Storage
     works: the pixels, or the JPEG bitstream, never touch host memory) and
-    ``decode`` runs there. PNG, GIF, BMP, TIFF and WebP files are read into
-    host memory instead, decoded by Pillow and uploaded.
+    ``decode`` runs there. PNG, GIF, BMP, DIB, TIFF and WebP files are read into
+    host memory instead, decoded by Pillow and uploaded (so are the PNM
+    variants Pillow decodes, after a read to ``device``).
 
     Args:
         path: a file, or a list of files.

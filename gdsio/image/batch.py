@@ -96,7 +96,7 @@ class DecodeInfo:
 
     index: int
     source: str  # the path, or "data[i]"
-    format: str  # "jpeg", "pnm", "npy", "raw", or one Pillow decodes: "png", "gif", "bmp", "tiff", "webp"
+    format: str  # "jpeg", "pnm", "npy", "raw", or one Pillow decodes: "png", "gif", "bmp", "dib", "tiff", "webp"
     backend: str
     reason: str
     shape: tuple[int, ...]  # (C, H, W) of the output
