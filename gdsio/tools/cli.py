@@ -3,6 +3,8 @@
     gdsio demo                                  # the main job: the loader on generated JPEGs
     gdsio bench --sizes 1M,64M,1G --repeat 5 --json out.json --plot out.png
     gdsio bench /data/shards --cold --paths gdsio-pinned,naive
+    gdsio bench s3://bucket/shards/             # or https://host/shard.bin: gdsio's remote reader
+    gdsio demo s3://bucket/train/               # an ImageFolder of objects
     gdsio doctor /data --json
     gdsio info --json
 
@@ -26,6 +28,7 @@ import sys
 from typing import Any, Sequence
 
 from ..config import check_environment
+from ..io.urls import display, is_url, scheme_of
 
 DEFAULT_SIZES = "1M,64M,1G"
 DEFAULT_REPEAT = 5
@@ -113,7 +116,7 @@ def _add_settings(p: argparse.ArgumentParser) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     from .. import __version__
-    from .bench import PATHS
+    from .bench import PATHS, REMOTE_PATHS
 
     exits: dict[str, Any] = {"epilog": EXIT_CODES, "formatter_class": argparse.RawDescriptionHelpFormatter}
     parser = argparse.ArgumentParser(prog="gdsio", description="Files straight into GPU memory: measure, diagnose.",
@@ -125,9 +128,11 @@ def _parser() -> argparse.ArgumentParser:
                        description="Times every way of getting a file into GPU or host memory, side by side, "
                                    "with ceilings measured in the same run.")
     b.add_argument("path", nargs="?", metavar="PATH",
-                   help="a file, or a directory whose files are read (default: generate files of --sizes)")
+                   help="a file, or a directory whose files are read; or an s3:// or http(s):// object, or an "
+                        "s3:// prefix whose objects are read (default: generate files of --sizes)")
     b.add_argument("--sizes", help=f"sizes of the generated files (default {DEFAULT_SIZES}; K, M, G = KiB, MiB, GiB)")
-    b.add_argument("--paths", help="comma list of paths to run (default: all): " + ",".join(PATHS))
+    b.add_argument("--paths", help="comma list of paths to run (default: all): " + ",".join(PATHS)
+                   + "; for a URL: " + ",".join(REMOTE_PATHS))
     mode = b.add_mutually_exclusive_group()
     mode.add_argument("--cold", dest="cold", action="store_true", default=False,
                       help="evict the file from the page cache before each repetition")
@@ -155,7 +160,8 @@ def _parser() -> argparse.ArgumentParser:
     i.set_defaults(func=_cmd_info)
 
     m = sub.add_parser("demo", **exits, help="the main job: an epoch of the loader on a generated JPEG ImageFolder (runs anywhere)")
-    m.add_argument("path", nargs="?", metavar="PATH", help="an ImageFolder to load (default: generate one)")
+    m.add_argument("path", nargs="?", metavar="PATH",
+                   help="an ImageFolder to load, local or an s3://bucket/prefix/ (default: generate one)")
     m.add_argument("--device", help="cuda, cuda:N or cpu (default: cuda when usable, else cpu)")
     m.add_argument("--epochs", type=_positive_int, default=1, help="passes over the data (default 1)")
     m.add_argument("--batch-size", type=_positive_int, default=32, help="images per batch (default 32)")
@@ -230,13 +236,20 @@ def run_bench_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
             check_plot_available()
         except RuntimeError as e:
             raise _Error(str(e)) from None
+    remote = args.path is not None and is_url(args.path)
+    bench.select_paths(cfg.paths, remote)  # a path of the other kind: said before any file or request
     gen = None
     try:
         if args.path:
             if sizes_given:
                 print("gdsio bench: --sizes is ignored: PATH is given", file=sys.stderr)
+            if remote:
+                _remote_ready(args.path)
+                if args.cold:
+                    raise _Error("--cold evicts local files from the page cache; a remote object's caches are its "
+                                 "server's")
             files = bench.files_from_path(args.path)
-            where = args.path
+            where = bench.shown(args.path)
         else:
             sizes = bench.parse_sizes(DEFAULT_SIZES if args.sizes is None else args.sizes)
             if args.tmpdir and not os.path.isdir(args.tmpdir):
@@ -248,8 +261,6 @@ def run_bench_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
         doc = bench.run_bench(files, cfg, command=["gdsio", *argv], machine_path=where, on_row=_print_row,
                               on_progress=(lambda d: _write_json(d, args.json)) if args.json else None)
         print(flush=True)
-    except (FileNotFoundError, ValueError) as e:
-        raise _Error(str(e)) from None
     finally:
         if gen is not None:
             gen.tmpdir.cleanup()
@@ -287,11 +298,32 @@ def _demo_device(text: str | None) -> str | None:
     return text
 
 
+def _remote_ready(url: str) -> None:
+    """An s3:// URL needs botocore: said as a one-line error, before any work."""
+    if scheme_of(url) == "s3":
+        from ..io.s3 import require_botocore
+
+        try:
+            require_botocore(f"'{url}'")
+        except ImportError as e:
+            raise _Error(str(e)) from None
+
+
+def _check_path(path: str | None) -> None:
+    """A local path must exist; a URL goes to the library, whose errors say
+    what failed (a 404, a missing bucket, a refused connection)."""
+    if path is None:
+        return
+    if is_url(path):
+        _remote_ready(path)
+    elif not os.path.exists(path):
+        raise _Error(f"no such file or directory: '{path}'")
+
+
 def _cmd_demo(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .demo import run_demo
 
-    if args.path is not None and not os.path.exists(args.path):
-        raise _Error(f"no such file or directory: '{args.path}'")
+    _check_path(args.path)
     run_demo(args.path, device=_demo_device(args.device), epochs=args.epochs, batch_size=args.batch_size,
              train=not args.no_train, out=sys.stdout)
     print("\nthe copy paths side by side: gdsio bench --quick; why GDS is or is not used: gdsio doctor")
@@ -316,6 +348,9 @@ def _cmd_doctor(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from .doctor import doctor, render_doctor
 
     # A user error is reported once, alone: no report of a path that is not there.
+    if is_url(args.path):
+        raise _Error(f"'{display(args.path)}' is a remote object: doctor checks GPUDirect Storage, which reads "
+                     "local files; remote reads go through the s3 and http backends (gdsio info lists them)")
     if not os.path.exists(args.path):
         raise _Error(f"no such file or directory: '{args.path}'")
     report = doctor(args.path, device=args.device)
@@ -354,8 +389,7 @@ def _render_tree(value: Any, indent: int = 0) -> list[str]:
 def _cmd_info(args: argparse.Namespace, argv: Sequence[str]) -> int:
     import gdsio
 
-    if args.path is not None and not os.path.exists(args.path):
-        raise _Error(f"no such file or directory: '{args.path}'")
+    _check_path(args.path)
     data = gdsio.info(args.path, device=args.device)
     print(json.dumps(data, indent=2) if args.json else "\n".join(_render_tree(data)))
     return 0

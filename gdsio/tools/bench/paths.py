@@ -21,8 +21,8 @@ from ...platform import filesystems, gds, nvidia
 from .report import format_bytes
 from ...config import current
 
-__all__ = ["GPU", "HOST", "IMAGE_BENCH_NOTE", "PATHS", "BenchConfig", "CopyPath", "gpu_unusable_reason",
-           "stats_info", "sync_device"]
+__all__ = ["GPU", "HOST", "IMAGE_BENCH_NOTE", "PATHS", "REMOTE_PATHS", "BenchConfig", "CopyPath",
+           "gpu_unusable_reason", "stats_info", "sync_device"]
 
 GPU, HOST = "gpu", "host"
 
@@ -50,9 +50,9 @@ class BenchConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.repeat, int) or self.repeat < 1:
             raise ValueError(f"repeat must be an int >= 1, got {self.repeat!r}")
-        unknown = [p for p in self.paths if p not in PATHS]
+        unknown = [p for p in self.paths if p not in PATHS and p not in REMOTE_PATHS]
         if unknown:
-            raise ValueError(f"unknown path(s) {', '.join(unknown)}; known: {', '.join(PATHS)}")
+            raise ValueError(f"unknown path(s) {', '.join(unknown)}; known: {', '.join([*PATHS, *REMOTE_PATHS])}")
 
     def overrides(self) -> dict[str, Any]:
         names = ("threads", "chunk_bytes", "staging_buffers", "direct_io", "huge_pages", "remote_concurrency",
@@ -323,4 +323,51 @@ PATHS: dict[str, CopyPath] = {p.name: p for p in [
              _prep_gdsio("posix", "cpu")),
     CopyPath("numpy-fromfile", HOST, "np.fromfile", _host_always, _prep_numpy),
     CopyPath("dd-direct", HOST, "dd iflag=direct bs=4M of=/dev/null (O_DIRECT peer)", _dd_unusable, _prep_dd_direct),
+]}
+
+
+# ----------------------------------------------------------------------------- remote objects
+
+def _prep_remote(device: str | None, concurrency: int | None = None) -> Callable[[str, int, BenchConfig], Runner]:
+    """gdsio.read of an s3:// or http(s):// object into `device` (None: the
+    GPU of the run); with `concurrency`, under that remote_concurrency. A
+    GPU destination with concurrency 1 is the naive peer: one GET at a time
+    into host memory, then a pageable copy to the GPU."""
+
+    def prepare(url: str, size: int, cfg: BenchConfig) -> Runner:
+        import gdsio
+
+        over = {} if concurrency is None else {"remote_concurrency": concurrency}
+        to_gpu = device is None
+        naive = to_gpu and concurrency == 1
+
+        def run() -> dict[str, Any]:
+            with gdsio.settings(**over):
+                t, st = gdsio.read(url, size=size, device="cpu" if naive or not to_gpu else cfg.device,
+                                   return_stats=True)
+            if naive:
+                t.to(cfg.device)
+            if to_gpu:
+                sync_device(cfg)
+            info = stats_info(st)
+            if concurrency is not None:
+                info["reason"] = "; ".join(x for x in (info["reason"], f"remote_concurrency={concurrency}") if x)
+            return info
+
+        return run
+
+    return prepare
+
+
+# The paths of `gdsio bench URL` (an s3:// or http(s):// object): gdsio's remote
+# reader, and as peers the same reader one GET at a time (a single-connection client).
+REMOTE_PATHS: dict[str, CopyPath] = {p.name: p for p in [
+    CopyPath("remote-naive", GPU, "one ranged GET at a time into host memory, then .cuda() (pageable copy)",
+             _gpu_only, _prep_remote(None, concurrency=1)),
+    CopyPath("gdsio-remote", GPU, "gdsio.read(url, device='cuda'): parallel ranged GETs through pinned staging",
+             _gpu_only, _prep_remote(None)),
+    CopyPath("remote-serial", HOST, "gdsio.read(url, device='cpu') with remote_concurrency=1: one GET in flight",
+             _host_always, _prep_remote("cpu", concurrency=1)),
+    CopyPath("gdsio-remote-host", HOST, "gdsio.read(url, device='cpu'): parallel ranged GETs into the buffer",
+             _host_always, _prep_remote("cpu")),
 ]}

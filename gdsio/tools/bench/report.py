@@ -57,11 +57,15 @@ def _num(v: float | None, digits: int = 2) -> str:
 def _header_lines(doc: dict[str, Any]) -> list[str]:
     c, s = doc["config"], doc["config"]["settings"]
     mode = "cold cache (evicted before each repetition)" if c["mode"] == "cold" else "warm page cache"
+    if c.get("source") == "url":
+        mode = "remote objects"
     m = doc.get("machine") or {}
     cpu = m.get("cpu") or {}
     gpus = ", ".join(g.get("model") or g.get("bdf") or "?" for g in m.get("gpus") or []) or "no NVIDIA GPU seen"
     fs = ((m.get("storage") or {}).get("filesystem")) or {}
     where = f"{fs.get('mount_point')} on {fs.get('fs_type')} ({fs.get('source')})" if fs.get("fs_type") else "?"
+    if c.get("source") == "url":
+        where = ", ".join(sorted({f["path"].split("/")[2] for f in doc.get("files") or []})) or "?"
     commit = doc.get("git_commit") or "unknown commit"
     if doc.get("git_dirty"):
         commit += " + uncommitted changes"
@@ -136,6 +140,7 @@ def _result_tables(doc: dict[str, Any]) -> tuple[list[tuple[str, list[str], list
                 " ".join(refs),
             ])
         if rows:
+            peer = mine[0].get("ratio_to") or peer  # a remote run's peers are its own
             head = [h if h != "vs peer" else f"vs {peer}" for h in _COLUMNS]
             tables.append((f"{title} (GB/s: median of {doc['config']['repeat']})", head, rows))
     return tables, notes

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import errno
 import os
 import re
 import shlex
@@ -36,8 +37,10 @@ from typing import Any
 
 import numpy as np
 
+from ...io.urls import display, is_url, redact, scheme_of, split_s3
 from ...platform import filesystems, machine, pagecache
-from .paths import GPU, HOST, PATHS, BenchConfig, CopyPath, Runner, gpu_unusable_reason, stats_info, sync_device
+from .paths import (GPU, HOST, PATHS, REMOTE_PATHS, BenchConfig, CopyPath, Runner, gpu_unusable_reason, stats_info,
+                    sync_device)
 from .report import CEILINGS, format_bytes, format_row, print_report, render_markdown, render_text, write_plot
 from ...config import current, parse_bytes
 
@@ -46,6 +49,7 @@ __all__ = [
     "GPU",
     "HOST",
     "PATHS",
+    "REMOTE_PATHS",
     "BenchConfig",
     "BenchFile",
     "CopyPath",
@@ -59,10 +63,13 @@ __all__ = [
     "render_markdown",
     "render_text",
     "run_bench",
+    "select_paths",
+    "shown",
     "write_plot",
 ]
 
 PEER = {GPU: "naive", HOST: "numpy-fromfile"}  # what each row's ratio is taken against
+REMOTE_PEER = {GPU: "remote-naive", HOST: "remote-serial"}  # the same, for s3:// and http(s):// objects
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,12 +119,15 @@ def _time(run: Runner, path: str, cfg: BenchConfig, size: int,
     """(mean seconds per call of each sample, what the last call reported, page-cache record)."""
     cold = cfg.cold if cold is None else cold
     info = run()  # warm-up: loads libraries, allocates staging buffers, fills the page cache
-    cache: dict[str, Any] = {"mode": "cold" if cold else "warm", "calls_per_sample": _calls_per_sample(size, cold)}
+    remote = is_url(path)  # the server's caches are its own: nothing to evict or count here
+    cache: dict[str, Any] = {"mode": "remote" if remote else "cold" if cold else "warm",
+                             "calls_per_sample": _calls_per_sample(size, cold)}
     secs = []
     for _ in range(cfg.repeat):
         total = 0.0
         for _ in range(cache["calls_per_sample"]):
-            _cache_before(path, cold, cache)
+            if not remote:
+                _cache_before(path, cold, cache)
             t0 = time.perf_counter()
             info = run()
             total += time.perf_counter() - t0
@@ -225,9 +235,11 @@ def _storage_ceiling(name: str, path: str, size: int, cfg: BenchConfig) -> dict[
 
 
 def _measure_ceiling(name: str, f: BenchFile, cfg: BenchConfig) -> dict[str, Any]:
-    row: dict[str, Any] = {"name": name, "size": f.size, "file": f.path, "status": "ok",
+    row: dict[str, Any] = {"name": name, "size": f.size, "file": shown(f.path), "status": "ok",
                            "gbps": None, "samples_gbps": [], "reason": "", "how": ""}
     try:
+        if is_url(f.path) and name not in ("h2d-pinned", "d2d-copy"):
+            return {**row, "status": "skipped", "reason": "a remote object: no local storage to measure"}
         if name in ("h2d-pinned", "d2d-copy"):
             why = gpu_unusable_reason()
             if why:
@@ -243,7 +255,7 @@ def _measure_ceiling(name: str, f: BenchFile, cfg: BenchConfig) -> dict[str, Any
 
 
 def _measure_path(p: CopyPath, f: BenchFile, cfg: BenchConfig) -> dict[str, Any]:
-    row: dict[str, Any] = {"path": p.name, "destination": p.destination, "size": f.size, "file": f.path,
+    row: dict[str, Any] = {"path": p.name, "destination": p.destination, "size": f.size, "file": shown(f.path),
                            "status": "ok", "gbps": None, "samples_gbps": [], "seconds": [],
                            "backend": None, "direct_io": None, "reason": "", "cache": None}
     try:
@@ -266,10 +278,11 @@ def _measure_path(p: CopyPath, f: BenchFile, cfg: BenchConfig) -> dict[str, Any]
 def _annotate(doc: dict[str, Any]) -> None:
     """Adds to each measured row its ceiling, fraction of it, and ratio to its peer."""
     cold = doc["config"]["mode"] == "cold"
+    peers = REMOTE_PEER if doc["config"].get("source") == "url" else PEER
     ceil = {(c["name"], c["size"]): c for c in doc["ceilings"] if c["status"] == "ok"}
     peer = {(r["path"], r["size"]): r for r in doc["results"] if r["status"] == "ok"}
     for r in doc["results"]:
-        r.update(ceiling=None, fraction_of_ceiling=None, ratio=None, ratio_to=PEER[r["destination"]])
+        r.update(ceiling=None, fraction_of_ceiling=None, ratio=None, ratio_to=peers[r["destination"]])
         if r["status"] != "ok":
             continue
         storage = "o-direct-disk" if (cold or r["direct_io"]) else "page-cache"
@@ -321,8 +334,49 @@ def write_file(path: str, size: int, seed: int = 0) -> None:
         os.fsync(f.fileno())  # written back, so eviction can drop the pages
 
 
+def shown(path: str) -> str:
+    """`path` as reports show it: a URL without user information or query (a presigned URL's signature)."""
+    return display(path) if is_url(path) else path
+
+
+def _objects_from_url(url: str) -> list[BenchFile]:
+    """An http(s):// object (one HEAD: its size, or the server's refusal), or
+    an s3:// object or the non-empty objects directly under an s3:// prefix
+    (one listing: a missing bucket is named as such)."""
+    import gdsio
+
+    if scheme_of(url) != "s3":
+        with gdsio.File(url) as f:
+            size = f.size()
+        if size == 0:
+            raise ValueError(f"'{display(url)}' is empty: nothing to read")
+        return [BenchFile(url, size)]
+    from ...io import s3
+
+    bucket, key = split_s3(url)
+    listed = list(s3.list_objects(bucket, key))
+    exact = [n for k, n in listed if k == key and key and not key.endswith("/")]
+    if exact:
+        if exact[0] == 0:
+            raise ValueError(f"'{url}' is empty: nothing to read")
+        return [BenchFile(url, exact[0])]
+    prefix = key if not key or key.endswith("/") else key + "/"
+    found = [BenchFile(f"s3://{bucket}/{k}", n) for k, n in listed
+             if k.startswith(prefix) and "/" not in k[len(prefix):] and n > 0]
+    if not found:
+        raise FileNotFoundError(errno.ENOENT, "no such object, nor non-empty objects directly under it as a prefix",
+                                url)
+    return sorted(found, key=lambda f: f.size)
+
+
 def files_from_path(path: str) -> list[BenchFile]:
-    """A file, or the non-empty regular files directly inside a directory, smallest first."""
+    """A file, or the non-empty regular files directly inside a directory,
+    smallest first; an s3:// or http(s):// URL: the object, or the non-empty
+    objects directly under an s3:// prefix. What the library raises for a
+    URL (FileNotFoundError for a 404 or a missing bucket, OSError for a refused
+    connection, ...) reaches the caller as it is."""
+    if is_url(path):
+        return _objects_from_url(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such file or directory: '{path}'")
     if os.path.isfile(path):
@@ -373,6 +427,18 @@ def git_commit() -> dict[str, Any]:
     return {"commit": sha, "dirty": bool(dirty), "how": "git"}
 
 
+def select_paths(names: tuple[str, ...], remote: bool) -> list[CopyPath]:
+    """The copy paths named (all when none are) of the table for local files
+    (PATHS) or for s3:// and http(s):// objects (REMOTE_PATHS); ValueError
+    naming those of the other table."""
+    table = REMOTE_PATHS if remote else PATHS
+    wrong = [n for n in names if n not in table]
+    if wrong:
+        kind = "s3:// and http(s):// objects" if remote else "local files"
+        raise ValueError(f"--paths: {', '.join(wrong)} do not read {kind}; those that do: {', '.join(table)}")
+    return [table[n] for n in (names or tuple(table))]
+
+
 def run_bench(files: list[BenchFile], cfg: BenchConfig | None = None, *,
               command: list[str] | None = None, machine_path: str | None = None,
               on_progress: Any = None, on_row: Any = None) -> dict[str, Any]:
@@ -388,8 +454,15 @@ def run_bench(files: list[BenchFile], cfg: BenchConfig | None = None, *,
     import gdsio
 
     cfg = cfg or BenchConfig()
-    selected = [PATHS[n] for n in (cfg.paths or tuple(PATHS))]
+    remote = any(is_url(f.path) for f in files)
+    if remote and not all(is_url(f.path) for f in files):
+        raise ValueError("files: all local or all s3:// and http(s):// objects, not both")
+    if remote and cfg.cold:
+        raise ValueError("cold: a remote object has no page cache here to evict; its server's caches are its own")
+    selected = select_paths(cfg.paths, remote)
     commit = git_commit()
+    if command is not None:
+        command = [redact(a, a) if is_url(a) else a for a in command]
     doc: dict[str, Any] = {
         "schema": "gdsio-bench/1",
         "gdsio": gdsio.__version__,
@@ -398,9 +471,9 @@ def run_bench(files: list[BenchFile], cfg: BenchConfig | None = None, *,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": shlex.join(command) if command is not None else None,
         "config": {"mode": "cold" if cfg.cold else "warm", "repeat": cfg.repeat, "device": cfg.device,
-                   "paths": [p.name for p in selected], "settings": None},
-        "machine": machine.describe_machine(machine_path or (files[0].path if files else None)),
-        "files": [dataclasses.asdict(f) for f in files],
+                   "paths": [p.name for p in selected], "settings": None, "source": "url" if remote else "file"},
+        "machine": machine.describe_machine(None if remote else machine_path or (files[0].path if files else None)),
+        "files": [{**dataclasses.asdict(f), "path": shown(f.path)} for f in files],
         "paths": {p.name: {"destination": p.destination, "what": p.what} for p in selected},
         "ceilings": [],
         "results": [],
@@ -418,7 +491,7 @@ def run_bench(files: list[BenchFile], cfg: BenchConfig | None = None, *,
                 doc["skipped"].append({"path": p.name, "destination": p.destination, "what": p.what, "reason": why})
             else:
                 usable.append(p)
-        usable.sort(key=lambda p: p.name not in PEER.values())  # peers first: each row printed has its ratio
+        usable.sort(key=lambda p: p.name not in (REMOTE_PEER if remote else PEER).values())  # peers first: each row printed has its ratio
         steps = [(f, c) for f in files for c in CEILINGS] + [(f, p) for f in files for p in usable]
         for done, (f, item) in enumerate(steps, start=1):
             if isinstance(item, str):
