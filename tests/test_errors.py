@@ -252,3 +252,33 @@ def test_sample_error_pickles_with_its_index_path_and_notes():
     back = pickle.loads(pickle.dumps(e))
     assert type(back) is SampleError and str(back) == str(e)
     assert (back.index, back.path) == (3, "a/b.jpg") and back.__notes__ == ["made on node n1"]
+
+
+@pytest.mark.parametrize("call", ["read", "read_many", "File", "load_npy", "load_safetensors", "image.read"])
+def test_a_missing_file_names_its_path_once(tmp_path, call):
+    """As Python's open(): ``[Errno 2] No such file or directory: '<path>'``,
+    the path once (in ``filename``), not again inside the message."""
+    path = str(tmp_path / f"missing-{call}.bin")
+    calls = {
+        "read": lambda: gdsio.read(path, device="cpu"),
+        "read_many": lambda: gdsio.read_many([path]),
+        "File": lambda: gdsio.File(path),
+        "load_npy": lambda: gdsio.load_npy(path, device="cpu"),
+        "load_safetensors": lambda: gdsio.load_safetensors(path, device="cpu"),
+        "image.read": lambda: gdsio.image.read(path, device="cpu"),
+    }
+    with pytest.raises(FileNotFoundError) as ei:
+        calls[call]()
+    assert ei.value.filename == path
+    assert str(ei.value).count(path) == 1, str(ei.value)
+    assert str(ei.value) == f"[Errno 2] No such file or directory: '{path}'"
+
+
+def test_a_directory_and_a_fifo_name_their_path_once(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, exc, what in ((str(tmp_path), IsADirectoryError, "is a directory"),
+                            (str(fifo), OSError, r"is a FIFO \(named pipe\), not a regular file")):
+        with pytest.raises(exc, match=what) as ei:
+            gdsio.read(path, device="cpu")
+        assert ei.value.filename == path and str(ei.value).count(path) == 1, str(ei.value)

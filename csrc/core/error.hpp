@@ -12,6 +12,8 @@ namespace gdsio {
 
 // An operating-system failure on a path: becomes OSError(errno, message, path),
 // which Python turns into FileNotFoundError, PermissionError, IsADirectoryError...
+// The message does not name the path: Python's OSError prints it after the
+// message ("[Errno 2] No such file or directory: 'x.bin'"), once.
 class OsError : public std::runtime_error {
  public:
   OsError(int err, std::string path, const std::string& what)

@@ -343,9 +343,9 @@ void* registered_base(void* p) {
 [[noreturn]] void throw_read_error(const FileHandle& f, ssize_t r, std::uint64_t off) {
   if (r == -1 || (r < 0 && -r < cufile::kOpErrorBase))
     throw_errno(r == -1 ? errno : static_cast<int>(-r), f.path(),
-                "cuFileRead of '" + f.path() + "' failed at offset " + std::to_string(off));
+                "cuFileRead failed at offset " + std::to_string(off));
   throw OsError(EIO, f.path(),
-                detail::concat("cuFileRead of '", f.path(), "' failed at offset ", off, ": ",
+                detail::concat("cuFileRead failed at offset ", off, ": ",
                                cufile::op_error_string(static_cast<int>(-r)), " (", -r, ")"));
 }
 
@@ -489,7 +489,7 @@ ReadResult cufile_read_batch(FileHandle& f, CufileHandle& h, const std::vector<R
         }
         if (status != cufile::kStatusComplete || ret < 0) {
           throw OsError(EIO, f.path(),
-                        detail::concat("batched cuFile read of '", f.path(), "' (", c.len, " bytes at offset ",
+                        detail::concat("batched cuFile read (", c.len, " bytes at offset ",
                                        c.file_offset, ") failed: status ", status, ", returned ", ret,
                                        ret < 0 && -ret >= cufile::kOpErrorBase
                                            ? std::string(" (") + cufile::op_error_string(static_cast<int>(-ret)) + ")"

@@ -43,34 +43,34 @@ FileHandle::FileHandle(std::string path) : path_(std::move(path)) {
     struct stat what{};
     // A Unix socket cannot be opened (ENXIO, "no such device"): say what it is.
     if (err == ENXIO && ::stat(path_.c_str(), &what) == 0 && S_ISSOCK(what.st_mode))
-      throw OsError(ENXIO, path_, "'" + path_ + "' is a socket, not a regular file");
-    throw_errno(err, path_, "cannot open '" + path_ + "'");
+      throw OsError(ENXIO, path_, "is a socket, not a regular file");
+    throw OsError(err, path_, std::strerror(err));  // as Python's open() says it
   }
   struct stat st{};
   if (::fstat(fd_, &st) != 0) {
     int err = errno;
     close();
-    throw_errno(err, path_, "cannot stat '" + path_ + "'");
+    throw_errno(err, path_, "cannot stat");
   }
   if (S_ISDIR(st.st_mode)) {
     close();
-    throw OsError(EISDIR, path_, "'" + path_ + "' is a directory, not a file");
+    throw OsError(EISDIR, path_, "is a directory, not a file");
   }
   if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
     const char* what = non_regular_kind(st.st_mode);
     close();
-    throw OsError(EINVAL, path_, "'" + path_ + "' is " + what + ", not a regular file");
+    throw OsError(EINVAL, path_, std::string("is ") + what + ", not a regular file");
   }
   if (const char* fs = pseudo_filesystem(fd_)) {
     close();
-    throw OsError(EINVAL, path_, "'" + path_ + "' is a pseudo-file of " + fs +
+    throw OsError(EINVAL, path_, std::string("is a pseudo-file of ") + fs +
                                      ": its size is not its content; read it with open().read()");
   }
   const int flags = ::fcntl(fd_, F_GETFL);
   if (flags < 0 || ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK) != 0) {
     int err = errno;
     close();
-    throw_errno(err, path_, "cannot set up '" + path_ + "'");
+    throw_errno(err, path_, "cannot set up");
   }
   is_block_ = S_ISBLK(st.st_mode);
   size_at_open_ = static_cast<std::uint64_t>(st.st_size);
@@ -94,11 +94,11 @@ void FileHandle::close() {
 std::uint64_t FileHandle::size() const {
   if (is_block_) {  // st_size is 0 for a block device; its end is its size
     const off_t end = ::lseek(fd_, 0, SEEK_END);
-    if (end < 0) throw_errno(errno, path_, "cannot size '" + path_ + "'");
+    if (end < 0) throw_errno(errno, path_, "cannot size");
     return static_cast<std::uint64_t>(end);
   }
   struct stat st{};
-  if (::fstat(fd_, &st) != 0) throw_errno(errno, path_, "cannot stat '" + path_ + "'");
+  if (::fstat(fd_, &st) != 0) throw_errno(errno, path_, "cannot stat");
   return static_cast<std::uint64_t>(st.st_size);
 }
 
@@ -141,8 +141,7 @@ std::size_t pread_full(int fd, void* dst, std::size_t n, std::uint64_t offset,
     ssize_t r = ::pread(fd, p + done, n - done, static_cast<off_t>(offset + done));
     if (r < 0) {
       if (errno == EINTR) continue;
-      throw_errno(errno, path, "read of '" + path + "' failed at offset " +
-                                   std::to_string(offset + done));
+      throw_errno(errno, path, "read failed at offset " + std::to_string(offset + done));
     }
     if (r == 0) break;  // end of file
     done += static_cast<std::size_t>(r);
@@ -153,7 +152,7 @@ std::size_t pread_full(int fd, void* dst, std::size_t n, std::uint64_t offset,
 void throw_truncated(const std::string& path, std::uint64_t offset, std::size_t wanted,
                      std::size_t got) {
   throw OsError(EIO, path,
-                detail::concat("'", path, "' ended early (truncated while reading?): wanted ",
+                detail::concat("ended early (truncated while reading?): wanted ",
                                wanted, " bytes at offset ", offset, ", the file ended after ", got));
 }
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 #include "core/error.hpp"
@@ -35,10 +36,13 @@ std::vector<std::uint64_t> file_sizes(const std::vector<std::string>& paths, std
     const std::string& p = paths[i];
     if (p.find('\0') != std::string::npos) throw ValueError("embedded null byte in the path");
     struct stat st{};
-    if (::stat(p.c_str(), &st) != 0) throw_errno(errno, p, "cannot stat '" + p + "'");
-    if (S_ISDIR(st.st_mode)) throw OsError(EISDIR, p, "'" + p + "' is a directory, not a file");
+    if (::stat(p.c_str(), &st) != 0) {
+      const int err = errno;
+      throw OsError(err, p, std::strerror(err));  // as Python's os.stat() says it
+    }
+    if (S_ISDIR(st.st_mode)) throw OsError(EISDIR, p, "is a directory, not a file");
     // (pseudo-files pass here; read_paths' FileHandle refuses them)
-    if (!S_ISREG(st.st_mode)) throw OsError(EINVAL, p, "'" + p + "' is " + std::string(non_regular_kind(st.st_mode)) + ", not a regular file");
+    if (!S_ISREG(st.st_mode)) throw OsError(EINVAL, p, "is " + std::string(non_regular_kind(st.st_mode)) + ", not a regular file");
     sizes[i] = static_cast<std::uint64_t>(st.st_size);
   });
   return sizes;
