@@ -83,6 +83,7 @@ class Faults:
         self.mutate_after = -1  # after this many GETs, rewrite every object (new bytes, new ETag)
         self.ignore_range = False  # answer 200 with the whole object
         self.no_head = False  # answer HEAD with 405 (as a presigned GET URL's server would refuse it)
+        self.no_head_status = 405  # that answer's status (S3 answers 403 to a HEAD of a presigned GET URL)
         self.fail_status = 503  # the status of the status_503 answers (429 too)
         self.retry_after: str | None = None  # the Retry-After header of those answers
         self.gzip = False  # gzip every GET body (Content-Encoding: gzip) whatever Accept-Encoding asked
@@ -181,7 +182,7 @@ class RangeServer:
                 if f.stall:
                     time.sleep(f.stall)
                 if head and f.no_head:
-                    self.send_response(405)
+                    self.send_response(f.no_head_status)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return

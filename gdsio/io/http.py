@@ -30,6 +30,7 @@ refused, with the bucket's region when the store names it.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import email.utils
 import errno
 import http.client
@@ -226,6 +227,8 @@ def _retry_after(value: str | None) -> float | None:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
+    if when.tzinfo is None:  # '-0000': UTC, as every HTTP-date is
+        when = when.replace(tzinfo=datetime.timezone.utc)
     return max(0.0, when.timestamp() - _wall_clock())
 
 
@@ -241,21 +244,27 @@ def _same_credentials(origin_url: str, url: str) -> bool:
 
 
 def _redirect_target(url: str, location: str | None, status: int, name: str) -> str:
-    """The URL a redirect from `url` leads to, or the OSError that refuses it."""
+    """The URL a redirect from `url` leads to (a relative Location resolved against `url`), or the
+    OSError that refuses it."""
     if not location:
         raise OSError(errno.EPROTO, f"HTTP {status}: a redirect without a Location", name)
     new = urllib.parse.urljoin(url, location.strip())
     p = urllib.parse.urlsplit(new)
     scheme, old = p.scheme.lower(), urllib.parse.urlsplit(url).scheme.lower()
+    try:
+        p.port  # noqa: B018 (a port out of range raises here, not in the next request)
+    except ValueError:
+        raise OSError(errno.EPROTO, f"HTTP {status}: redirected to a URL whose port is out of range: refused",
+                      name) from None
     if scheme not in ("http", "https") or not p.hostname:
-        raise OSError(errno.EPROTO, f"HTTP {status}: redirected to a {scheme or 'hostless'} URL "
-                              f"({display(new)}): refused; gdsio reads http(s) objects", name)
+        raise OSError(errno.EPROTO, f"HTTP {status}: redirected to {display(new)}, not an http(s) URL: refused",
+                      name)
     if old == "https" and scheme == "http":
-        raise OSError(errno.EPROTO, f"HTTP {status}: redirected from https to http ({display(new)}): "
-                              "refused, the bytes would travel unencrypted; give the http URL itself if that is "
-                              "meant", name)
-    # http to https is followed: the bytes only gain encryption, and the credentials rule above keeps Basic
-    # credentials from any other origin. User information in a Location is never used (nor shown).
+        raise OSError(errno.EPROTO, f"HTTP {status}: redirected from https to http ({display(new)}): refused, the "
+                      "bytes would travel unencrypted; give the http URL itself if that is meant", name)
+    # http to https is followed (as browsers and curl -L do): the bytes only gain encryption, and nothing goes
+    # over TLS that was not already sent in the clear (Basic credentials stay with their host: _same_credentials).
+    # User information in a Location is never used, nor shown.
     netloc = p.netloc.rsplit("@", 1)[-1]
     return urllib.parse.urlunsplit((scheme, netloc, p.path or "/", p.query, ""))
 
@@ -311,6 +320,7 @@ def transfer(
     done = 0
     attempt = 0
     hops = 0
+    restarted = False
     waited = 0.0  # seconds slept between tries: Retry-After is honoured while this stays within policy.timeout
     while True:
         pool, target = pool_for(here)
@@ -338,10 +348,15 @@ def transfer(
                 if hops > MAX_REDIRECTS:
                     raise OSError(errno.ELOOP, f"more than {MAX_REDIRECTS} redirects (the last to {display(nxt)}): "
                                   "a redirect loop?", name)
-                here = nxt
+                here = where.current = nxt  # remembered for this object's next requests
                 continue
             if resp.status >= 300 or (into is not None and resp.status not in (200, 206)):
                 body = resp.read(65536) if method != "HEAD" else b""
+                if resp.status >= 400 and here != where.url and not hops and not restarted:
+                    # Where an earlier redirect led may have expired (a presigned URL): follow them once more.
+                    restarted = True
+                    here = where.current = where.url
+                    continue
                 raise error_for_status(resp.status, name, body, anonymous)
             if into is not None:
                 enc = info.headers.get("content-encoding", "").strip().lower()
@@ -373,7 +388,6 @@ def transfer(
                 if resp.length is None and resp.read(1):
                     raise OSError(errno.EIO, f"the server sent more than the {want} bytes asked for", name)
             reusable = not resp.will_close
-            where.current = here  # a redirect's end, remembered for this object's next requests
             return info
         except _DROPPED + (_Retry, _Truncated) as e:
             reusable = False

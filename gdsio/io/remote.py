@@ -130,7 +130,8 @@ class RemoteReader:
             if self.kind != "http" or getattr(e, "errno", None) not in (errno.EACCES, errno.EIO) \
                     or isinstance(e, (FileNotFoundError, TimeoutError)):
                 raise
-            if isinstance(e, PermissionError) and "?" not in self.url:
+            asked = self._where.current if isinstance(self._where, http.Location) else self.url  # where redirects led
+            if isinstance(e, PermissionError) and "?" not in asked:
                 raise
             return self._stat_by_get(policy, counters)
 
