@@ -6,25 +6,27 @@ receives the body from the socket into the destination (the caller's host
 buffer, or a pinned staging slot) with no copy in between, which no
 third-party client measured here offers (urllib3 and obstore hand back
 bytes objects of their own; see bench/bench_remote.py). The S3 reader adds
-signing (gdsio.io.s3); this module knows nothing of S3 but its error bodies.
+signing (gdsio.io.s3); this module knows nothing of S3 but its error bodies
+and its bucket-region header.
 
 Errors name the object by its display URL (no user information, no query
 string, never a header): 404/410 -> FileNotFoundError, 401/403 ->
 PermissionError, 412 or a changed ETag/Last-Modified -> OSError (the object
 changed), 5xx, 429, a dropped connection, a body cut short or a timeout ->
-retried with backoff (or after the wait a ``Retry-After`` asks for, when
+retried with backoff (or after the wait a ``Retry-After`` asks for, while
 the waits stay within ``remote_timeout``), then OSError (TimeoutError for
-timeouts). A body in a ``Content-Encoding`` other than the identity every
-request asks for -> OSError.
+timeouts). Every request asks ``Accept-Encoding: identity``; a body
+compressed regardless -> OSError.
 
 Redirects (301, 302, 303, 307, 308) of an http(s) object are followed, up to
 `MAX_REDIRECTS` hops per request, a relative Location resolved against the
 URL that answered; the object's `Location` remembers where they led, so its
-later requests go there at once. https to http is refused (the bytes would
-travel in the clear), as is any scheme but http(s); http to https is
-followed (the bytes only gain encryption). Basic credentials go to their own
-origin only. A signed (S3) request is bound to its host: its redirects are
-refused, with the bucket's region when the store names it.
+later requests go there at once (and follow them afresh, once, when that
+place stops answering: a presigned URL expires). https to http is refused
+(the bytes would travel in the clear), as is any scheme but http(s); http to
+https is followed (the bytes only gain encryption). Basic credentials go to
+their own origin only. A signed (S3) request is bound to its host: its
+redirects are refused, with the bucket's region when the store names it.
 """
 
 from __future__ import annotations
