@@ -64,7 +64,8 @@ SELFTEST = HERE / "selftest.cu"
 # The call-boundary checks (shim_tests.cpp): the cuFile and nvJPEG shims and the
 # pinned pipeline as they are, on the emulated runtime, with fake NVIDIA libraries.
 SHIM_SOURCES = [CSRC / "io" / n for n in ("cufile_shim.cpp", "file.cpp", "read_plan.cpp", "host_read.cpp",
-                                          "staging_pipeline.cpp", "pinned_reader.cpp", "thread_pool.cpp")]
+                                          "staging_pipeline.cpp", "staging_ring.cpp", "pinned_reader.cpp",
+                                          "thread_pool.cpp")]
 SHIM_SOURCES += [CSRC / "image" / "nvjpeg_shim.cpp", HERE / "emu_runtime.cpp", HERE / "shim_tests.cpp"]
 FAKES = {"libfake_cufile.so": HERE / "fakes" / "fake_cufile.cpp", "libfake_nvjpeg.so": HERE / "fakes" / "fake_nvjpeg.cpp"}
 
