@@ -334,7 +334,7 @@ def doctor(path: str | os.PathLike[str] = ".", device: int = 0) -> dict[str, Any
 
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
-        raise FileNotFoundError(errno.ENOENT, f"no such file or directory: '{path}'", path)
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)  # the path once, as open() says it
     if not isinstance(device, int) or isinstance(device, bool) or device < 0:
         raise ValueError(f"device must be a CUDA device index (an int >= 0); got {device!r}")
     checks = [_safe(_check_gdsio, id="gdsio"), _safe(_check_gpu, device, id="gpu"),

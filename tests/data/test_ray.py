@@ -665,6 +665,9 @@ def test_the_arguments_both_loaders_take_have_the_same_defaults():
     ({"epochs_per_pool": 0}, ValueError, "epochs_per_pool must be a positive int"),
     ({"epochs_per_pool": 2.0}, ValueError, "epochs_per_pool"),
     ({"batch_size": 0}, ValueError, "batch_size"),
+    ({"num_workers": 4}, TypeError, "does not take DataLoader's num_workers=: .*threads="),
+    ({"pin_memory": True}, TypeError, "does not take DataLoader's pin_memory=: .*device="),
+    ({"local_shares": 0.5}, TypeError, "unexpected keyword argument 'local_shares'"),
 ])
 def test_arguments_are_checked_before_any_cluster_is_needed(tmp_path, kw, err, match):
     import gdsio.data.ray as gray

@@ -168,11 +168,15 @@ class Loader:
         record_dtype: Any = None,
         image_mode: str = "RGB",
         timeout: float = 600.0,
+        **dataloader_only: Any,
     ) -> None:
+        # DataLoader's own keywords (num_workers=, pin_memory=, ...) are refused by
+        # gdsio.Loader, whose pipeline this is, with what gdsio does instead.
         self._local = _GdsioLoader(
             source, batch_size, transform=transform, device=device, shuffle=shuffle, seed=seed, drop_last=drop_last,
             rank=rank, world_size=world_size, prefetch=prefetch, prefetch_bytes=prefetch_bytes, threads=threads,
             on_error=on_error, kind=kind, record_shape=record_shape, record_dtype=record_dtype, image_mode=image_mode,
+            **dataloader_only,
         )
         self.local_share = _parse_share(local_share)
         self.placement = _Placement.parse(resources)
