@@ -50,7 +50,7 @@ import torch
 from PIL import Image
 
 from . import functional as F
-
+from . import geometry
 from .base import size_arg, size_pair
 
 __all__ = [
@@ -246,11 +246,8 @@ class Resize(BatchTransform):
         return not isinstance(self.size, int)
 
     def output_size(self, h: int, w: int) -> tuple[int, int]:
-        if not isinstance(self.size, int):
-            return self.size
-        short, long = (w, h) if w <= h else (h, w)
-        new_short, new_long = self.size, int(self.size * long / short)
-        return (new_long, new_short) if w <= h else (new_short, new_long)
+        # gdsio.transforms.resize's rule; this class takes no max_size (None: no cap).
+        return geometry.output_size(h, w, self.size, None)
 
     def _apply(self, images: Any, salt: int) -> Any:
         outs = [self.output_size(h, w) for h, w in _sizes(images)]
@@ -299,29 +296,20 @@ class RandomResizedCrop(BatchTransform):
 
     def boxes(self, sizes: Sequence[tuple[int, int]], u: np.ndarray) -> np.ndarray:
         """(N, 4) int64 boxes (top, left, height, width), torchvision's algorithm
-        vectorised: 10 attempts at a random area and ratio, then a central crop
-        of the nearest allowed ratio. `u` holds 40 uniforms per sample."""
-        n = len(sizes)
-        hw = np.asarray(sizes, np.int64).reshape(n, 2)
-        h, w = hw[:, 0:1], hw[:, 1:2]
-        u = u.reshape(n, 10, 4)
-        area = (h * w).astype(np.float64)
-        target = area * (self.scale[0] + (self.scale[1] - self.scale[0]) * u[..., 0])
+        (gdsio.transforms.geometry): 10 attempts at a random area and ratio,
+        then a central crop of the nearest allowed ratio. `u` holds 40
+        uniforms per sample."""
+        hw = np.asarray(sizes, np.int64).reshape(len(sizes), 2)
+        return geometry.resized_crop_boxes(hw[:, 0], hw[:, 1], *self._tries(u), self.ratio)
+
+    def _tries(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The 40 uniforms of each sample as its 10 tries' (area fraction,
+        aspect ratio, top placement, left placement), each (N, 10)."""
+        u = u.reshape(-1, geometry.CROP_TRIES, 4)
+        fraction = self.scale[0] + (self.scale[1] - self.scale[0]) * u[..., 0]
         lr = (math.log(self.ratio[0]), math.log(self.ratio[1]))
         aspect = np.exp(lr[0] + (lr[1] - lr[0]) * u[..., 1])
-        cw = np.round(np.sqrt(target * aspect)).astype(np.int64)  # np.round: half to even, like Python's round
-        ch = np.round(np.sqrt(target / aspect)).astype(np.int64)
-        ok = (cw > 0) & (cw <= w) & (ch > 0) & (ch <= h)
-        k = ok.argmax(axis=1)
-        rows = np.arange(n)
-        ch, cw, ut, ul = ch[rows, k], cw[rows, k], u[rows, k, 2], u[rows, k, 3]
-        h, w = h[:, 0], w[:, 0]
-        top = np.floor(ut * (h - ch + 1)).astype(np.int64)
-        left = np.floor(ul * (w - cw + 1)).astype(np.int64)
-        out = np.stack([top, left, ch, cw], axis=1)
-        for i in np.flatnonzero(~ok.any(axis=1)):  # the fallback: rare, so a plain loop
-            out[i] = self._fallback_box(int(h[i]), int(w[i]))
-        return out
+        return fraction, aspect, u[..., 2], u[..., 3]
 
     def _boxes_for(self, images: Any, salt: int) -> np.ndarray:
         sizes = _sizes(images)
@@ -347,39 +335,14 @@ class RandomResizedCrop(BatchTransform):
 
     def _box_drawer(self, info: BatchInfo, salt: int) -> Callable[[int, int, int], tuple[int, int, int, int]]:
         """boxes() one image at a time, for a reader thread that knows one
-        image's size: the draws that do not depend on the size (area fraction,
-        aspect ratio, position) are made for the whole batch here, vectorised
-        as in boxes(); the rest is the same float arithmetic in scalars (IEEE
-        multiply, correctly rounded sqrt, round half to even, floor), so each
-        box equals boxes()'s."""
-        u = uniforms(info, salt, 40).reshape(-1, 10, 4)
-        frac = (self.scale[0] + (self.scale[1] - self.scale[0]) * u[..., 0]).tolist()
-        lr = (math.log(self.ratio[0]), math.log(self.ratio[1]))
-        aspect = np.exp(lr[0] + (lr[1] - lr[0]) * u[..., 1]).tolist()
-        ut, ul = u[..., 2].tolist(), u[..., 3].tolist()
+        image's size: the draws, which do not depend on the size, are made for
+        the whole batch here; each call computes one image's box from its row."""
+        fraction, aspect, u_top, u_left = (t.tolist() for t in self._tries(uniforms(info, salt, 40)))
 
         def box(k: int, h: int, w: int) -> tuple[int, int, int, int]:
-            area = float(h * w)
-            for a in range(10):
-                target = area * frac[k][a]
-                cw = round(math.sqrt(target * aspect[k][a]))
-                ch = round(math.sqrt(target / aspect[k][a]))
-                if 0 < cw <= w and 0 < ch <= h:
-                    return (math.floor(ut[k][a] * (h - ch + 1)), math.floor(ul[k][a] * (w - cw + 1)), ch, cw)
-            return self._fallback_box(h, w)
+            return geometry.resized_crop_box(h, w, fraction[k], aspect[k], u_top[k], u_left[k], self.ratio)
 
         return box
-
-    def _fallback_box(self, h: int, w: int) -> tuple[int, int, int, int]:
-        """torchvision's central crop of the nearest allowed ratio, after 10 misses."""
-        r = w / h
-        if r < self.ratio[0]:
-            bw, bh = w, int(round(w / self.ratio[0]))
-        elif r > self.ratio[1]:
-            bh, bw = h, int(round(h * self.ratio[1]))
-        else:
-            bh, bw = h, w
-        return ((h - bh) // 2, (w - bw) // 2, bh, bw)
 
     def _apply(self, images: Any, salt: int) -> Any:
         boxes = self._boxes_for(images, salt)

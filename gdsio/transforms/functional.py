@@ -50,14 +50,13 @@ from PIL import Image
 
 from .. import _core
 from ..config import current as _current_settings
-from . import pil
-from .base import check_spatial, elem_size_of
+from . import geometry, pil
+from .base import check_spatial, elem_size_of, size_pair
 from .base import device_args as _device_args
 from .base import is_int as _is_int
 from .base import is_pil as _is_pil
 from .color import adjust_brightness, adjust_contrast, adjust_hue, adjust_saturation, color_jitter
 from .pad import pad
-from .base import size_arg, size_pair
 
 __all__ = [
     "adjust_brightness",
@@ -143,38 +142,6 @@ def _parse_interpolation(interpolation: Any, antialias: Any) -> tuple[str, bool]
             "INTER_LINEAR) and is defined for 'nearest' and 'bilinear' only"
         )
     return name, antialias
-
-
-def _output_size(h: int, w: int, size: Any, max_size: Any) -> tuple[int, int]:
-    """torchvision's rule: [h, w]; an int (or [int]) for the shorter side, the
-    longer one capped at max_size; or None with max_size for the longer side."""
-    if max_size is not None and not _is_int(max_size):
-        raise TypeError(f"max_size must be an int or None, got {max_size!r}")
-    if size is None:
-        if max_size is None:
-            raise ValueError("size=None needs max_size (the length of the longer side)")
-        if max_size <= 0:
-            raise ValueError(f"max_size must be positive, got {max_size}")
-        short, long = (w, h) if w <= h else (h, w)
-        new_short, new_long = int(max_size * short / long), int(max_size)
-        if new_short <= 0:
-            raise ValueError(f"max_size={max_size} makes the shorter side of a {h}x{w} image 0 pixels")
-        new_w, new_h = (new_short, new_long) if w <= h else (new_long, new_short)
-        return new_h, new_w
-    size = size_arg(size, "size")  # or None with max_size, above
-    if len(size) == 2:
-        if max_size is not None:
-            raise ValueError("max_size is only allowed when size is None or a single int (the shorter side)")
-        return int(size[0]), int(size[1])
-    short, long = (w, h) if w <= h else (h, w)
-    new_short, new_long = int(size[0]), int(size[0] * long / short)
-    if max_size is not None:
-        if max_size <= new_short:
-            raise ValueError(f"max_size = {max_size} must be an int strictly greater than the requested size {size[0]}")
-        if new_long > max_size:
-            new_short, new_long = int(max_size * new_short / new_long), int(max_size)
-    new_w, new_h = (new_short, new_long) if w <= h else (new_long, new_short)
-    return new_h, new_w
 
 
 def _check_image(t: Any, name: str) -> tuple[int, int, int]:
@@ -399,7 +366,7 @@ def _resize_by_torch(img: Any, size: Any, max_size: Any, mode: str, antialias: b
     for i, t in enumerate(items):
         if not isinstance(t, torch.Tensor) or t.dtype != items[0].dtype:
             raise TypeError(f"img[{i}] is not a tensor of img[0]'s dtype {items[0].dtype}")
-    outs = [_interpolate(t, *_output_size(int(t.shape[-2]), int(t.shape[-1]), size, max_size), mode, antialias)
+    outs = [_interpolate(t, *geometry.output_size(int(t.shape[-2]), int(t.shape[-1]), size, max_size), mode, antialias)
             for t in items]
     if not isinstance(img, (list, tuple)):
         return outs[0]
@@ -513,7 +480,7 @@ def resize(
     aa = _antialias(antialias)
     if _is_pil(img):
         _pil_antialias_warning(antialias)
-        return pil.resize(img, *_output_size(img.height, img.width, size, max_size), mode)
+        return pil.resize(img, *geometry.output_size(img.height, img.width, size, max_size), mode)
     img, restore = _as_chw_batch(img)
     if restore is not None:
         return restore(resize(img, size, mode, max_size, antialias))
@@ -524,7 +491,7 @@ def resize(
     shapes = batch.shapes()
     if isinstance(size, (list, tuple)) and len(size) == 2:  # [h, w]: the same for every image
         shapes = shapes[:1]
-    sizes = {_output_size(h, w, size, max_size) for h, w in shapes}
+    sizes = {geometry.output_size(h, w, size, max_size) for h, w in shapes}
     if len(sizes) > 1:
         raise ValueError(
             f"size={size!r} gives images of this list different output shapes ({sorted(sizes)[:3]}...); "
@@ -568,7 +535,7 @@ def resized_crop(
     if _is_pil(img):
         _pil_antialias_warning(antialias)
         box = pil.crop(img, top, left, height, width)
-        return pil.resize(box, *_output_size(height, width, size, None), mode)
+        return pil.resize(box, *geometry.output_size(height, width, size, None), mode)
     img, restore = _as_chw_batch(img)
     if restore is not None:
         return restore(resized_crop(img, top, left, height, width, size, mode, antialias))
@@ -586,7 +553,7 @@ def resized_crop(
     batch = _Batch(img)
     n = len(batch)
     boxes = np.tile(np.array([[top, left, height, width]], dtype=np.int64), (n, 1))
-    out_h, out_w = _output_size(int(height), int(width), size, None)
+    out_h, out_w = geometry.output_size(int(height), int(width), size, None)
     out = _run_resize(batch, batch.refs(boxes), out_h, out_w, filt, aa)
     return out[0] if batch.single else out
 
@@ -863,35 +830,13 @@ def random_resized_crop_params(
     if not (0 < s0 <= s1) or not (0 < r0 <= r1):
         raise ValueError(f"scale and ratio must be positive (min, max) pairs, got scale={scale}, ratio={ratio}")
     n = hs.shape[0]
-    hs = hs.astype(np.int64)
-    ws = ws.astype(np.int64)
-    area = (hs * ws).astype(np.float64)[:, None]
-    tries = 10
-    target = area * rng.uniform(s0, s1, size=(n, tries))
+    tries = geometry.CROP_TRIES
+    # The draws in this order (a seed replays a run): the tries' area fractions, their
+    # log-uniform ratios, then one (top, left) placement per image.
+    fraction = rng.uniform(s0, s1, size=(n, tries))
     aspect = np.exp(rng.uniform(math.log(r0), math.log(r1), size=(n, tries)))
-    cw = np.round(np.sqrt(target * aspect)).astype(np.int64)  # round half to even, as Python's round
-    ch = np.round(np.sqrt(target / aspect)).astype(np.int64)
-    ok = (cw > 0) & (cw <= ws[:, None]) & (ch > 0) & (ch <= hs[:, None])
-    first = np.argmax(ok, axis=1)
-    found = ok[np.arange(n), first]
-    bh = np.where(found, ch[np.arange(n), first], 0)
-    bw = np.where(found, cw[np.arange(n), first], 0)
     u = rng.random((n, 2))
-    top = np.floor(u[:, 0] * (hs - bh + 1)).astype(np.int64)
-    left = np.floor(u[:, 1] * (ws - bw + 1)).astype(np.int64)
-    # The fallback: the central crop, clamped to the ratio range.
-    in_ratio = ws / hs
-    fb_w = np.where(in_ratio < r0, ws, np.where(in_ratio > r1, np.round(hs * r1).astype(np.int64), ws))
-    fb_h = np.where(in_ratio < r0, np.round(ws / r0).astype(np.int64), hs)
-    out = np.stack(
-        [
-            np.where(found, top, (hs - fb_h) // 2),
-            np.where(found, left, (ws - fb_w) // 2),
-            np.where(found, bh, fb_h),
-            np.where(found, bw, fb_w),
-        ],
-        axis=1,
-    ).astype(np.int64)
+    out = geometry.resized_crop_boxes(hs, ws, fraction, aspect, u[:, 0:1], u[:, 1:2], (r0, r1))
     if scalar:
         return tuple(int(v) for v in out[0])  # type: ignore[return-value]
     return out
