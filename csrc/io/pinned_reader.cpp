@@ -121,6 +121,7 @@ class CudaCopyEngine final : public CopyEngine {
  public:
   CudaCopyEngine(int device, cudaStream_t stream) : device_(device), stream_(stream) {}
   void bind_thread() override { GDSIO_CUDA_CHECK(cudaSetDevice(device_), "cudaSetDevice"); }
+  int device() const override { return device_; }
   StagingSlot acquire(std::size_t capacity) override { return pool().acquire(capacity, device_); }
   void release(StagingSlot& s) override { pool().release(s); }
   void abandon(StagingSlot& s) override { pool().abandon(s); }

@@ -34,6 +34,8 @@ class CopyEngine {
   virtual ~CopyEngine() = default;
   // Called once on each reader thread before it touches the engine.
   virtual void bind_thread() {}
+  // The CUDA device its copies go to; -1: none (the host stand-in).
+  virtual int device() const { return -1; }
   virtual StagingSlot acquire(std::size_t capacity) = 0;
   // Takes back a slot whose copies have completed.
   virtual void release(StagingSlot& s) = 0;

@@ -1,10 +1,29 @@
 #include "io/staging_ring.hpp"
 
 #include <exception>
+#include <optional>
 
+#include "core/cuda_rt.hpp"
 #include "core/error.hpp"
 
 namespace gdsio {
+
+namespace {
+// The engine's device current for one call, the caller's context restored
+// after (DeviceGuard), as every other entry point does: with one remote worker
+// the ring runs on the caller's own thread, and a read into cuda:1 must not
+// leave cuda:1 current there. The host stand-in has no device.
+class EngineScope {
+ public:
+  explicit EngineScope(CopyEngine& e) {
+    if (e.device() >= 0) guard_.emplace(e.device());
+    else e.bind_thread();
+  }
+
+ private:
+  std::optional<DeviceGuard> guard_;
+};
+}  // namespace
 
 StagingRing::StagingRing(std::unique_ptr<CopyEngine> engine, std::size_t slots, std::size_t slot_bytes)
     : engine_(std::move(engine)), n_(slots), slot_bytes_(slot_bytes) {
@@ -31,7 +50,7 @@ StagingSlot& StagingRing::slot(std::size_t k) {
 
 std::size_t StagingRing::next() {
   GDSIO_EXPECT(!closed_, ValueError, "the staging ring is closed");
-  engine_->bind_thread();
+  EngineScope scope(*engine_);
   if (slots_.size() < n_ && k_ == slots_.size()) slots_.push_back(engine_->acquire(slot_bytes_));
   const std::size_t k = k_ % slots_.size();
   ++k_;
@@ -49,12 +68,13 @@ void StagingRing::copy(std::size_t k, std::uintptr_t dst, std::size_t n) {
   StagingSlot& s = slot(k);
   GDSIO_EXPECT(n <= s.capacity, ValueError, "a copy of ", n, " bytes from a ", s.capacity, "-byte slot");
   GDSIO_EXPECT(!s.pending, ValueError, "staging slot ", k, " still has a copy queued; take slots with next()");
-  engine_->bind_thread();
+  EngineScope scope(*engine_);
   engine_->copy_async(reinterpret_cast<char*>(dst), s.host, n, s);
   ++copies_;
 }
 
 void StagingRing::drain() {
+  EngineScope scope(*engine_);
   for (auto& s : slots_)
     if (s.pending) engine_->wait(s);
 }
@@ -63,6 +83,12 @@ void StagingRing::close() {
   if (closed_) return;
   closed_ = true;
   std::exception_ptr first;
+  std::optional<EngineScope> scope;
+  try {
+    scope.emplace(*engine_);
+  } catch (...) {
+    first = std::current_exception();  // the device is gone: the waits below fail and abandon their slots
+  }
   for (auto& s : slots_) {
     try {
       if (s.pending) engine_->wait(s);
