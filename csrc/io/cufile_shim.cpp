@@ -423,12 +423,24 @@ ReadResult cufile_read_batch(FileHandle& f, CufileHandle& h, const std::vector<R
   for (const ReadRequest& r : reqs)
     if (r.size) nonempty.push_back(r);
   const std::vector<Chunk> entries = plan_chunks(nonempty, std::min(opts.chunk_bytes, kMaxEntry));
-  std::vector<ReadRequest> rest;  // timed out, cancelled, or the unread tails of short completions
-  std::size_t retried = 0;
+  // What cuFileRead reads after the batches: entries that timed out or were
+  // cancelled, failed entries, the unread tails of short completions, and,
+  // once a batch call itself failed, every entry not read yet. A failure of
+  // the batch API is not the file's: as KvikIO's compat mode, the reads fall
+  // back to cuFileRead, which raises only if it fails too.
+  std::vector<ReadRequest> rest;
+  std::size_t timed_out = 0, failed = 0, unbatched = 0;
+  std::string first_failure, broken;  // the first failed entry; the batch call that failed
   const auto t0 = std::chrono::steady_clock::now();
   const std::size_t max_batch = std::max<unsigned>(1, st.max_batch_io_size);
   const unsigned timeout_ms = st.batch_timeout_ms ? st.batch_timeout_ms : kDefaultBatchTimeoutMs;
-  for (std::size_t first = 0; first < entries.size(); first += max_batch) {
+  auto reread = [&](std::size_t e, std::size_t* count) {
+    const Chunk& c = entries[e];
+    rest.push_back(ReadRequest{c.dst, c.len, c.file_offset});
+    ++*count;
+  };
+  std::size_t first = 0;
+  for (; first < entries.size(); first += max_batch) {
     const std::size_t n = std::min(max_batch, entries.size() - first);
     std::vector<cufile::IOParams> params(n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -446,7 +458,10 @@ ReadResult cufile_read_batch(FileHandle& f, CufileHandle& h, const std::vector<R
     }
     cufile::BatchHandle b = nullptr;
     Error e = api.BatchIOSetUp(&b, static_cast<unsigned>(n));
-    if (e.err != 0) throw OsError(EIO, f.path(), "cuFileBatchIOSetUp failed: " + err_text(e));
+    if (e.err != 0) {
+      broken = "cuFileBatchIOSetUp failed: " + err_text(e);
+      break;  // this batch and the ones after it: cuFileRead
+    }
     // Cancelled unless every entry was accounted for, then destroyed, on every path.
     struct Destroy {
       const Api& a;
@@ -458,21 +473,26 @@ ReadResult cufile_read_batch(FileHandle& f, CufileHandle& h, const std::vector<R
       }
     } destroy{api, b};
     e = api.BatchIOSubmit(b, static_cast<unsigned>(n), params.data(), 0);
-    if (e.err != 0) throw OsError(EIO, f.path(), "cuFileBatchIOSubmit failed: " + err_text(e));
+    if (e.err != 0) {
+      destroy.done = true;  // nothing was submitted: nothing to cancel
+      broken = "cuFileBatchIOSubmit failed: " + err_text(e);
+      break;
+    }
     std::vector<cufile::IOEvents> events(n);
     std::vector<char> settled(n, 0);
     std::size_t completed = 0;
-    auto retry = [&](std::size_t i) {
-      const Chunk& c = entries[first + i];
-      rest.push_back(ReadRequest{c.dst, c.len, c.file_offset});
-      ++retried;
-    };
     while (completed < n) {
       const unsigned want = static_cast<unsigned>(n - completed);
       unsigned nr = want;
       timespec ts{static_cast<time_t>(timeout_ms / 1000), static_cast<long>(timeout_ms % 1000) * 1000000L};
       e = api.BatchIOGetStatus(b, want, &nr, events.data(), &ts);
-      if (e.err != 0) throw OsError(EIO, f.path(), "cuFileBatchIOGetStatus failed: " + err_text(e));
+      if (e.err != 0) {
+        // What is left of this batch is cancelled (Destroy) before cuFileRead reads it again.
+        broken = "cuFileBatchIOGetStatus failed: " + err_text(e);
+        for (std::size_t i = 0; i < n; ++i)
+          if (!settled[i]) reread(first + i, &unbatched);
+        break;
+      }
       std::size_t progressed = 0;
       for (unsigned k = 0; k < nr && k < want; ++k) {
         const auto i = reinterpret_cast<std::size_t>(events[k].cookie);
@@ -484,16 +504,18 @@ ReadResult cufile_read_batch(FileHandle& f, CufileHandle& h, const std::vector<R
         settled[i] = 1;
         ++progressed;
         if (status == cufile::kStatusTimeout || status == cufile::kStatusCanceled) {
-          retry(i);  // the same bytes into the same place: a late completion changes nothing
+          reread(first + i, &timed_out);  // the same bytes into the same place: a late completion changes nothing
           continue;
         }
         if (status != cufile::kStatusComplete || ret < 0) {
-          throw OsError(EIO, f.path(),
-                        detail::concat("batched cuFile read (", c.len, " bytes at offset ",
-                                       c.file_offset, ") failed: status ", status, ", returned ", ret,
-                                       ret < 0 && -ret >= cufile::kOpErrorBase
-                                           ? std::string(" (") + cufile::op_error_string(static_cast<int>(-ret)) + ")"
-                                           : std::string()));
+          if (first_failure.empty())
+            first_failure = detail::concat(c.len, " bytes at offset ", c.file_offset, ": status ", status,
+                                           ", returned ", ret,
+                                           ret < 0 && -ret >= cufile::kOpErrorBase
+                                               ? std::string(" (") + cufile::op_error_string(static_cast<int>(-ret)) + ")"
+                                               : std::string());
+          reread(first + i, &failed);
+          continue;
         }
         if (static_cast<std::size_t>(ret) < c.len)  // short: cuFileRead finishes it, or finds the end of file
           rest.push_back(ReadRequest{c.dst + ret, c.len - static_cast<std::size_t>(ret),
@@ -504,22 +526,32 @@ ReadResult cufile_read_batch(FileHandle& f, CufileHandle& h, const std::vector<R
         // A whole timeout without progress: cancel what is left and read it with cuFileRead.
         if (api.BatchIOCancel) api.BatchIOCancel(b);
         for (std::size_t i = 0; i < n; ++i)
-          if (!settled[i]) retry(i);
+          if (!settled[i]) reread(first + i, &timed_out);
         break;
       }
+    }
+    if (!broken.empty()) {
+      first += n;  // its unsettled entries are in `rest` already
+      break;
     }
     destroy.done = true;
     res.chunks += n;
   }
+  if (!broken.empty())
+    for (std::size_t e = first; e < entries.size(); ++e) reread(e, &unbatched);
   if (!rest.empty()) {
     const ReadResult tail = cufile_read(f, h, rest, opts);
     res.chunks += tail.chunks;
     res.threads = std::max(res.threads, tail.threads);
   }
-  if (retried) {
-    const std::string note = detail::concat(retried, " batched cuFile reads timed out and were read with cuFileRead");
-    res.reason = res.reason.empty() ? note : res.reason + "; " + note;
-  }
+  std::vector<std::string> notes;
+  if (timed_out) notes.push_back(detail::concat(timed_out, " batched cuFile reads timed out and were read with cuFileRead"));
+  if (failed)
+    notes.push_back(detail::concat(failed, " batched cuFile reads failed and were read with cuFileRead (the first: ",
+                                   first_failure, ")"));
+  if (!broken.empty())
+    notes.push_back(detail::concat(broken, "; ", unbatched, " reads were made with cuFileRead instead"));
+  for (const std::string& note : notes) res.reason = res.reason.empty() ? note : res.reason + "; " + note;
   for (const auto& r : reqs) res.nbytes += r.size;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

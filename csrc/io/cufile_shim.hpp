@@ -60,8 +60,9 @@ ReadResult cufile_read(FileHandle& f, CufileHandle& h, const std::vector<ReadReq
                        const ReadOptions& opts);
 // The batch API: entries of at most chunk_bytes, up to max_batch_io_size in
 // flight per submission, each wait bounded by batch_timeout_ms; entries that
-// time out (or a batch that stops progressing, cancelled) are read with
-// cuFileRead, and res.reason says how many.
+// time out or fail (or a batch that stops progressing, cancelled) are read
+// with cuFileRead, as is everything left once a batch call (set-up, submit,
+// status) fails, and res.reason says how many and why.
 ReadResult cufile_read_batch(FileHandle& f, CufileHandle& h, const std::vector<ReadRequest>& reqs,
                              const ReadOptions& opts);
 
