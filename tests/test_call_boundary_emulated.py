@@ -6,7 +6,9 @@ the real ones are). Each scenario of tests/kernels/shim_tests.cpp runs in a
 process of its own and checks the order of the calls (a host wait before an
 nvJPEG device decode, after a failed hardware decode), what the shims make of
 the libraries' answers (P2PDMA asked for but not supported, batch entries that
-time out), and O_DIRECT reads into pinned memory that is not page-aligned.
+time out or fail, a batch call that fails, a library that will not load), the
+staging ring giving the caller's device back, and O_DIRECT reads into pinned
+memory that is not page-aligned.
 What the real libraries do waits for the device (bench/device_check.sh).
 Skipped only where no C++ compiler with these sanitizers is installed."""
 
@@ -26,21 +28,42 @@ from kernels import emulate as E
 _WHY = E.sanitizer_unavailable("asan")
 pytestmark = pytest.mark.skipif(_WHY is not None, reason=f"the shim checks cannot be built here: {_WHY}")
 
-# The scenarios, by the review finding (issue 12) each one covers.
+# The scenarios, by what each covers: a review finding of issue 12 ("12.2":
+# finding 2), or an item of issue 28 ("28.F1", "28.F3"; "28.5": the paths of
+# the shims no other scenario runs, so that each shim runs >= 85% of its lines:
+# tests/kernels/shim_coverage.py, bench/results/shim-coverage-*.md).
 SCENARIOS = {
-    "nvjpeg-device-backends-wait-before-decoding": 2,
-    "nvjpeg-failed-hardware-decode-waits-before-throwing": 3,
-    "cufile-p2pdma-asked-not-supported": 4,
-    "cufile-p2pdma-asked-and-supported": 4,
-    "cufile-p2pdma-asked-and-supported-cufile-1.13": 4,
-    "cufile-p2pdma-supported-not-asked": 4,
-    "cufile-batch-entries-and-timeout": 5,
-    "cufile-batch-default-timeout": 5,
-    "cufile-batch-timed-out-entries-are-reread": 5,
-    "cufile-stalled-batch-is-cancelled-and-reread": 5,
-    "nvjpeg-upsampling-flag-per-backend": 6,
-    "nvjpeg-version": 7,
-    "pinned-direct-reads-into-unaligned-pinned-memory": 8,
+    "nvjpeg-device-backends-wait-before-decoding": "12.2",
+    "nvjpeg-failed-hardware-decode-waits-before-throwing": "12.3",
+    "cufile-p2pdma-asked-not-supported": "12.4",
+    "cufile-p2pdma-asked-and-supported": "12.4",
+    "cufile-p2pdma-asked-and-supported-cufile-1.13": "12.4",
+    "cufile-p2pdma-supported-not-asked": "12.4",
+    "cufile-batch-entries-and-timeout": "12.5",
+    "cufile-batch-default-timeout": "12.5",
+    "cufile-batch-timed-out-entries-are-reread": "12.5",
+    "cufile-stalled-batch-is-cancelled-and-reread": "12.5",
+    "nvjpeg-upsampling-flag-per-backend": "12.6",
+    "nvjpeg-version": "12.7",
+    "pinned-direct-reads-into-unaligned-pinned-memory": "12.8",
+    "staging-ring-restores-the-callers-device": "28.F1",
+    "cufile-batch-setup-fails-reads-with-cufileread": "28.F3",
+    "cufile-batch-submit-fails-reads-with-cufileread": "28.F3",
+    "cufile-batch-get-status-fails-reads-with-cufileread": "28.F3",
+    "cufile-batch-failed-and-short-entries-are-reread": "28.F3",
+    "cufile-buffer-register-and-deregister": "28.5",
+    "cufile-handle-register-fails": "28.5",
+    "cufile-read-interrupted-is-retried": "28.5",
+    "cufile-read-errors-name-the-file": "28.5",
+    "cufile-driver-open-fails": "28.5",
+    "cufile-compat-mode-forced": "28.5",
+    "cufile-load-failures": "28.5",
+    "nvjpeg-hardware-support-check": "28.5",
+    "nvjpeg-no-hardware-engines": "28.5",
+    "nvjpeg-backend-creation-failures": "28.5",
+    "nvjpeg-state-and-initialize-failures": "28.5",
+    "nvjpeg-every-status-is-named": "28.5",
+    "nvjpeg-load-failures": "28.5",
 }
 
 

@@ -29,6 +29,7 @@
 #include "io/cufile_shim.hpp"
 #include "io/file.hpp"
 #include "io/pinned_reader.hpp"
+#include "io/staging_ring.hpp"
 
 namespace {
 
@@ -110,6 +111,36 @@ bool same_bytes(const unsigned char* got, const TestFile& f, std::uint64_t off, 
 }
 
 bool nvidia_fs_loaded() { return ::access("/proc/driver/nvidia-fs/version", R_OK) == 0; }
+
+int current_device() {
+  int d = -1;
+  cudaGetDevice(&d);
+  return d;
+}
+
+// What `fn` threw: the exception's type ("OsError", "Unavailable", "ValueError",
+// "NvjpegError", "other") and its message; {"", ""} when it returned.
+struct Thrown {
+  std::string type, what;
+  int error_number = 0;  // an OsError's errno
+};
+Thrown thrown_by(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const gdsio::OsError& e) {
+    return {"OsError", e.what(), e.error_number()};
+  } catch (const gdsio::Unavailable& e) {
+    return {"Unavailable", e.what()};
+  } catch (const gdsio::ValueError& e) {
+    return {"ValueError", e.what()};
+  } catch (const gdsio::image::NvjpegError& e) {
+    return {"NvjpegError", e.what()};
+  } catch (const std::exception& e) {
+    return {"other", e.what()};
+  }
+  return {};
+}
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // ---- nvJPEG --------------------------------------------------------------------------------------
 
@@ -225,6 +256,202 @@ void nvjpeg_upsampling_flag_per_backend() {
   EXPECT(info.backends[1].usable && info.backends[1].fancy_upsampling_flag, info.backends[1].reason);
   EXPECT(info.backends[2].usable && info.backends[2].fancy_upsampling_flag, info.backends[2].reason);
   EXPECT(info.hardware_engines == 1 && info.hardware_cores == 5, info.hardware_engines, " ", info.hardware_cores);
+  EXPECT(gdsio::image::nvjpeg_release(), "");
+}
+
+// ---- nvJPEG: what is not the happy path (issue 28, item 5) ------------------------------------------------
+
+std::string ints(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) s += std::to_string(x) + " ";
+  return s;
+}
+
+// The hardware-support check (nvjpegDecodeBatchedSupported per parsed header):
+// 1 supported, 0 not, -1 unknown (a header nvJPEG cannot parse, a check that
+// fails, a null or empty header, no stream); each stream made is destroyed,
+// and the caller's device is current again after.
+void nvjpeg_hardware_support_check() {
+  gdsio_emu::set_device_count(2);
+  load_nvjpeg();
+  Fake nv = fake("libfake_nvjpeg.so", "fake_nvjpeg_set", "fake_nvjpeg_get");
+  cudaSetDevice(1);
+  static const unsigned char s[] = "S...", u[] = "U...", b[] = "B...", n[] = "N...";
+  const std::vector<int> got = gdsio::image::nvjpeg_hardware_supported(0, {s, u, b, n, nullptr, s}, {4, 4, 4, 4, 4, 0});
+  EXPECT(got == std::vector<int>({1, 0, -1, -1, -1, -1}), ints(got));
+  EXPECT(nv.get("headers_parsed") == 4, nv.get("headers_parsed"), " headers parsed (null and empty ones need none)");
+  EXPECT(nv.get("streams_created") == 1 && nv.get("streams_destroyed") == 1, nv.get("streams_created"), " streams made, ",
+         nv.get("streams_destroyed"), " destroyed");
+  EXPECT(current_device() == 1, "the check on cuda:0 left cuda:", current_device(), " current");
+  EXPECT(gdsio::image::nvjpeg_hardware_supported(0, {}, {}).empty(), "");
+  const Thrown t = thrown_by([] { gdsio::image::nvjpeg_hardware_supported(0, {s}, {}); });
+  EXPECT(t.type == "ValueError" && has(t.what, "headers and lengths differ in size"), t.type, ": ", t.what);
+  nv.set("stream_status", 5);  // nvjpegJpegStreamCreate fails: nothing is known
+  EXPECT(gdsio::image::nvjpeg_hardware_supported(0, {s, u}, {4, 4}) == std::vector<int>({-1, -1}), "");
+  EXPECT(gdsio::image::nvjpeg_release(), "");
+}
+
+// A device whose hardware backend reports no engines: the backend is unusable,
+// saying so, a decode on it is refused, and the support check knows nothing.
+void nvjpeg_no_hardware_engines() {
+  load_nvjpeg();
+  Fake nv = fake("libfake_nvjpeg.so", "fake_nvjpeg_set", "fake_nvjpeg_get");
+  nv.set("hw_engines", 0);
+  const auto info = gdsio::image::nvjpeg_probe(0);
+  EXPECT(!info.backends[0].usable &&
+             info.backends[0].reason == "cuda:0 has no hardware JPEG decoder (nvjpegGetHardwareDecoderInfo: 0 engines)",
+         info.backends[0].reason);
+  EXPECT(info.backends[1].usable && info.backends[2].usable, info.backends[1].reason, info.backends[2].reason);
+  static const unsigned char s[] = "S...";
+  EXPECT(gdsio::image::nvjpeg_hardware_supported(0, {s}, {4}) == std::vector<int>({-1}), "");
+  Job job;
+  const Thrown t = thrown_by([&] {
+    gdsio::image::nvjpeg_decode_batch(0, JpegBackend::kHardwareDevice, JpegOutput::kRGB, job.jobs(),
+                                      reinterpret_cast<std::uintptr_t>(kStream));
+  });
+  EXPECT(t.type == "Unavailable" && has(t.what, "nvjpeg-hardware-device cannot run on cuda:0: cuda:0 has no hardware"),
+         t.type, ": ", t.what);
+  EXPECT(gdsio::image::nvjpeg_release(), "");
+}
+
+// nvjpegCreateEx refusing a backend: the probe says which call failed with
+// which status, and what that status means for that backend.
+void nvjpeg_backend_creation_failures() {
+  gdsio_emu::set_device_count(2);
+  load_nvjpeg();
+  Fake nv = fake("libfake_nvjpeg.so", "fake_nvjpeg_set", "fake_nvjpeg_get");
+  nv.set("create_fail_mask", 1 << 5);  // the hardware backend
+  nv.set("create_status", 7);          // NVJPEG_STATUS_ARCH_MISMATCH
+  auto info = gdsio::image::nvjpeg_probe(0);
+  EXPECT(!info.backends[0].usable &&
+             info.backends[0].reason ==
+                 "nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE_DEVICE) failed on cuda:0: NVJPEG_STATUS_ARCH_MISMATCH (7) "
+                 "(this GPU has no hardware JPEG decoder, or this libnvjpeg does not drive it)",
+         info.backends[0].reason);
+  EXPECT(info.backends[1].usable && info.backends[2].usable, info.backends[1].reason, info.backends[2].reason);
+  Job job;
+  const Thrown t = thrown_by([&] {
+    gdsio::image::nvjpeg_decode_batch(0, JpegBackend::kHardwareDevice, JpegOutput::kRGB, job.jobs(),
+                                      reinterpret_cast<std::uintptr_t>(kStream));
+  });
+  EXPECT(t.type == "Unavailable" && has(t.what, "nvjpeg-hardware-device cannot run on cuda:0: nvjpegCreateEx("),
+         t.type, ": ", t.what);
+  // On cuda:1 (its handles are its own): the device backends and the host one refused as invalid.
+  nv.set("create_fail_mask", (1 << 4) | (1 << 0));
+  nv.set("create_status", 2);  // NVJPEG_STATUS_INVALID_PARAMETER
+  info = gdsio::image::nvjpeg_probe(1);
+  EXPECT(info.backends[0].usable, info.backends[0].reason);
+  EXPECT(!info.backends[1].usable &&
+             info.backends[1].reason ==
+                 "nvjpegCreateEx(NVJPEG_BACKEND_GPU_HYBRID_DEVICE) failed on cuda:1: NVJPEG_STATUS_INVALID_PARAMETER (2) "
+                 "(libnvjpeg 13.0 may predate the device-bitstream backends)",
+         info.backends[1].reason);
+  EXPECT(!info.backends[2].usable &&
+             info.backends[2].reason ==
+                 "nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT) failed on cuda:1: NVJPEG_STATUS_INVALID_PARAMETER (2)",
+         info.backends[2].reason);
+  EXPECT(gdsio::image::nvjpeg_release(), "");
+}
+
+// A decoder state that cannot be made, or initialised, fails the call with
+// nvJPEG's status; a state that failed is not reused; a good one is, without
+// initialising it again for the same batch size.
+void nvjpeg_state_and_initialize_failures() {
+  load_nvjpeg();
+  Fake nv = fake("libfake_nvjpeg.so", "fake_nvjpeg_set", "fake_nvjpeg_get");
+  auto decode = [](std::size_t images) {
+    std::vector<std::unique_ptr<Job>> jobs;
+    std::vector<JpegJob> all;
+    for (std::size_t i = 0; i < images; ++i) {
+      jobs.push_back(std::make_unique<Job>());
+      all.push_back(jobs.back()->jobs()[0]);
+    }
+    return thrown_by([&] {
+      gdsio::image::nvjpeg_decode_batch(0, JpegBackend::kHost, JpegOutput::kRGB, all,
+                                        reinterpret_cast<std::uintptr_t>(kStream));
+    });
+  };
+  nv.set("state_status", 5);  // NVJPEG_STATUS_ALLOCATOR_FAILURE
+  Thrown t = decode(1);
+  EXPECT(t.type == "NvjpegError" &&
+             t.what == "nvjpegJpegStateCreate (nvjpeg-host, cuda:0) failed: NVJPEG_STATUS_ALLOCATOR_FAILURE (5)",
+         t.type, ": ", t.what);
+  nv.set("state_status", 0);
+  nv.set("init_status", 8);  // NVJPEG_STATUS_INTERNAL_ERROR
+  t = decode(1);
+  EXPECT(t.type == "NvjpegError" && t.what == "nvJPEG failed: nvjpegDecodeBatchedInitialize (nvjpeg-host, cuda:0, 1 image): "
+                                              "NVJPEG_STATUS_INTERNAL_ERROR (8)",
+         t.type, ": ", t.what);
+  EXPECT(nv.get("states_created") == 1, nv.get("states_created"));
+  nv.set("init_status", 0);
+  t = decode(1);
+  EXPECT(t.type.empty(), t.type, ": ", t.what);
+  EXPECT(nv.get("states_created") == 2, "the state that failed was reused: ", nv.get("states_created"), " made");
+  t = decode(1);  // the same batch size: the idle state, as it was
+  EXPECT(t.type.empty() && nv.get("states_created") == 2 && nv.get("initializations") == 2, t.what, " ",
+         nv.get("states_created"), " states, ", nv.get("initializations"), " initialisations");
+  t = decode(2);  // another batch size: initialised again
+  EXPECT(t.type.empty() && nv.get("states_created") == 2 && nv.get("initializations") == 3, t.what, " ",
+         nv.get("states_created"), " states, ", nv.get("initializations"), " initialisations");
+  EXPECT(gdsio::image::nvjpeg_release(), "");
+}
+
+// Every status nvjpegDecodeBatched can return is named by nvjpeg.h's name; a
+// status about the bitstream is the caller's ValueError, the others NvjpegError.
+void nvjpeg_every_status_is_named() {
+  load_nvjpeg();
+  Fake nv = fake("libfake_nvjpeg.so", "fake_nvjpeg_set", nullptr);
+  const std::map<int, std::string> names = {
+      {1, "NVJPEG_STATUS_NOT_INITIALIZED"},  {2, "NVJPEG_STATUS_INVALID_PARAMETER"},
+      {3, "NVJPEG_STATUS_BAD_JPEG"},         {4, "NVJPEG_STATUS_JPEG_NOT_SUPPORTED"},
+      {5, "NVJPEG_STATUS_ALLOCATOR_FAILURE"}, {6, "NVJPEG_STATUS_EXECUTION_FAILED"},
+      {7, "NVJPEG_STATUS_ARCH_MISMATCH"},     {8, "NVJPEG_STATUS_INTERNAL_ERROR"},
+      {9, "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED"}, {10, "NVJPEG_STATUS_INCOMPLETE_BITSTREAM"},
+      {42, "unknown nvJPEG status"}};
+  for (const auto& [status, name] : names) {
+    nv.set("decode_status", status);
+    Job job;
+    const Thrown t = thrown_by([&] {
+      gdsio::image::nvjpeg_decode_batch(0, JpegBackend::kHost, JpegOutput::kY, job.jobs(),
+                                        reinterpret_cast<std::uintptr_t>(kStream));
+    });
+    const bool data = status == 2 || status == 3 || status == 4 || status == 9 || status == 10;
+    EXPECT(t.type == (data ? "ValueError" : "NvjpegError"), status, ": ", t.type, ": ", t.what);
+    EXPECT(t.what == (data ? "nvJPEG rejected the batch: " : "nvJPEG failed: ") +
+                         std::string("nvjpegDecodeBatched (nvjpeg-host, cuda:0, 1 image): ") + name + " (" +
+                         std::to_string(status) + ")",
+           t.what);
+  }
+  EXPECT(gdsio::image::nvjpeg_release(), "");
+}
+
+// Before a library is loaded, and when the one named cannot be: every entry
+// point says why, and a later load of a good library still works.
+void nvjpeg_load_failures() {
+  Job job;
+  auto decode = [&] {
+    gdsio::image::nvjpeg_decode_batch(0, JpegBackend::kHost, JpegOutput::kRGB, job.jobs(),
+                                      reinterpret_cast<std::uintptr_t>(kStream));
+  };
+  Thrown t = thrown_by(decode);
+  EXPECT(t.type == "Unavailable" && t.what == "nvJPEG is not loaded: nvjpeg_load was not called", t.type, ": ", t.what);
+  const std::string missing = g_fakes + "/no-such-libnvjpeg.so";
+  auto st = gdsio::image::nvjpeg_load(missing);
+  EXPECT(!st.loaded && has(st.reason, "libnvjpeg could not be loaded: ") && has(st.reason, missing), st.reason);
+  const auto info = gdsio::image::nvjpeg_probe(0);
+  for (const auto& b : info.backends)
+    EXPECT(!b.usable && b.reason == "nvJPEG is not loaded: " + st.reason, b.reason);
+  t = thrown_by([] {
+    static const unsigned char s[] = "S...";
+    gdsio::image::nvjpeg_hardware_supported(0, {s}, {4});
+  });
+  EXPECT(t.type == "Unavailable" && t.what == "nvJPEG is not loaded: " + st.reason, t.type, ": ", t.what);
+  st = gdsio::image::nvjpeg_load(g_fakes + "/libfake_cufile.so");  // a library, but not libnvjpeg
+  EXPECT(!st.loaded && st.reason == "libnvjpeg at " + g_fakes + "/libfake_cufile.so lacks nvjpegGetProperty", st.reason);
+  load_nvjpeg();
+  EXPECT(gdsio::image::nvjpeg_status().major == 13, gdsio::image::nvjpeg_status().major);
+  t = thrown_by(decode);
+  EXPECT(t.type.empty(), t.type, ": ", t.what);
   EXPECT(gdsio::image::nvjpeg_release(), "");
 }
 
@@ -353,6 +580,255 @@ void cufile_stalled_batch_is_cancelled_and_reread() {
   gdsio::cufile_shutdown();
 }
 
+// Issue 28, F3: a failing batch call is cuFile's problem, not the file's: the
+// reads fall back to cuFileRead (as KvikIO's compat mode does), the bytes are
+// right, and the result says which call failed and how many reads it moved.
+// The requests of batch_read make 9 entries of at most 1 MiB: batches of 4, 4, 1.
+void cufile_batch_setup_fails() {
+  Fake cf = load_cufile({{"max_batch", 4}, {"setup_fail", 5039}, {"fail_batch", 1}});
+  TestFile file(8 << 20, "shim-batch-setup.bin");
+  const BatchRun r = batch_read(file, 1 << 20);
+  EXPECT(r.same, "the bytes read differ");
+  EXPECT(has(r.res.reason, "cuFileBatchIOSetUp failed: batch setup internal error (retry later) (CUfileOpError 5039); "
+                           "5 reads were made with cuFileRead instead"),
+         r.res.reason);
+  EXPECT(cf.get("setups") == 2, cf.get("setups"), " set-ups: the batch API was tried again after it failed");
+  EXPECT(cf.get("entries") == 4 && cf.get("reads") == 5, cf.get("entries"), " entries, ", cf.get("reads"), " reads");
+  EXPECT(cf.get("destroyed") == 1, cf.get("destroyed"), " batches destroyed");
+  gdsio::cufile_shutdown();
+}
+
+void cufile_batch_submit_fails() {
+  Fake cf = load_cufile({{"max_batch", 4}, {"submit_fail", 5040}});
+  TestFile file(8 << 20, "shim-batch-submit.bin");
+  const BatchRun r = batch_read(file, 1 << 20);
+  EXPECT(r.same, "the bytes read differ");
+  EXPECT(has(r.res.reason, "cuFileBatchIOSubmit failed: batch submit internal error (retry later) (CUfileOpError 5040); "
+                           "9 reads were made with cuFileRead instead"),
+         r.res.reason);
+  EXPECT(cf.get("reads") == 9, cf.get("reads"), " reads");
+  EXPECT(cf.get("cancels") == 0 && cf.get("destroyed") == 1, cf.get("cancels"), " cancels (nothing was submitted), ",
+         cf.get("destroyed"), " destroyed");
+  gdsio::cufile_shutdown();
+}
+
+void cufile_batch_get_status_fails() {
+  // The first wait completes one entry; the second fails: the batch's other
+  // three are cancelled and read again, and so are the five after it.
+  Fake cf = load_cufile({{"max_batch", 4}, {"status_fail", 5041}, {"per_status", 1}, {"status_fail_after", 1}});
+  TestFile file(8 << 20, "shim-batch-status.bin");
+  gdsio_emu::set_call_log(true);
+  const BatchRun r = batch_read(file, 1 << 20);
+  gdsio_emu::set_call_log(false);
+  const auto calls = gdsio_emu::take_calls();
+  EXPECT(r.same, "the bytes read differ");
+  EXPECT(has(r.res.reason, "cuFileBatchIOGetStatus failed: batch get status internal error (retry later) "
+                           "(CUfileOpError 5041); 8 reads were made with cuFileRead instead"),
+         r.res.reason);
+  EXPECT(cf.get("reads") == 8 && cf.get("cancels") == 1 && cf.get("destroyed") == 1, cf.get("reads"), " reads, ",
+         cf.get("cancels"), " cancels, ", cf.get("destroyed"), " destroyed");
+  const long cancel = find_call(calls, "cuFileBatchIOCancel batch=0");
+  EXPECT(cancel >= 0 && cancel < find_call(calls, "cuFileRead n="), "cuFileRead before the batch was cancelled",
+         joined(calls));
+  gdsio::cufile_shutdown();
+}
+
+void cufile_batch_failed_and_short_entries_are_reread() {
+  // Entries 3 and 7 (0-based, in submission order) fail; 2, 5 and 8 read half their bytes.
+  Fake cf = load_cufile({{"max_batch", 4}, {"fail_every", 4}, {"short_every", 3}});
+  TestFile file(8 << 20, "shim-batch-failed.bin");
+  const BatchRun r = batch_read(file, 1 << 20);
+  EXPECT(r.same, "the bytes read differ");
+  EXPECT(cf.get("failed") == 2 && cf.get("short") == 3, cf.get("failed"), " failed, ", cf.get("short"), " short");
+  EXPECT(cf.get("reads") == cf.get("failed") + cf.get("short"), cf.get("reads"), " cuFileRead calls");
+  EXPECT(has(r.res.reason, "2 batched cuFile reads failed and were read with cuFileRead (the first: 1048576 bytes at "
+                           "offset 3145728: status 64, returned -5044 (cufile io error))"),
+         r.res.reason);
+  EXPECT(!has(r.res.reason, "timed out") && !has(r.res.reason, "instead"), r.res.reason);
+  gdsio::cufile_shutdown();
+}
+
+// ---- cuFile: what is not the happy path (issue 28, item 5) ---------------------------------------------------
+
+// A registered destination: reads into it name its base and the place as an
+// offset (threaded and batched), deregistration gives it back once, a refusal
+// says why, and shutdown deregisters what is left; the caller's device is kept.
+void cufile_buffer_register_and_deregister() {
+  gdsio_emu::set_device_count(2);
+  Fake cf = load_cufile({{"max_batch", 4}});
+  cudaSetDevice(1);
+  TestFile file((1 << 20) + 5, "shim-registered.bin");
+  DeviceBuffer buf(file.bytes.size() + 8192);
+  std::string why;
+  EXPECT(gdsio::cufile_register_buffer(buf.p, buf.n, 0, &why), why);
+  EXPECT(current_device() == 1, "registering on cuda:0 left cuda:", current_device(), " current");
+  EXPECT(gdsio::cufile_registered_buffers() == 1 && cf.get("buf_registered") == 1, gdsio::cufile_registered_buffers());
+  {
+    gdsio::FileHandle f(file.path);
+    gdsio::CufileHandle h(f, 0);
+    gdsio::ReadOptions o;
+    o.threads = 2;
+    o.chunk_bytes = 64 << 10;
+    const std::size_t n = 300000;
+    gdsio::cufile_read(f, h, {{buf.p + 4096, n, 123}}, o);
+    EXPECT(same_bytes(buf.p + 4096, file, 123, n), "the bytes read differ");
+    const long threaded = cf.get("into_registered");
+    EXPECT(threaded == cf.get("reads") && threaded >= 5, threaded, " of ", cf.get("reads"),
+           " cuFileRead calls named the registered buffer");
+    std::memset(buf.p, 0xEE, buf.n);
+    gdsio::cufile_read_batch(f, h, {{buf.p + 8192, file.bytes.size(), 0}}, o);
+    EXPECT(same_bytes(buf.p + 8192, file, 0, file.bytes.size()), "the bytes read differ (batch)");
+    EXPECT(cf.get("into_registered") - threaded == cf.get("entries") && cf.get("entries") >= 17,
+           cf.get("into_registered") - threaded, " of ", cf.get("entries"), " batch entries named the registered buffer");
+    EXPECT(cf.get("outside_registered") == 0, cf.get("outside_registered"), " reads past the registered buffer");
+  }
+  gdsio::cufile_deregister_buffer(buf.p);
+  gdsio::cufile_deregister_buffer(buf.p);  // not registered any more: nothing to do
+  EXPECT(gdsio::cufile_registered_buffers() == 0 && cf.get("buf_deregistered") == 1, cf.get("buf_deregistered"));
+  cf.set("buf_register_fail", 5045);
+  why.clear();
+  EXPECT(!gdsio::cufile_register_buffer(buf.p, buf.n, 0, &why), "a refused registration succeeded");
+  EXPECT(why == "cuFileBufRegister refused the buffer: cufile buffer registration error (CUfileOpError 5045)", why);
+  EXPECT(gdsio::cufile_registered_buffers() == 0, gdsio::cufile_registered_buffers());
+  cf.set("buf_register_fail", 0);
+  EXPECT(gdsio::cufile_register_buffer(buf.p, buf.n, 0, nullptr), "");
+  gdsio::cufile_shutdown();  // deregisters what is still registered, then closes the driver
+  EXPECT(gdsio::cufile_registered_buffers() == 0 && cf.get("buf_deregistered") == 2 && cf.get("bad_deregisters") == 0,
+         cf.get("buf_deregistered"), " deregistered, ", cf.get("bad_deregisters"), " unknown");
+  EXPECT(!gdsio::cufile_status(false, 0).driver_open, "the driver is still open after shutdown");
+  EXPECT(current_device() == 1, "cuda:", current_device(), " current");
+}
+
+// cuFileHandleRegister refusing the file: Unavailable naming the file and the
+// error, and the driver is not held open for the handle that never was.
+void cufile_handle_register_fails() {
+  Fake cf = load_cufile({{"handle_fail", 5025}});
+  TestFile file(4096, "shim-handle.bin");
+  gdsio::FileHandle f(file.path);
+  const Thrown t = thrown_by([&] { gdsio::CufileHandle h(f, 0); });
+  EXPECT(t.type == "Unavailable" &&
+             has(t.what, "cuFileHandleRegister failed for 'shim-handle.bin': driver or file access error (CUfileOpError 5025)"),
+         t.type, ": ", t.what);
+  cf.set("handle_fail", 0);
+  {
+    gdsio::CufileHandle h(f, 0);
+    EXPECT(h.get() != nullptr && cf.get("handles") == 1, cf.get("handles"));
+  }
+  EXPECT(cf.get("handles") == 0, cf.get("handles"), " handles left registered");
+  gdsio::cufile_shutdown();
+  EXPECT(!gdsio::cufile_status(false, 0).driver_open, "shutdown kept the driver open for a handle that failed");
+}
+
+// cuFileRead interrupted by a signal (-1 with EINTR, or -EINTR) is called again.
+void cufile_read_interrupted_is_retried() {
+  Fake cf = load_cufile({{"eintr_every", 3}});
+  TestFile file((1 << 20) + 5, "shim-eintr.bin");
+  gdsio::FileHandle f(file.path);
+  gdsio::CufileHandle h(f, 0);
+  DeviceBuffer dst(file.bytes.size());
+  gdsio::ReadOptions o;
+  o.threads = 2;
+  o.chunk_bytes = 64 << 10;
+  const Thrown t = thrown_by([&] { gdsio::cufile_read(f, h, {{dst.p, file.bytes.size(), 0}}, o); });
+  EXPECT(t.type.empty(), t.type, ": ", t.what);
+  EXPECT(same_bytes(dst.p, file, 0, file.bytes.size()), "the bytes read differ");
+  EXPECT(cf.get("eintr") >= 2, cf.get("eintr"), " interrupted reads (both forms wanted)");
+}
+
+// A failing cuFileRead: OSError with the errno it gave (-1 and errno, or a
+// negative errno), EIO naming a CUfileOpError, EIO for a file that ends early;
+// each names the file.
+void cufile_read_errors_name_the_file() {
+  Fake cf = load_cufile({});
+  TestFile file(1000, "shim-read-error.bin");
+  gdsio::FileHandle f(file.path);
+  gdsio::CufileHandle h(f, 0);
+  DeviceBuffer dst(2000);
+  gdsio::ReadOptions o;
+  o.threads = 1;
+  struct Want {
+    long ret, err;  // what cuFileRead returns (and errno)
+    std::size_t n;
+    int error_number;
+    const char* says;
+  };
+  for (const Want& w : {Want{-EIO, 0, 100, EIO, "cuFileRead failed at offset 0: "},
+                        Want{-1, EBADF, 100, EBADF, "cuFileRead failed at offset 0: "},
+                        Want{-5044, 0, 100, EIO, "cuFileRead failed at offset 0: cufile io error (5044)"},
+                        Want{0, 0, 2000, EIO, "ended early"}}) {
+    cf.set("read_error", w.ret);
+    cf.set("read_errno", w.err);
+    Thrown t;
+    try {
+      gdsio::cufile_read(f, h, {{dst.p, w.n, 0}}, o);
+    } catch (const gdsio::OsError& e) {
+      t = {"OsError", e.what(), e.error_number()};
+      EXPECT(e.path() == file.path, e.path());
+    }
+    EXPECT(t.type == "OsError" && t.error_number == w.error_number && has(t.what, w.says), w.ret, ": ", t.type, " ",
+           t.error_number, ": ", t.what);
+  }
+}
+
+// cuFileDriverOpen failing: the status says so (a CUDA driver error with its
+// CUresult), and a handle is refused with that reason.
+void cufile_driver_open_fails() {
+  load_cufile({{"driver_open_fail", 5011}});
+  const auto st = gdsio::cufile_status(true, 0);
+  EXPECT(!st.driver_open && st.reason == "cuFileDriverOpen failed: CUDA Driver API error (CUfileOpError 5011, CUresult 999)",
+         st.reason);
+  TestFile file(4096, "shim-driver.bin");
+  gdsio::FileHandle f(file.path);
+  const Thrown t = thrown_by([&] { gdsio::CufileHandle h(f, 0); });
+  EXPECT(t.type == "Unavailable" && t.what == "cuFile is not usable here: " + st.reason, t.type, ": ", t.what);
+  DeviceBuffer buf(4096);
+  const Thrown r = thrown_by([&] { gdsio::cufile_register_buffer(buf.p, buf.n, 0, nullptr); });
+  EXPECT(r.type == "Unavailable" && r.what == t.what, r.type, ": ", r.what);
+  EXPECT(st.mode.empty() && gdsio::cufile_status(true, 0).reason == st.reason, "the driver's open was retried");
+}
+
+// Compat mode forced (CUFILE_FORCE_COMPAT_MODE, or force_compat_mode in
+// cufile.json) wins over P2PDMA; each driver open decides afresh.
+void cufile_compat_mode_forced() {
+  Fake cf = load_cufile({{"p2p_param", 1}, {"p2p_fflag", 1}});
+  const std::string forced = "cuFile compat mode is forced (CUFILE_FORCE_COMPAT_MODE or force_compat_mode in cufile.json)";
+  ::setenv("CUFILE_FORCE_COMPAT_MODE", "Yes", 1);
+  auto st = gdsio::cufile_status(true, 0);
+  EXPECT(st.driver_open && !st.true_gds && st.mode == "cufile-compat" && st.reason == forced, st.mode, ": ", st.reason);
+  gdsio::cufile_shutdown();
+  ::setenv("CUFILE_FORCE_COMPAT_MODE", "off", 1);
+  cf.set("force_compat_param", 1);
+  st = gdsio::cufile_status(true, 0);
+  EXPECT(st.driver_open && !st.true_gds && st.reason == forced, st.mode, ": ", st.reason);
+  gdsio::cufile_shutdown();
+  ::unsetenv("CUFILE_FORCE_COMPAT_MODE");
+  cf.set("force_compat_param", 0);
+  st = gdsio::cufile_status(true, 0);
+  EXPECT(st.driver_open && st.true_gds && st.mode == "gds", st.mode, ": ", st.reason);
+  gdsio::cufile_shutdown();
+}
+
+// Before libcufile is loaded, and when the one named cannot be: the status
+// says why, a handle is refused, and a later load of a good library works.
+void cufile_load_failures() {
+  auto st = gdsio::cufile_status(true, 0);
+  EXPECT(!st.loaded && st.reason == "libcufile was not loaded", st.reason);
+  const std::string missing = g_fakes + "/no-such-libcufile.so";
+  st = gdsio::cufile_load(missing);
+  EXPECT(!st.loaded && has(st.reason, "libcufile could not be loaded: ") && has(st.reason, missing), st.reason);
+  st = gdsio::cufile_load(g_fakes + "/libfake_nvjpeg.so");  // a library, but not libcufile
+  EXPECT(!st.loaded && st.reason == "libcufile at " + g_fakes + "/libfake_nvjpeg.so lacks a required cuFile symbol",
+         st.reason);
+  TestFile file(4096, "shim-load.bin");
+  gdsio::FileHandle f(file.path);
+  const Thrown t = thrown_by([&] { gdsio::CufileHandle h(f, 0); });
+  EXPECT(t.type == "Unavailable" && t.what == "cuFile is not usable here: " + st.reason, t.type, ": ", t.what);
+  load_cufile({});
+  st = gdsio::cufile_status(true, 0);
+  EXPECT(st.loaded && st.driver_open && st.version == 1150, st.reason);
+  gdsio::cufile_shutdown();
+}
+
 // ---- the pinned pipeline ------------------------------------------------------------------------------
 
 // Finding 8: O_DIRECT reads land in cudaHostAlloc memory, which is only
@@ -414,12 +890,53 @@ void pinned_direct_reads_into_unaligned_pinned_memory() {
   EXPECT(gdsio::staging_pool_stats().cached_buffers == 0, "");
 }
 
+// Issue 28, F1: the remote readers' staging ring into cuda:N, driven on the
+// caller's own thread (as with one remote worker): each call makes cuda:N
+// current for its CUDA calls and gives the caller's device back.
+void staging_ring_restores_the_callers_device() {
+  gdsio_emu::set_device_count(2);
+  std::vector<unsigned char> src(3 * 4096 + 5);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + 1);
+  for (int caller : {0, 1}) {
+    const int target = 1 - caller;
+    EXPECT(cudaSetDevice(caller) == cudaSuccess, "");
+    DeviceBuffer dst(src.size() + 1);
+    {
+      gdsio::StagingRing ring(gdsio::make_cuda_copy_engine(target, reinterpret_cast<std::uintptr_t>(kStream), 0), 2,
+                              4096);
+      for (std::size_t off = 0; off < src.size(); off += 4096) {
+        const std::size_t n = std::min<std::size_t>(4096, src.size() - off);
+        const std::size_t k = ring.next();
+        EXPECT(current_device() == caller, "next() into cuda:", target, " left cuda:", current_device(),
+               " current on a thread that had cuda:", caller);
+        std::memcpy(ring.data(k), src.data() + off, n);
+        ring.copy(k, reinterpret_cast<std::uintptr_t>(dst.p + off), n);
+        EXPECT(current_device() == caller, "copy() into cuda:", target, " left cuda:", current_device(), " current");
+      }
+      ring.drain();
+      EXPECT(current_device() == caller, "drain() left cuda:", current_device(), " current");
+      EXPECT(ring.copies() == 4 && ring.waits() == 2, ring.copies(), " copies, ", ring.waits(), " waits");
+      ring.close();
+      EXPECT(current_device() == caller, "close() left cuda:", current_device(), " current");
+    }
+    EXPECT(std::memcmp(dst.p, src.data(), src.size()) == 0 && dst.p[src.size()] == 0xEE, "the bytes copied differ");
+  }
+  EXPECT(gdsio::staging_pool_stats().in_use_buffers == 0, gdsio::staging_pool_stats().in_use_buffers, " slots in use");
+  gdsio::release_staging();
+}
+
 const std::map<std::string, std::function<void()>>& scenarios() {
   static const std::map<std::string, std::function<void()>> s = {
       {"nvjpeg-version", nvjpeg_version},
       {"nvjpeg-device-backends-wait-before-decoding", nvjpeg_device_backends_wait_before_decoding},
       {"nvjpeg-failed-hardware-decode-waits-before-throwing", nvjpeg_failed_hardware_decode_waits_before_throwing},
       {"nvjpeg-upsampling-flag-per-backend", nvjpeg_upsampling_flag_per_backend},
+      {"nvjpeg-hardware-support-check", nvjpeg_hardware_support_check},
+      {"nvjpeg-no-hardware-engines", nvjpeg_no_hardware_engines},
+      {"nvjpeg-backend-creation-failures", nvjpeg_backend_creation_failures},
+      {"nvjpeg-state-and-initialize-failures", nvjpeg_state_and_initialize_failures},
+      {"nvjpeg-every-status-is-named", nvjpeg_every_status_is_named},
+      {"nvjpeg-load-failures", nvjpeg_load_failures},
       {"cufile-p2pdma-asked-not-supported", [] { p2pdma_case(true, 0, 0, false); }},
       {"cufile-p2pdma-asked-and-supported", [] { p2pdma_case(true, 1, 0, true); }},
       {"cufile-p2pdma-asked-and-supported-cufile-1.13", [] { p2pdma_case(true, 0, 1, true); }},
@@ -428,7 +945,19 @@ const std::map<std::string, std::function<void()>>& scenarios() {
       {"cufile-batch-default-timeout", cufile_batch_default_timeout},
       {"cufile-batch-timed-out-entries-are-reread", cufile_batch_timed_out_entries_are_reread},
       {"cufile-stalled-batch-is-cancelled-and-reread", cufile_stalled_batch_is_cancelled_and_reread},
+      {"cufile-batch-setup-fails-reads-with-cufileread", cufile_batch_setup_fails},
+      {"cufile-batch-submit-fails-reads-with-cufileread", cufile_batch_submit_fails},
+      {"cufile-batch-get-status-fails-reads-with-cufileread", cufile_batch_get_status_fails},
+      {"cufile-batch-failed-and-short-entries-are-reread", cufile_batch_failed_and_short_entries_are_reread},
+      {"cufile-buffer-register-and-deregister", cufile_buffer_register_and_deregister},
+      {"cufile-handle-register-fails", cufile_handle_register_fails},
+      {"cufile-read-interrupted-is-retried", cufile_read_interrupted_is_retried},
+      {"cufile-read-errors-name-the-file", cufile_read_errors_name_the_file},
+      {"cufile-driver-open-fails", cufile_driver_open_fails},
+      {"cufile-compat-mode-forced", cufile_compat_mode_forced},
+      {"cufile-load-failures", cufile_load_failures},
       {"pinned-direct-reads-into-unaligned-pinned-memory", pinned_direct_reads_into_unaligned_pinned_memory},
+      {"staging-ring-restores-the-callers-device", staging_ring_restores_the_callers_device},
   };
   return s;
 }

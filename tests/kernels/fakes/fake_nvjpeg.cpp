@@ -1,8 +1,13 @@
 // A stand-in libnvjpeg for the shim tests (shim_tests.cpp): the entry points
 // nvjpeg_shim.cpp calls, logging each call in order (gdsio_emu_log) and
-// returning what the test configured (fake_nvjpeg_set). It decodes nothing.
+// returning what the test configured (fake_nvjpeg_set); it counts what it saw
+// (fake_nvjpeg_get). It decodes nothing. Its hardware-support check reads the
+// first byte of a "header": 'S' supported, 'U' unsupported, 'B' a header it
+// cannot parse, 'N' a stream the check itself fails on.
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
 
 extern "C" void gdsio_emu_log(const char* line) __attribute__((weak));
@@ -14,8 +19,29 @@ struct Handle {
 struct State {
   int unused;
 };
+struct Stream {
+  unsigned char first = 0;  // the first byte of the header parsed last
+};
 int g_decode_status = 0;          // what nvjpegDecodeBatched returns
 int g_refuse_upsampling_flag = 0;  // a bit per backend enum: nvjpegCreateEx refuses the flag
+std::mutex g_mu;
+std::map<std::string, long> g_cfg = {
+    {"create_status", 0},     // what nvjpegCreateEx returns for the backends of create_fail_mask
+    {"create_fail_mask", 0},  // a bit per backend enum
+    {"hw_engines", 1},        // nvjpegGetHardwareDecoderInfo's engines
+    {"state_status", 0},      // what nvjpegJpegStateCreate returns
+    {"init_status", 0},       // what nvjpegDecodeBatchedInitialize returns
+    {"stream_status", 0},     // what nvjpegJpegStreamCreate returns
+};
+std::map<std::string, long> g_count;
+long cfg(const char* k) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  return g_cfg[k];
+}
+void count(const char* k) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  ++g_count[k];
+}
 int g_version[3] = {13, 0, 4};
 int g_cudart[3] = {13, 0, 88};
 
@@ -30,7 +56,15 @@ void fake_nvjpeg_set(const char* key, long value) {
   const std::string k = key;
   if (k == "decode_status") g_decode_status = static_cast<int>(value);
   else if (k == "refuse_upsampling_flag") g_refuse_upsampling_flag = static_cast<int>(value);
-  else std::fprintf(stderr, "fake_nvjpeg_set: unknown key %s\n", key);
+  else {
+    std::lock_guard<std::mutex> lk(g_mu);
+    if (!g_cfg.count(k)) std::fprintf(stderr, "fake_nvjpeg_set: unknown key %s\n", key);
+    g_cfg[k] = value;
+  }
+}
+long fake_nvjpeg_get(const char* key) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  return g_count[key];
 }
 
 int nvjpegGetProperty(int type, int* v) {
@@ -46,6 +80,7 @@ int nvjpegGetCudartProperty(int type, int* v) {
 int nvjpegCreateEx(int backend, void*, void*, unsigned flags, void** handle) {
   log("nvjpegCreateEx backend=" + std::to_string(backend) + " flags=" + std::to_string(flags));
   if ((flags & (1u << 5)) && (g_refuse_upsampling_flag >> backend & 1)) return 2;
+  if (cfg("create_fail_mask") >> backend & 1) return static_cast<int>(cfg("create_status"));
   *handle = new Handle{backend};
   return 0;
 }
@@ -54,6 +89,8 @@ int nvjpegDestroy(void* h) {
   return 0;
 }
 int nvjpegJpegStateCreate(void*, void** state) {
+  if (const long st = cfg("state_status")) return static_cast<int>(st);
+  count("states_created");
   *state = new State{0};
   return 0;
 }
@@ -64,7 +101,8 @@ int nvjpegJpegStateDestroy(void* state) {
 int nvjpegDecodeBatchedInitialize(void* h, void*, int batch, int, int) {
   log("nvjpegDecodeBatchedInitialize backend=" + std::to_string(static_cast<Handle*>(h)->backend) + " batch=" +
       std::to_string(batch));
-  return 0;
+  count("initializations");
+  return static_cast<int>(cfg("init_status"));
 }
 int nvjpegDecodeBatched(void* h, void*, const unsigned char* const*, const std::size_t*, void*, void*) {
   log("nvjpegDecodeBatched backend=" + std::to_string(static_cast<Handle*>(h)->backend) + " status=" +
@@ -72,8 +110,31 @@ int nvjpegDecodeBatched(void* h, void*, const unsigned char* const*, const std::
   return g_decode_status;
 }
 int nvjpegGetHardwareDecoderInfo(void*, unsigned* engines, unsigned* cores) {
-  *engines = 1;
+  *engines = static_cast<unsigned>(cfg("hw_engines"));
   *cores = 5;
+  return 0;
+}
+int nvjpegJpegStreamCreate(void*, void** stream) {
+  if (const long st = cfg("stream_status")) return static_cast<int>(st);
+  count("streams_created");
+  *stream = new Stream;
+  return 0;
+}
+int nvjpegJpegStreamDestroy(void* stream) {
+  count("streams_destroyed");
+  delete static_cast<Stream*>(stream);
+  return 0;
+}
+int nvjpegJpegStreamParseHeader(void*, const unsigned char* data, std::size_t length, void* stream) {
+  count("headers_parsed");
+  if (!data || !length || data[0] == 'B') return 3;  // NVJPEG_STATUS_BAD_JPEG
+  static_cast<Stream*>(stream)->first = data[0];
+  return 0;
+}
+int nvjpegDecodeBatchedSupported(void*, void* stream, int* is_supported) {
+  const unsigned char first = static_cast<Stream*>(stream)->first;
+  if (first == 'N') return 2;
+  *is_supported = first == 'S' ? 0 : 1;  // nvJPEG's convention: 0 means supported
   return 0;
 }
 
