@@ -1,8 +1,10 @@
 """The kvikio backend: the same reads through the kvikio package (an optional
-extra, imported only when this backend runs)."""
+extra, imported only when this backend runs or is asked about)."""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
 import time
 from typing import Any
@@ -17,10 +19,26 @@ __all__ = ["kvikio_config", "kvikio_read", "kvikio_remote_read", "kvikio_unusabl
 
 
 def kvikio_unusable_reason() -> str | None:
-    import importlib.util
+    """Why the kvikio backends cannot run here, or None when they can.
 
+    Installed is not enough: kvikio is imported (once a process, when first
+    asked, never by ``import gdsio``) and its error is the reason, since a
+    kvikio whose libraries cannot load raises on import (libkvikio-cu13 26.10
+    without rapids-logger's librapids_logger.so, a machine without libcuda).
+    """
     if importlib.util.find_spec("kvikio") is None:
         return "kvikio is not installed (pip install 'gdsio[kvikio]', or 'gdsio[cu12]' for CUDA 12)"
+    return _import_failure()
+
+
+@functools.cache
+def _import_failure() -> str | None:
+    """What importing kvikio (and kvikio.defaults) raised, or None; tried once."""
+    try:
+        import kvikio  # noqa: F401
+        import kvikio.defaults  # noqa: F401
+    except Exception as e:  # OSError from a library that will not load, ImportError, RuntimeError from CUDA
+        return f"kvikio is installed but cannot be imported here: {type(e).__name__}: {e}"
     return None
 
 
@@ -80,11 +98,9 @@ def _import_kvikio() -> Any:
     why = kvikio_unusable_reason()
     if why:
         raise _core.BackendUnavailable(why)
-    try:
-        import kvikio
-        import kvikio.defaults
-    except Exception as e:  # kvikio raises OSError when libcuda is missing
-        raise _core.BackendUnavailable(f"kvikio cannot be imported here: {e}") from e
+    import kvikio  # imported already, by kvikio_unusable_reason
+    import kvikio.defaults
+
     return kvikio
 
 
