@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -59,6 +60,11 @@ void __syncthreads();
 
 typedef struct CUstream_st* cudaStream_t;
 typedef struct CUevent_st* cudaEvent_t;
+// The legacy default stream (also what a null stream means) and the per-thread one.
+#define cudaStreamLegacy ((cudaStream_t)0x1)
+#define cudaStreamPerThread ((cudaStream_t)0x2)
+#define cudaStreamDefault 0x00
+#define cudaStreamNonBlocking 0x01
 #define cudaEventDefault 0x00
 #define cudaEventBlockingSync 0x01
 #define cudaEventDisableTiming 0x02
@@ -72,6 +78,7 @@ enum cudaError {
   cudaErrorMemoryAllocation = 2,
   cudaErrorInvalidConfiguration = 9,
   cudaErrorInvalidDevice = 101,
+  cudaErrorNotReady = 600,
   cudaErrorLaunchOutOfResources = 701,
   cudaErrorLaunchFailure = 719,
 };
@@ -86,11 +93,18 @@ enum cudaMemcpyKind {
 };
 
 // ---- the runtime calls around launches (emu_runtime.cpp) -------------------------------------
+// Streams are asynchronous: each is a queue run by a worker thread of its own,
+// and copies, memsets, launches and event records are queued, run only when
+// something needs them (see emu_runtime.cpp, "streams").
 cudaError_t cudaGetLastError();
 cudaError_t cudaPeekAtLastError();
 const char* cudaGetErrorName(cudaError_t e);
 const char* cudaGetErrorString(cudaError_t e);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaStreamQuery(cudaStream_t s);
+cudaError_t cudaStreamCreate(cudaStream_t* s);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaDeviceSynchronize();
 cudaError_t cudaGetDevice(int* device);
 cudaError_t cudaSetDevice(int device);
@@ -104,7 +118,7 @@ cudaError_t cudaFreeAsync(void* p, cudaStream_t s);
 // Pinned memory: 256-byte aligned and never page-aligned, the least CUDA promises.
 cudaError_t cudaHostAlloc(void** p, std::size_t n, unsigned flags);
 cudaError_t cudaFreeHost(void* p);
-// Events: everything has completed when a call returns, so they only log.
+// Events: a record is a marker queued on the stream; waits and queries are for the last marker recorded.
 cudaError_t cudaEventCreate(cudaEvent_t* e);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
@@ -195,18 +209,27 @@ class Launch {
       : site_(site), grid_(grid), block_(block), dynamic_shared_(dynamic_shared), stream_(stream) {}
 
   // `kernel` is a generic lambda calling the kernel with the parameters; they
-  // are copied here once, as CUDA copies them at the launch.
+  // are copied here once, as CUDA copies them at the launch, and the grid is
+  // queued on the stream (it runs when the stream's worker reaches it).
   template <typename K, typename... A>
   void run(K&& kernel, A&&... args) {
-    std::tuple<std::decay_t<A>...> params(std::forward<A>(args)...);
-    auto thread = [&] { std::apply(kernel, params); };
-    if (!admit(param_bytes<std::decay_t<A>...>())) return;
-    execute(Body{&thread, [](void* o) { (*static_cast<decltype(thread)*>(o))(); }});
+    struct Closure {
+      std::decay_t<K> kernel;
+      std::tuple<std::decay_t<A>...> params;
+    };
+    const long record = admit(param_bytes<std::decay_t<A>...>());
+    if (record < 0) return;
+    auto* c = new Closure{std::forward<K>(kernel), std::tuple<std::decay_t<A>...>(std::forward<A>(args)...)};
+    enqueue(record, Body{c, [](void* o) {
+                           auto* k = static_cast<Closure*>(o);
+                           std::apply(k->kernel, k->params);
+                         }},
+            [](void* o) { delete static_cast<Closure*>(o); });
   }
 
  private:
-  bool admit(std::size_t param_bytes);  // the limits; false: the launch fails as on CUDA
-  void execute(Body body);
+  long admit(std::size_t param_bytes);  // the limits; -1: the launch fails as on CUDA, else its record's index
+  void enqueue(long record, Body body, void (*destroy)(void*));
   Site site_;
   dim3 grid_, block_;
   std::size_t dynamic_shared_;

@@ -23,11 +23,32 @@ struct LaunchRecord {
   std::uint64_t phases = 0;          // team runs between barriers, over all blocks
 };
 
-// Launches since the last call (and clears the list).
+// Launches since the last call (and clears the list), once every stream has
+// run what was queued (the records are then complete).
 std::vector<LaunchRecord> take_launches();
-// Kernel faults since the last call: divergent barriers, too much shared
-// memory, a fiber's stack overflow is a crash instead.
+// Faults since the last call, once every stream has run what was queued:
+// divergent barriers, too much shared memory (a fiber's stack overflow is a
+// crash instead), and ordering faults (a pinned source rewritten before its
+// queued copy ran, pinned memory freed under a queued copy).
 std::vector<std::string> take_faults();
+
+// How the streams' workers run what is queued (see emu_runtime.cpp, "streams"):
+// kLazy (the default): nothing runs until something needs it (a host wait on
+// a stream or an event, an event query, a stream waiting for another's event,
+// the legacy stream's implicit waits), so work the host forgot to wait for
+// runs late, after the host has moved on; kEager: as soon as it is queued
+// (optionally after `delay_us`), as a device would. GDSIO_EMU_STREAMS=lazy|eager
+// and GDSIO_EMU_DELAY_US set them at start.
+enum class StreamMode { kLazy, kEager };
+void set_stream_mode(StreamMode mode, unsigned delay_us = 0);
+StreamMode stream_mode();
+// How long a host wait may take before the emulator reports it and aborts
+// (GDSIO_EMU_WAIT_S, default 60 s): a wait that never ends is a fault, not a hang.
+void set_wait_timeout(double seconds);
+// Work queued on all streams and not yet run (0 after a device-wide wait).
+std::size_t queued_ops();
+// Every stream runs what was queued, then returns (cudaDeviceSynchronize without its log line).
+void drain_all();
 
 // The emulated machine: `count` devices, and the device and stream every
 // launch must use (a launch elsewhere is a fault).

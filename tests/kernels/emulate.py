@@ -67,6 +67,11 @@ SHIM_SOURCES = [CSRC / "io" / n for n in ("cufile_shim.cpp", "file.cpp", "read_p
                                           "staging_pipeline.cpp", "staging_ring.cpp", "pinned_reader.cpp",
                                           "thread_pool.cpp")]
 SHIM_SOURCES += [CSRC / "image" / "nvjpeg_shim.cpp", HERE / "emu_runtime.cpp", HERE / "shim_tests.cpp"]
+# The ordering checks (ordering_tests.cpp): the pinned pipeline and the remote
+# readers' staging ring as they are, on the emulated runtime's asynchronous streams.
+ORDERING_SOURCES = [CSRC / "io" / n for n in ("file.cpp", "read_plan.cpp", "host_read.cpp", "staging_pipeline.cpp",
+                                              "staging_ring.cpp", "pinned_reader.cpp", "thread_pool.cpp")]
+ORDERING_SOURCES += [HERE / "emu_runtime.cpp", HERE / "ordering_tests.cpp"]
 FAKES = {"libfake_cufile.so": HERE / "fakes" / "fake_cufile.cpp", "libfake_nvjpeg.so": HERE / "fakes" / "fake_nvjpeg.cpp"}
 
 
@@ -310,7 +315,11 @@ def shim_units() -> list[Unit]:
     return [Unit(p, False) for p in SHIM_SOURCES]
 
 
-TARGETS = {"replay": units, "shim_tests": shim_units}
+def ordering_units() -> list[Unit]:
+    return [Unit(p, False) for p in ORDERING_SOURCES]
+
+
+TARGETS = {"replay": units, "shim_tests": shim_units, "ordering_tests": ordering_units}
 
 
 def _digest(flags: list[str], extra: str = "") -> str:

@@ -130,6 +130,9 @@ int run_self_tests() {
     std::vector<unsigned> out(6 * 12 * 16, 99);
     where_kernel<<<grid, block>>>(out.data());
     bool ok = last() == cudaSuccess;
+    // Launches are queued on their stream and run when something waits for them.
+    if (stream_mode() == StreamMode::kLazy) expect(out[0] == 99, "a launch ran when made, not when waited for");
+    cudaDeviceSynchronize();
     for (unsigned b = 0; b < 12; ++b)
       for (unsigned t = 0; t < 16; ++t) {
         const unsigned* o = &out[6 * (b * 16 + t)];
@@ -141,6 +144,7 @@ int run_self_tests() {
   {
     std::vector<int> out(3 * 256);
     rotate_kernel<<<3, 256>>>(out.data(), 5);
+    cudaDeviceSynchronize();
     bool ok = last() == cudaSuccess;
     for (int b = 0; b < 3; ++b)
       for (int t = 0; t < 256; ++t) ok &= out[b * 256 + t] == (t + 5) % 256 + 1000 * b;
@@ -160,6 +164,7 @@ int run_self_tests() {
   {
     std::vector<unsigned char> out(64);
     unwritten_shared_kernel<<<1, 64>>>(out.data());
+    cudaDeviceSynchronize();
     bool ok = true;
     for (unsigned char c : out) ok &= c == 0xA5;
     expect(ok, "shared memory starts poisoned (0xA5) in every block");
@@ -167,6 +172,7 @@ int run_self_tests() {
   {
     std::vector<int> out(128);
     dynamic_shared_kernel<<<1, 128, 128 * sizeof(int)>>>(out.data());
+    cudaDeviceSynchronize();
     bool ok = last() == cudaSuccess;
     for (int t = 0; t < 128; ++t) ok &= out[t] == (127 - t) * 3;
     expect(ok, "dynamic shared memory");
@@ -176,6 +182,7 @@ int run_self_tests() {
     const float in[2] = {a, b};
     float out[3] = {1, 1, 1};
     rounding_kernel<<<1, 1>>>(in, out);
+    cudaDeviceSynchronize();
     expect(out[0] == 0.f && out[1] == 0.f, "products are rounded before the subtraction (no FMA contraction)");
     expect(out[2] == 1.0f / 67108864, "__fmaf_rn rounds once");
   }
