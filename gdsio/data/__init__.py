@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from .cache import Cache
+from . import disk_cache  # noqa: F401 - declares Cache(where="disk")
 from .dataset import SampleDataset
 from ..errors import SampleError
 from .loader import Loader

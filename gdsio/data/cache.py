@@ -20,20 +20,36 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Hashable
+from typing import Any, ClassVar, Hashable
+
+import torch
+
+from ..config import parse_bytes
+from ..device import require_cuda
+from ..io.buffers import host_empty
 
 log = logging.getLogger("gdsio")
 
-__all__ = ["Cache"]
+__all__ = ["Cache", "parse_budget"]
 
 _WHERE = ("cuda", "pinned", "cpu")
 _SLAB = 64 << 20  # bytes per slab; a larger sample gets a slab of its own
 _ALIGN = 256  # keeps every dtype's views aligned and matches cudaMalloc's alignment
 
 
-def _require_cuda(where: str) -> None:
-    from ..device import require_cuda
+def parse_budget(bytes: int | str) -> int:
+    """A cache's byte budget: a non-negative int, or text like ``"8G"``.
 
+    Raises:
+        ValueError: naming ``bytes``, for anything else.
+    """
+    budget = parse_bytes(bytes) if isinstance(bytes, str) else bytes
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
+        raise ValueError(f"bytes must be a non-negative int or text like '8G'; got {bytes!r}")
+    return budget
+
+
+def _require_cuda(where: str) -> None:
     # 'pinned' needs CUDA too (page-locked memory is registered with the driver).
     index = int(where[5:]) if where.startswith("cuda:") else None
     require_cuda(f"Cache(where={where!r}) needs CUDA", index, arg="where")
@@ -46,26 +62,28 @@ class Cache:
     ``"cpu"``. ``None`` picks the loader's device. Thread-safe; one cache may
     serve several loaders over the same files.
 
-    ``Cache(where="disk", path=folder, bytes=...)`` is another kind: the
-    s3:// and http(s):// objects a loader reads, kept whole as local files
-    under `folder` (see gdsio.data.disk_cache)."""
+    ``Cache(where="disk", path=folder, bytes=...)`` is another kind, a
+    gdsio.data.disk_cache.DiskCache (a subclass): the s3:// and http(s)://
+    objects a loader reads, kept whole as local files under `folder`."""
 
-    def __new__(cls, bytes: int | str = 0, where: str | None = None, path: Any = None) -> "Cache":
-        if cls is Cache and where == "disk":  # remote objects kept as local files: gdsio.data.disk_cache
-            from .disk_cache import DiskCache
+    # where= -> the subclass that serves it, declared by the subclass (class DiskCache(Cache,
+    # where="disk")): Cache(...) stays the one constructor users call, and this module needs
+    # no import of that one (which imports this).
+    _kinds: ClassVar[dict[str, type[Cache]]] = {}
 
-            return object.__new__(DiskCache)
-        return object.__new__(cls)
+    def __init_subclass__(cls, where: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if where is not None:
+            Cache._kinds[where] = cls
+
+    def __new__(cls, bytes: int | str = 0, where: str | None = None, path: Any = None) -> Cache:
+        kind = Cache._kinds.get(where) if cls is Cache and isinstance(where, str) else None
+        return object.__new__(kind if kind is not None else cls)
 
     def __init__(self, bytes: int | str, where: str | None = None, path: Any = None) -> None:
-        from ..config import parse_bytes
-
         if path is not None:
             raise ValueError(f"path= is for Cache(where='disk'); a Cache(where={where!r}) holds samples in memory")
-
-        budget = parse_bytes(bytes) if isinstance(bytes, str) else bytes
-        if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
-            raise ValueError(f"bytes must be a non-negative int or text like '8G'; got {bytes!r}")
+        budget = parse_budget(bytes)
         if where is not None and (not isinstance(where, str) or where.split(":")[0] not in _WHERE
                                   or (":" in where and not (where.startswith("cuda:") and where[5:].isdigit()))):
             raise ValueError(f"where must be 'cuda', 'cuda:N', 'pinned', 'cpu' or 'disk'; got {where!r}")
@@ -82,8 +100,6 @@ class Cache:
 
     def bind(self, device: Any) -> None:
         """Called by the loader: picks `where` if unset and checks it can serve `device`."""
-        import torch
-
         dev = torch.device(device)
         with self._lock:
             if self.where is None:
@@ -140,8 +156,6 @@ class Cache:
     def put_many(self, keys: list[Hashable], tensors: list[Any]) -> list[bool]:
         """Copies each tensor that fits the budget, on the current stream of
         its device; one CUDA event marks them all complete."""
-        import torch
-
         placed = []
         seen: set[Hashable] = set()  # a key twice in one call is stored once
         for key, tensor in zip(keys, tensors):
@@ -187,13 +201,9 @@ class Cache:
         return self._slabs[-1][:nbytes]
 
     def _new_slab(self, nbytes: int) -> Any:
-        import torch
-
         if self.where == "pinned":
             return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
         if (self.where or "cpu") == "cpu":
-            from ..io.buffers import host_empty
-
             return host_empty(nbytes)  # huge pages where the setting allows: the slab fills once per epoch
         return torch.empty(nbytes, dtype=torch.uint8, device=self.where)
 
@@ -205,8 +215,6 @@ class Cache:
             self._slabs.clear()
             self._used = self._fill = 0
         if self.where == "pinned":
-            import torch
-
             empty = getattr(torch._C, "_host_emptyCache", None)
             if empty is not None:
                 empty()

@@ -37,7 +37,7 @@ class ImageSetup:
 def image_setup(device: Any, mode: str) -> ImageSetup:
     """The setup for read_image/decode_items: `device` resolved, options for
     `mode` with failures kept per image (on_error="skip")."""
-    return ImageSetup(batch.target(device), batch.options(mode, "skip", False, None, "auto", None))
+    return ImageSetup(batch.target(device), batch.options(mode=mode, on_error="skip"))
 
 
 def decode_one(data: Any, device: Any, mode: str) -> tuple[Any, str]:

@@ -25,23 +25,21 @@ import os
 import threading
 from typing import Any
 
+from ..io import File
+from ..io.buffers import host_empty
 from ..io.urls import is_url
-from .cache import Cache
+from .cache import Cache, parse_budget
 
 __all__ = ["DiskCache"]
 
 _BLOCK = 4096  # what a cached object costs against the budget is rounded up to this
 
 
-class DiskCache(Cache):
+class DiskCache(Cache, where="disk"):
     """See the module docstring; made by ``gdsio.Cache(where="disk", path=..., bytes=...)``."""
 
     def __init__(self, bytes: int | str, where: str | None = "disk", path: str | os.PathLike[str] | None = None) -> None:
-        from ..config import parse_bytes
-
-        budget = parse_bytes(bytes) if isinstance(bytes, str) else bytes
-        if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
-            raise ValueError(f"bytes must be a non-negative int or text like '8G'; got {bytes!r}")
+        budget = parse_budget(bytes)
         if path is None:
             raise ValueError("Cache(where='disk') needs path=, a local folder for the cached objects")
         folder = os.fspath(path)
@@ -77,8 +75,6 @@ class DiskCache(Cache):
                 self.hits += 1
                 return got
             self.misses += 1
-        from ..io import File
-
         with File(path) as f:  # one HEAD: the size and the ETag that name the file
             size, etag = f.size(), f._reader.info.etag or f._reader.info.last_modified
             name = hashlib.sha256(f"{path}\0{etag}".encode()).hexdigest()
@@ -111,8 +107,6 @@ class DiskCache(Cache):
             return self._local[path]
 
     def _fetch(self, f: Any, size: int, dst: str) -> None:
-        from ..io.buffers import host_empty
-
         buf = host_empty(size)
         if size:
             f.read_into(buf, size, 0)

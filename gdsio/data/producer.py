@@ -23,7 +23,9 @@ from typing import Any, Iterator
 import numpy as np
 
 from ..errors import SampleError
+from ..image.batch import options
 from . import decode
+from .disk_cache import DiskCache
 from .flow import BatchBuffers, ByteBudget, batch_nbytes, mark_loader_thread, put_until_stopped
 from .meter import Meter
 from .sources import SampleTable
@@ -61,9 +63,7 @@ class _Region(tuple):
 
 def batch_options(mode: str) -> Any:
     """gdsio.image's decode options for a reader thread (its settings, on_error="raise")."""
-    from ..image.batch import options
-
-    return options(mode, "raise", False, None, "auto", None)
+    return options(mode=mode, on_error="raise")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -284,8 +284,8 @@ class Producer:
 
     def _local(self, path: str) -> str:
         """The file to read for `path`: a Cache(where="disk")'s local copy of a remote object, or `path`."""
-        local = getattr(self.plan.cache, "local_path", None)
-        return local(path) if local is not None else path
+        cache = self.plan.cache
+        return cache.local_path(path) if isinstance(cache, DiskCache) else path
 
     def _read_file(self, index: int, box: Any = None) -> tuple[Any, Any]:
         """Reader thread: one npy tensor, or one image (decoded here on the CPU;

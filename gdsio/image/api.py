@@ -82,7 +82,8 @@ def decode(
         >>> img = gdsio.image.decode(gdsio.read("cat.jpg", device="cuda"))
         >>> imgs, failed = gdsio.image.decode(list_of_tensors, mode="RGB", on_error="skip")
     """
-    opts = batch.options(mode, on_error, apply_exif_orientation, raw, npy_layout, max_pixels)
+    opts = batch.options(mode=mode, on_error=on_error, exif=apply_exif_orientation, raw=raw, npy_layout=npy_layout,
+                         max_pixels=max_pixels)
     single = not isinstance(data, (list, tuple))
     if single and opts.on_error == "skip":
         raise ValueError("on_error='skip' applies to a list of images; pass a list")
@@ -102,7 +103,7 @@ def decode(
             raise ValueError(f"the images live on different devices ({sorted(map(str, devices))}); pass device=")
         target = batch.target(devices.pop() if devices else torch.device("cpu"))
     batch.run(items, target, opts)
-    return batch.finish(items, single, opts, return_info)
+    return _returned(batch.finish(items), single, opts.on_error, return_info)
 
 
 def read(
@@ -161,7 +162,8 @@ def read(
         >>> img = gdsio.image.read("cat.jpg", device="cuda", mode="RGB")
         >>> imgs, infos = gdsio.image.read(paths, return_info=True)
     """
-    opts = batch.options(mode, on_error, apply_exif_orientation, raw, npy_layout, max_pixels)
+    opts = batch.options(mode=mode, on_error=on_error, exif=apply_exif_orientation, raw=raw, npy_layout=npy_layout,
+                         max_pixels=max_pixels)
     single = isinstance(path, (str, bytes, os.PathLike))
     if single and opts.on_error == "skip":
         raise ValueError("on_error='skip' applies to a list of paths; pass a list")
@@ -174,4 +176,14 @@ def read(
     if opts.on_error == "raise":
         batch.raise_first(items)
     batch.run(items, target, opts)
-    return batch.finish(items, single, opts, return_info)
+    return _returned(batch.finish(items), single, opts.on_error, return_info)
+
+
+def _returned(done: batch.Decoded, single: bool, on_error: str, return_info: bool) -> Any:
+    """What decode and read return (their Returns): the image of a single
+    input, else the list of images, with the failed indices when
+    on_error="skip" and the DecodeInfo (list) when return_info."""
+    if single:
+        return (done.images[0], done.infos[0]) if return_info else done.images[0]
+    out = (done.images,) + ((done.failed,) if on_error == "skip" else ()) + ((done.infos,) if return_info else ())
+    return out[0] if len(out) == 1 else out

@@ -15,13 +15,13 @@ per batch runs the rest. The steps never name a format: every format is a
    (from the first KiB of each, one device-to-host copy per GPU), the size
    checks, one decode call per decoder over its group of items, EXIF
    orientation.
-4. ``finish(...)``: the images (and failed indices, DecodeInfo) as decode returns them.
+4. ``finish(items)``: the images, their DecodeInfo and the failed indices (``Decoded``).
 
 An item that fails carries its error (``item.error``, a ValueError naming
 it, or the OSError of its file); with ``on_error="raise"`` the first one is
 raised between steps.
 
->>> opts = batch.options("RGB", "skip", False, None, "auto", None)
+>>> opts = batch.options(mode="RGB", on_error="skip")
 >>> items = [batch.Item(0, path)]
 >>> batch.probe_file(items[0], opts); batch.read_bodies(items, dev, None, 1)
 >>> batch.run(items, dev, opts); items[0].result.shape
@@ -52,6 +52,7 @@ from .layout import channel_plan
 
 __all__ = [
     "DecodeInfo",
+    "Decoded",
     "ImageReadMode",
     "Item",
     "Options",
@@ -115,8 +116,17 @@ def _mode(mode: Any) -> str:
     raise ValueError(f"mode must be 'UNCHANGED', 'RGB' or 'GRAY' (or an ImageReadMode of those), got {mode!r}")
 
 
-def options(mode: Any, on_error: str, exif: bool, raw: Any, npy_layout: str, max_pixels: Any) -> Options:
+def options(
+    *,
+    mode: Any,
+    on_error: str,
+    exif: bool = False,
+    raw: Any = None,
+    npy_layout: str = "auto",
+    max_pixels: Any = None,
+) -> Options:
     """The arguments of decode/read, checked; ValueError/TypeError naming the one that is wrong.
+    ``exif``: apply the EXIF orientation (decode's apply_exif_orientation).
     ``max_pixels=None``: the decompression-bomb rule on the max_image_pixels setting."""
     if on_error not in ("raise", "skip"):
         raise ValueError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
@@ -424,18 +434,18 @@ def info(it: Item) -> DecodeInfo:
     )
 
 
-def finish(items: list[Item], single: bool, opts: Options, return_info: bool) -> Any:
-    """What decode/read return: the image (single input), or the list of
-    images, with the failed indices when on_error="skip" and the DecodeInfo
-    list when return_info."""
+@dataclasses.dataclass(frozen=True)
+class Decoded:
+    """What a batch gave, in input order: the images of the items that did
+    not fail, their DecodeInfo, and the indices of the items that failed."""
+
+    images: list[torch.Tensor]
+    infos: list[DecodeInfo]
+    failed: list[int]
+
+
+def finish(items: list[Item]) -> Decoded:
+    """The images, DecodeInfo and failed indices of decoded items."""
     good = [it for it in items if it.error is None]
-    images = [it.result for it in good]
-    infos = [info(it) for it in good]
-    if single:
-        return (images[0], infos[0]) if return_info else images[0]
-    out: tuple = (images,)
-    if opts.on_error == "skip":
-        out += ([it.index for it in items if it.error is not None],)
-    if return_info:
-        out += (infos,)
-    return out[0] if len(out) == 1 else out
+    return Decoded([it.result for it in good], [info(it) for it in good],
+                   [it.index for it in items if it.error is not None])

@@ -23,7 +23,7 @@ from gdsio.image.layout import interleaved_layout
 
 # The modules under formats/ that are shared decoders, not formats.
 SHARED = {"uncompressed"}
-OPTS = batch.options("UNCHANGED", "raise", False, None, "auto", None)
+OPTS = batch.options(mode="UNCHANGED", on_error="raise")
 
 
 def test_every_format_module_is_in_the_registry_once():
@@ -53,7 +53,7 @@ def test_each_format_sniffs_its_own_bytes_and_no_other():
         claims = [f.name for f in formats.FORMATS if f.chosen is None and f.sniff(data[:12])]
         assert claims == [name]
         assert formats.identify(data[:12], OPTS).name == name
-    raw = batch.options("UNCHANGED", "raise", False, gi.RawFormat(2, 2), "auto", None)
+    raw = batch.options(mode="UNCHANGED", on_error="raise", raw=gi.RawFormat(2, 2))
     assert formats.identify(samples()["jpeg"], raw).name == "raw"  # raw= wins over any magic
     with pytest.raises(ValueError, match=r"unknown image format \(not JPEG, PNM, NPY, PNG, GIF, BMP, TIFF, WebP or DIB\)"):
         formats.identify(b"\x00\x00\x01\x00", OPTS)

@@ -86,7 +86,7 @@ def stand_in_gpu(monkeypatch):
     monkeypatch.setattr(transfer, "stage", lambda tensors, d: [t.clone() for t in tensors])
 
     def run(datas, mode="UNCHANGED"):
-        opts = batch.options(mode, "raise", False, None, "auto", None)
+        opts = batch.options(mode=mode, on_error="raise")
         items = [batch.Item(i, f"data[{i}]", as_tensor(d), len(d)) for i, d in enumerate(datas)]
         batch.read_headers(items, opts)
         for it in items:

@@ -44,7 +44,7 @@ LOSSLESS = [("png", "PNG", {}), ("bmp", "BMP", {}), ("tiff", "TIFF", {}), ("tiff
 @pytest.mark.parametrize("kind, fmt, kw", LOSSLESS, ids=lambda v: str(v))
 def test_rgb_round_trips_in_every_mode(kind, fmt, kw):
     data = encode(Image.fromarray(RGB), fmt, **kw)
-    assert formats.identify(data[:12], batch.options("UNCHANGED", "raise", False, None, "auto", None)).name == kind
+    assert formats.identify(data[:12], batch.options(mode="UNCHANGED", on_error="raise")).name == kind
     for mode in ("UNCHANGED", "RGB"):
         img, info = gi.decode(data, mode=mode, return_info=True)
         assert img.dtype == torch.uint8 and img.is_contiguous()
@@ -206,7 +206,7 @@ def test_gpu_destination_uploads_once_per_batch(monkeypatch):
     staged = []
     monkeypatch.setattr(transfer, "stage", lambda tensors, d: staged.append(len(tensors)) or [t.clone() for t in tensors])
     datas = [encode(Image.fromarray(RGB), "PNG"), encode(Image.fromarray(GRAY16), "TIFF"), encode(Image.fromarray(RGBA, "RGBA"), "WEBP", lossless=True)]
-    opts = batch.options("UNCHANGED", "raise", False, None, "auto", None)
+    opts = batch.options(mode="UNCHANGED", on_error="raise")
     items = [batch.Item(i, f"data[{i}]", torch.frombuffer(bytearray(d), dtype=torch.uint8), len(d)) for i, d in enumerate(datas)]
     batch.read_headers(items, opts)
     assert [it.format.name for it in items] == ["png", "tiff", "webp"]
@@ -223,7 +223,7 @@ def test_gpu_requests_read_pillow_formats_to_the_host(tmp_path, monkeypatch):
     p, q = tmp_path / "a.png", tmp_path / "b.ppm"
     p.write_bytes(encode(Image.fromarray(RGB), "PNG"))
     q.write_bytes(encode(Image.fromarray(RGB), "PPM"))
-    opts = batch.options("RGB", "raise", False, None, "auto", None)
+    opts = batch.options(mode="RGB", on_error="raise")
     items = [batch.Item(0, str(p)), batch.Item(1, str(q))]
     for it in items:
         batch.probe_file(it, opts)
