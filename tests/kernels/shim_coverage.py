@@ -22,7 +22,8 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
 from kernels import emulate as E  # noqa: E402
 
 # The coverage build: no sanitizer, no optimisation (each line keeps its own counts).
