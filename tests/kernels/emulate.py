@@ -538,6 +538,87 @@ def check_mutation(m: Mutation, cases: Path, small: Path | None = None) -> tuple
     return caught, (lines[0] if lines else r.output[-500:]), time.perf_counter() - t0
 
 
+# --------------------------------------------------------------------------- ordering
+
+
+def run_ordering(work: Path, scenarios: list[str] | None = None, *, eager_delay_us: int | None = None,
+                 b: Build | None = None, timeout: float = 120) -> tuple[Build, dict[str, Run]]:
+    """Scenarios of ordering_tests (every one by default), each in a process of
+    its own, in `work`; `eager_delay_us`: with the streams run eagerly (each
+    operation as soon as it is queued, after that delay) instead of lazily."""
+    b = b or build("asan", target="ordering_tests")
+    env = {**os.environ, **FLAVOURS["asan"]["env"]}
+    names = scenarios or subprocess.run([str(b.exe), "--list"], capture_output=True, text=True, check=True,
+                                        env=env).stdout.split()
+    old = {k: os.environ.get(k) for k in ("GDSIO_EMU_STREAMS", "GDSIO_EMU_DELAY_US")}
+    try:
+        if eager_delay_us is not None:
+            os.environ["GDSIO_EMU_STREAMS"] = "eager"
+            os.environ["GDSIO_EMU_DELAY_US"] = str(eager_delay_us)
+        else:
+            for k in old:
+                os.environ.pop(k, None)
+        return b, {n: run(b, "asan", [n], timeout=timeout, cwd=work) for n in names}
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@dataclass(frozen=True)
+class OrderingMutation:
+    """A wait the pinned pipeline or the staging ring must make, removed; the
+    ordering scenario that must then fail, and what its output must say."""
+
+    name: str
+    source: Path
+    function: str  # where the text is changed (Mutation.apply's `kernel`)
+    old: str
+    new: str
+    scenario: str
+    caught_by: tuple[str, ...]
+
+    def apply(self, text: str) -> str:
+        return Mutation(self.name, self.source, self.function, self.old, self.new, 1, "asan", "", ()).apply(text)
+
+
+STAGING_PIPELINE = CSRC / "io" / "staging_pipeline.cpp"
+STAGING_RING = CSRC / "io" / "staging_ring.cpp"
+PINNED_READER = CSRC / "io" / "pinned_reader.cpp"
+_REWRITTEN = ("rewritten before the copy ran", "the bytes differ", "still queued")
+ORDERING_MUTATIONS = [
+    # The reader refills a slot without waiting for the copy out of it of two chunks ago.
+    OrderingMutation("pinned pipeline: the wait before refilling a slot dropped", STAGING_PIPELINE, "void staged_read(",
+                     "if (s.pending) engine.wait(s);", "/* removed */", "pinned-pipeline", _REWRITTEN),
+    # The CUDA engine's wait for a slot's event returns at once.
+    OrderingMutation("pinned engine: cudaEventSynchronize of the slot's event dropped", PINNED_READER,
+                     "void wait(StagingSlot& s) override", "cudaEventSynchronize(static_cast<cudaEvent_t>(s.event))",
+                     "cudaSuccess", "pinned-pipeline", _REWRITTEN),
+    # The remote ring hands out a slot without waiting for its copy of a round ago.
+    OrderingMutation("staging ring: next() does not wait for the slot's copy", STAGING_RING, "StagingRing::next(",
+                     "engine_->wait(s);", "/* removed */", "remote-ring-into-gpu-memory", _REWRITTEN),
+    # close() (a failed worker's, without drain()) gives slots back before their copies' events.
+    OrderingMutation("staging ring: close() releases a slot before its copy's event", STAGING_RING,
+                     "void StagingRing::close(", "if (s.pending) engine_->wait(s);", "/* removed */",
+                     "remote-ring-failed-worker-waits-before-release", _REWRITTEN),
+]
+
+
+def check_ordering_mutation(m: OrderingMutation, work: Path) -> tuple[bool, str, float]:
+    """(caught, evidence, seconds): the mutant's scenario must fail, saying one of `caught_by`."""
+    t0 = time.perf_counter()
+    build("asan", target="ordering_tests")  # the objects the mutant shares
+    b = build("asan", mutant={m.source: m.apply(m.source.read_text())}, name="ordering-" + re.sub(r"\W+", "-", m.name),
+              target="ordering_tests")
+    _, runs = run_ordering(work, [m.scenario], b=b)
+    r = runs[m.scenario]
+    caught = r.returncode != 0 and any(c in r.output for c in m.caught_by)
+    lines = [ln for ln in r.output.splitlines() if any(c in ln for c in m.caught_by)]
+    return caught, (lines[0] if lines else r.output[-500:]), time.perf_counter() - t0
+
+
 # --------------------------------------------------------------------------- everything
 
 
