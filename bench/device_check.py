@@ -55,6 +55,7 @@ import importlib.util
 import json
 import os
 import re
+import resource
 import shlex
 import shutil
 import signal
@@ -89,15 +90,19 @@ READ_SELECT = "test_backend_matches_host_read and 1048579"
 LOADER_TESTS = "tests/data/test_loader_gpu.py"
 
 IMPORT_CHECK = r"""
-import sys
+import os, sys
 import gdsio, gdsio._core as c, gdsio.image as gi
-gpu = "--gpu" in sys.argv
+site, gpu, built = sys.argv[1], "--gpu" in sys.argv, "--built" in sys.argv
 print("gdsio:", gdsio.__file__)
 print("cuda architectures:", c.cuda_architectures)
 print("cuda status:", c.cuda_status())
-ok = c.cuda_architectures.split("-")[0] == "90" and ";" not in c.cuda_architectures
-if not ok:
-    print("FAIL: not built for sm_90 alone")
+ok = True
+if os.path.commonpath([os.path.realpath(gdsio.__file__), os.path.realpath(site)]) != os.path.realpath(site):
+    ok = False
+    print(f"FAIL: gdsio was imported from {gdsio.__file__}, not from the build in {site}")
+if built and {a.split("-")[0] for a in c.cuda_architectures.split(",")} != {"90"}:
+    ok = False
+    print("FAIL: this build is not for sm_90 alone")
 probe = c.kernel_probe(0)
 print("kernel probe:", probe or "ok")
 if gpu and probe:
@@ -171,6 +176,7 @@ class Step:
     reason: str = ""
     limit_s: float | None = None
     wall_s: float | None = None
+    cpu_s: float | None = None
     rc: int | None = None
     summary: str | None = None
     counts: dict[str, int] = field(default_factory=dict)
@@ -235,7 +241,8 @@ def make_steps(cfg: Config, run: str) -> list[Step]:
     machine = ('nvidia-smi; echo; df -hT /tmp /dev/shm "$0"; free -g; echo; nvcc --version | tail -2; '
                'cmake --version | head -1; "$1" -m pip list 2>/dev/null | grep -i -E "^(torch|torchvision|numpy|pillow|'
                'cupy[-a-z0-9]*|kvikio[-a-z0-9]*|libkvikio[-a-z0-9]*|nvidia-cufile[-a-z0-9]*|nvidia-nvjpeg[-a-z0-9]*|'
-               'cuda-pathfinder|pytest|pytest-timeout|pytest-benchmark|safetensors|pybind11|scikit-build-core|ninja|cmake) "')
+               'cuda-pathfinder|pytest|pytest-timeout|pytest-benchmark|safetensors|pybind11|scikit-build-core|'
+               'ninja|cmake) "')
     steps = [
         Step("wheels", "install the carried wheels", 10, 60, False,
              "pip --no-index of 5 wheels (8 MB); measured by the dry run",
@@ -254,9 +261,10 @@ def make_steps(cfg: Config, run: str) -> list[Step]:
               "--target", cfg.site, f"--config-settings=build-dir={cfg.build_dir}", REPO]),
         Step("import", "import the build; kernel probe; backends; nvJPEG", 15, 60, False,
              "torch import, a CUDA context and nvJPEG's load",
-             [py, "-c", IMPORT_CHECK] + ([] if cfg.dry_run else ["--gpu"])),
+             [py, "-c", IMPORT_CHECK, cfg.site] + ([] if cfg.dry_run else ["--gpu"])),
         Step("doctor", "gdsio doctor --json", 15, 60, False,
-             "the doctor's probes (cuFile driver open, O_DIRECT)", [py, "-m", "gdsio", "doctor", "@BENCH_DIR@", "--json"],
+             "the doctor's probes (cuFile driver open, O_DIRECT)",
+             [py, "-m", "gdsio", "doctor", "@BENCH_DIR@", "--json"],
              ok_codes=(0, 1), stdout_file="doctor.json", outputs=("doctor.json",), needs_bench_dir=True),
         Step("kernels", "pytest -m gpu: the kernels against their CPU twins", 45, 120, True,
              "237 small tests; pytest, torch and CUDA start about 10 s",
@@ -344,8 +352,8 @@ def parse_pytest(text: str, step: Step) -> None:
         m = PYTEST_SUMMARY.match(line.strip())
         if m:
             step.summary = m.group("s")
-            step.counts = {k if not k.startswith("error") else "errors": int(n) for n, k in PYTEST_COUNT.findall(m.group("s"))
-                           if not k.startswith("warning")}
+            step.counts = {("errors" if k.startswith("error") else k): int(n)
+                           for n, k in PYTEST_COUNT.findall(m.group("s")) if not k.startswith("warning")}
             break
     else:  # cut short: count the -v lines
         counts: dict[str, int] = {}
@@ -354,7 +362,8 @@ def parse_pytest(text: str, step: Step) -> None:
             counts[k] = counts.get(k, 0) + 1
         if counts:
             step.counts = counts
-            step.summary = "no summary (cut short); from the -v lines: " + ", ".join(f"{v} {k}" for k, v in counts.items())
+            step.summary = ("no summary (cut short); from the -v lines: "
+                            + ", ".join(f"{v} {k}" for k, v in counts.items()))
     step.problems = [ln for ln in lines if ln.startswith(("FAILED ", "ERROR ", "SKIPPED ["))][:60]
 
 
@@ -372,7 +381,9 @@ class Check:
         self.bench_dir: str | None = os.environ.get("GDSIO_BENCH_DIR") or None
         self.env = dict(os.environ)
         paths = [cfg.site] + ([] if cfg.dry_run else [cfg.wheel_site])
-        self.env["PYTHONPATH"] = os.pathsep.join(paths + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+        if os.environ.get("PYTHONPATH"):
+            paths.append(os.environ["PYTHONPATH"])
+        self.env["PYTHONPATH"] = os.pathsep.join(paths)
         # No network there: pip must not look for itself or for packages online.
         self.env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INDEX="1", PIP_NO_INPUT="1", PYTHONUNBUFFERED="1")
         # A GPU test that skips there is a failure of the check, not a pass (tests/gpu_gate.py).
@@ -381,6 +392,8 @@ class Check:
         self.machine = self._machine()
         self.build_stats: dict[str, Any] | None = None
         self.final = False
+        self.current: subprocess.Popen[bytes] | None = None
+        self.running: Step | None = None
 
     # ------------------------------------------------------------------ facts
 
@@ -439,7 +452,24 @@ class Check:
         except subprocess.TimeoutExpired:
             self.bench_dir = "/tmp"
 
+    def stop(self, signum: int, _frame: Any) -> None:
+        """Stopped from outside (a run's timeout): end the step running, report what was done."""
+        if self.current is not None and self.current.poll() is None:
+            try:
+                os.killpg(self.current.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        s = self.running
+        if s is not None and s.status == "pending":
+            s.status, s.reason = "stopped", f"the check was stopped (signal {signum}) while it ran"
+        self.final = True
+        self.write_report()
+        shutil.rmtree(self.run, ignore_errors=True)
+        sys.exit(128 + signum)
+
     def go(self) -> int:
+        signal.signal(signal.SIGTERM, self.stop)
+        signal.signal(signal.SIGINT, self.stop)
         print(f"gdsio device check{' (DRY RUN: GPU steps stubbed)' if self.cfg.dry_run else ''}: "
               f"budget {self.cfg.budget}s, commit {self.commit}, output in {self.cfg.out}", flush=True)
         self.write_report()
@@ -451,6 +481,7 @@ class Check:
 
     def one(self, s: Step) -> None:
         left = self.left()
+        after_build = [t.name for t in self.steps].index(s.name) > [t.name for t in self.steps].index("build")
         if s.name in self.cfg.skip:
             s.status, s.reason = "skipped", "GDSIO_CHECK_SKIP names it"
         elif s.name == "wheels" and not s.cmd:
@@ -459,20 +490,31 @@ class Check:
         elif left < s.estimate_s:
             s.status = "cut"
             s.reason = f"needs ~{s.estimate_s}s, {max(0, int(left))}s of the budget left"
+        elif after_build and self.status("build") not in ("passed", "skipped"):
+            s.status, s.reason = "skipped", f"the build did not pass ({self.status('build')}): nothing to check"
+        elif s.gpu and self.status("import") not in ("passed", "skipped"):
+            s.status, s.reason = "skipped", f"the import step did not pass ({self.status('import')})"
         elif self.cfg.dry_run and s.gpu:
             s.status = "stubbed"
             s.reason = f"not run: needs a GPU; counted at its estimate, {s.estimate_s}s"
             self.clock.stubbed += s.estimate_s
         else:
-            self.execute(s, min(s.cap_s, left))
+            # A dry run's machine is slower than the GPU machine: the steps it runs have the budget as their limit.
+            self.execute(s, left if self.cfg.dry_run else min(s.cap_s, left))
         print(f"[{time.strftime('%H:%M:%S')}] {s.name}: {s.status}"
               + (f" in {s.wall_s:.0f}s" if s.wall_s is not None else "") + (f" ({s.reason})" if s.reason else ""),
               flush=True)
 
+    def status(self, name: str) -> str:
+        return next(s.status for s in self.steps if s.name == name)
+
     def execute(self, s: Step, limit: float) -> None:
+        self.running = s
         if s.needs_bench_dir:
             self.pick_bench_dir()
         cmd = self.resolve(s.cmd)
+        if s.name == "import" and self.status("build") == "passed":
+            cmd.append("--built")  # this check's build, so it must be for sm_90 alone
         s.limit_s = round(limit)
         if s.name == "build" and os.path.isdir(self.cfg.build_dir):
             s.reason = f"the build folder {self.cfg.build_dir} was there already: an incremental build"
@@ -481,10 +523,13 @@ class Check:
             log.flush()
             start_off = log.tell()
             out = open(os.path.join(self.run, s.stdout_file), "w") if s.stdout_file else log
-            t0 = time.monotonic()
+            t0, cpu0 = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
             try:
-                p = subprocess.Popen(cmd, cwd=self.run, env=self.env, stdout=out, stderr=log, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+                # Its own process group, so a kill reaches its children; not its own session, which
+                # the device tool would leave running after the call.
+                p = subprocess.Popen(cmd, cwd=self.run, env=self.env, stdout=out, stderr=log,
+                                     stdin=subprocess.DEVNULL, preexec_fn=os.setpgrp)
+                self.current = p
             except OSError as e:
                 s.wall_s, s.status, s.reason = 0.0, "failed", f"could not start: {e}"
                 return
@@ -504,6 +549,8 @@ class Check:
                     except subprocess.TimeoutExpired:
                         continue
             s.wall_s = round(time.monotonic() - t0, 1)
+            cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # its processes' CPU time, once waited for
+            s.cpu_s = round(cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime, 1)
             if out is not log:
                 out.close()
         with open(self.log, errors="replace") as f:
@@ -527,7 +574,7 @@ class Check:
             if os.path.isfile(src) and os.path.getsize(src) > 0:
                 shutil.copyfile(src, os.path.join(self.cfg.out, name))
         if s.name == "build":
-            self.build_stats = ninja_stats(self.cfg.build_dir, s.wall_s)
+            self.build_stats = ninja_stats(self.cfg.build_dir, s.wall_s, s.cpu_s)
 
     def finish(self) -> None:
         # The renders need one gdsio import; they get what is left of the reserve.
@@ -542,7 +589,8 @@ class Check:
         self.final = True
         self.write_report()
         shutil.rmtree(self.run, ignore_errors=True)
-        print(f"done in {self.clock.real():.0f}s (budget {self.cfg.budget}s); report: {self.cfg.out}/report.md", flush=True)
+        print(f"done in {self.clock.real():.0f}s (budget {self.cfg.budget}s); report: {self.cfg.out}/report.md",
+              flush=True)
 
     # ------------------------------------------------------------------ report
 
@@ -552,7 +600,7 @@ class Check:
         return " ".join([*env, "bash bench/device_check.sh", *map(shlex.quote, self.argv)])
 
     def doc(self) -> dict[str, Any]:
-        keep = ("name", "title", "status", "reason", "estimate_s", "cap_s", "limit_s", "wall_s", "rc", "gpu",
+        keep = ("name", "title", "status", "reason", "estimate_s", "cap_s", "limit_s", "wall_s", "cpu_s", "rc", "gpu",
                 "basis", "summary", "counts", "problems", "tail")
         steps = []
         for s in self.steps:
@@ -615,8 +663,8 @@ class Check:
                 used += took
             rows.append({"name": s.name, "seconds": round(took, 1), "source": src, "runs": runs,
                          "used_after_s": round(used, 1)})
-        return {"budget_s": self.cfg.budget, "reserve_s": RESERVE_S, "steps": rows, "total_s": round(used + RESERVE_S, 1),
-                "cut": [r["name"] for r in rows if not r["runs"]]}
+        return {"budget_s": self.cfg.budget, "reserve_s": RESERVE_S, "steps": rows,
+                "total_s": round(used + RESERVE_S, 1), "cut": [r["name"] for r in rows if not r["runs"]]}
 
     def write_report(self) -> None:
         doc = self.doc()
@@ -628,11 +676,13 @@ class Check:
             shutil.move(tmp, os.path.join(self.cfg.out, name))
 
 
-def ninja_stats(build_dir: str, wall: float | None) -> dict[str, Any] | None:
+def ninja_stats(build_dir: str, wall: float | None, cpu: float | None) -> dict[str, Any] | None:
     """Per-file compile times from ninja's log: the total, the longest, the link,
-    and the build's wall time projected for 16 cores of this speed (the time
-    outside ninja, plus the larger of the longest compile and the total over 16,
-    plus the link)."""
+    and the build's wall time projected for 16 idle cores of this speed: the
+    time outside ninja (pip, CMake), plus the larger of the longest compile and
+    the total over 16, plus the link, each scaled by the share of a core the
+    build's processes got here (its CPU time over the sum of its processes'
+    wall times: 1 on an idle machine, less on a loaded one)."""
     path = os.path.join(build_dir, ".ninja_log")
     try:
         with open(path) as f:
@@ -653,14 +703,17 @@ def ninja_stats(build_dir: str, wall: float | None) -> dict[str, Any] | None:
     total = sum(compiles.values())
     link = sum(links.values())
     outside = max(0.0, (wall or ninja_wall) - ninja_wall)
+    share = min(1.0, cpu / (sum(spans.values()) + outside)) if cpu else 1.0
     return {"compiles": len(compiles), "compile_total_s": round(total, 1), "longest_compile": longest[0],
             "longest_compile_s": round(longest[1], 1), "link_s": round(link, 1), "ninja_wall_s": round(ninja_wall, 1),
-            "outside_ninja_s": round(outside, 1),
-            "projected_16_cores_s": round(outside + max(longest[1], total / 16) + link, 1)}
+            "outside_ninja_s": round(outside, 1), "cpu_s": cpu, "core_share": round(share, 2),
+            "projected_16_cores_s": round(share * (outside + max(longest[1], total / 16) + link), 1)}
 
 
 STATUS_WORDS = {"passed": "passed", "failed": "FAILED", "timed out": "TIMED OUT", "cut": "cut for time",
-                "skipped": "skipped", "stubbed": "stubbed (dry run)", "pending": "pending", "not reached": "not reached"}
+                "skipped": "skipped", "stubbed": "stubbed (dry run)", "pending": "pending",
+                "not reached": "not reached",
+                "stopped": "STOPPED"}
 
 
 def render_md(doc: dict[str, Any], run: str) -> str:
@@ -677,10 +730,12 @@ def render_md(doc: dict[str, Any], run: str) -> str:
         f"- date: {doc['date']}",
         f"- commit: {doc['commit']}",
         f"- command: `{doc['command']}`",
-        f"- machine: {m.get('cpu', '?')}, {m.get('cpus')} CPUs, {m.get('memory_gib', '?')} GiB; kernel {m.get('kernel')}; "
-        f"Python {m.get('python')}; load {m.get('load_before', '?')} before, {m.get('load_now', '?')} now",
+        f"- machine: {m.get('cpu', '?')}, {m.get('cpus')} CPUs, {m.get('memory_gib', '?')} GiB; "
+        f"kernel {m.get('kernel')}; Python {m.get('python')}; "
+        f"load average {m.get('load_before', '?')} before, {m.get('load_now', '?')} now",
         f"- GPU (nvidia-smi: name, driver, memory): {gpu}",
-        f"- budget: {doc['budget_s']}s wall, {doc['reserve_s']}s of it kept for the report; used {doc['budget_used_s']}s"
+        f"- budget: {doc['budget_s']}s wall, {doc['reserve_s']}s of it kept for the report; "
+        f"used {doc['budget_used_s']}s"
         + (f" ({doc['wall_s']}s real, the rest the stubs' estimates)" if doc["dry_run"] else "")
         + ("" if doc["finished"] else " so far (the check is still running or was stopped)"),
         f"- the estimates up to the figures plus the reserve: {doc['planned_through_figures_s']}s",
@@ -692,9 +747,10 @@ def render_md(doc: dict[str, Any], run: str) -> str:
     if b:
         out.append(f"- build: {b['compiles']} compiles, {b['compile_total_s']}s of compiling in all, the longest "
                    f"{b['longest_compile_s']}s ({os.path.basename(b['longest_compile'])}), link {b['link_s']}s, "
-                   f"{b['outside_ninja_s']}s outside ninja (pip, CMake); 16 cores of this speed: about "
-                   f"{b['projected_16_cores_s']}s")
-    out += ["", "| # | step | status | wall | limit | estimate | why / note |", "| --- | --- | --- | --- | --- | --- | --- |"]
+                   f"{b['outside_ninja_s']}s outside ninja (pip, CMake); {b['cpu_s']}s of CPU, so its processes got "
+                   f"{b['core_share']} of a core each; 16 idle cores of this speed: about {b['projected_16_cores_s']}s")
+    out += ["", "| # | step | status | wall | limit | estimate | why / note |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
     for i, s in enumerate(doc["steps"], 1):
         wall = f"{s['wall_s']:.0f}s" if s["wall_s"] is not None else "-"
         lim = f"{s['limit_s']}s" if s["limit_s"] is not None else "-"
@@ -703,7 +759,8 @@ def render_md(doc: dict[str, Any], run: str) -> str:
             note = (note + "; " if note else "") + s["summary"]
         out.append(f"| {i} | {s['name']}: {s['title']} | {STATUS_WORDS.get(s['status'], s['status'])} | {wall} | {lim} "
                    f"| {s['estimate_s']}s | {note.replace('|', '/')} |")
-    not_run = [s for s in doc["steps"] if s["status"] in ("cut", "skipped", "stubbed", "not reached", "timed out")]
+    not_run = [s for s in doc["steps"]
+               if s["status"] in ("cut", "skipped", "stubbed", "not reached", "timed out", "stopped")]
     out += ["", "## Not run, or not run whole, and why", ""]
     out += [f"- {s['name']}: {STATUS_WORDS.get(s['status'], s['status'])}: {s['reason']}" for s in not_run] or \
         ["- every step ran"]
@@ -722,12 +779,12 @@ def render_md(doc: dict[str, Any], run: str) -> str:
                 "step faster here than its estimate, having no GPU, at its estimate) or at its estimate, under the "
                 "real run's rule: a step starts only if its estimate fits in what is left.", "",
                 "| step | seconds | from | runs | used after |", "| --- | --- | --- | --- | --- |"]
-        out += [f"| {r['name']} | {r['seconds']} | {r['source']} | {'yes' if r['runs'] else 'cut'} | {r['used_after_s']} |"
-                for r in proj["steps"]]
+        out += [f"| {r['name']} | {r['seconds']} | {r['source']} | {'yes' if r['runs'] else 'cut'} "
+                f"| {r['used_after_s']} |" for r in proj["steps"]]
         out += ["", f"Total with the {proj['reserve_s']}s reserve: {proj['total_s']}s of {proj['budget_s']}s; "
                 f"cut: {', '.join(proj['cut']) or 'nothing'}."]
-    for title, name in (("The issues' figures (bench/figures.py)", "figures.md"), ("gdsio bench, warm", "bench-warm.md"),
-                        ("gdsio bench, cold", "bench-cold.md")):
+    for title, name in (("The issues' figures (bench/figures.py)", "figures.md"),
+                        ("gdsio bench, warm", "bench-warm.md"), ("gdsio bench, cold", "bench-cold.md")):
         p = os.path.join(run, name)
         if os.path.isfile(p) and os.path.getsize(p):
             with open(p, errors="replace") as f:

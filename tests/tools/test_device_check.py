@@ -45,7 +45,8 @@ def check_env(tmp_path, **extra: str) -> dict[str, str]:
                # The gdsio this test imports (the source tree or the installed one): never rebuilt here.
                GDSIO_CHECK_SITE=os.path.dirname(os.path.dirname(os.path.abspath(gdsio.__file__))),
                GDSIO_CHECK_BUILD_DIR=str(tmp_path / "build"), GDSIO_CHECK_WHEELS=str(tmp_path / "no-wheels"),
-               GDSIO_BENCH_DIR=str(tmp_path), **extra)
+               GDSIO_BENCH_DIR=str(tmp_path))
+    env.update(extra)
     return env
 
 
@@ -75,7 +76,7 @@ def assert_no_gpu_claim(doc: dict, md: str) -> None:
     assert "Nothing in this report ran on a GPU; the GPU paths have not been run on a GPU." in md
     for s in doc["steps"]:
         if s["gpu"]:
-            assert s["status"] in ("stubbed", "cut"), s
+            assert s["status"] in ("stubbed", "cut", "skipped"), s
             assert s["wall_s"] is None and s["summary"] is None and not s["counts"], s
 
 
@@ -192,3 +193,17 @@ def test_pytest_summaries_are_read_whole_or_from_the_verbose_lines(dc):
                     "tests/a.py::test_z FAILED  [ 30%]\n", cut)
     assert cut.counts == {"passed": 2, "failed": 1}
     assert cut.summary.startswith("no summary (cut short)")
+
+
+def test_a_failed_import_skips_the_gpu_steps_and_says_why(tmp_path):
+    """A gdsio that is not the build under test (here: none in an empty site) fails the import step."""
+    (tmp_path / "empty-site").mkdir()
+    doc, md = dry_run(tmp_path, GDSIO_CHECK_BUDGET="100000", GDSIO_CHECK_SKIP="wheels,machine,build,doctor",
+                      GDSIO_CHECK_SITE=str(tmp_path / "empty-site"))
+    steps = by_name(doc)
+    assert steps["import"]["status"] == "failed", steps["import"]
+    for name in PRIORITY[5:] + LATER:
+        assert steps[name]["status"] == "skipped", steps[name]
+        assert steps[name]["reason"] == "the import step did not pass (failed)"
+    assert "## import: " in md  # its last lines, to see why
+    assert_no_gpu_claim(doc, md)
