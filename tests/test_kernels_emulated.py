@@ -54,7 +54,7 @@ def _summary(run: E.Run) -> dict[str, int]:
 def test_every_case_equals_the_cpu_twin_under_asan_and_ubsan(report):
     rep, n = report
     assert rep.asan.returncode == 0, "\n".join(rep.lines)
-    assert "self-test: 19 checks, 0 failed" in rep.asan.output
+    assert "self-test: 20 checks, 0 failed" in rep.asan.output
     assert _summary(rep.asan) == {"cases": n, "mismatched": 0, "failed": 0}
     # The GPU tests' cases: 89 resize, 254 decode, 189 colour, 257 pad and 25 vflip calls, among others;
     # every launcher of csrc/image/*.cu among them.
