@@ -559,18 +559,6 @@ def resized_crop(
 
 
 # ---- crops, flips and padding -----------------------------------------------------------------
-def _check_box_values(h: int, w: int, top: Any, left: Any, height: Any, width: Any, what: str) -> None:
-    for name, v in (("top", top), ("left", left), ("height", height), ("width", width)):
-        if not _is_int(v):
-            raise TypeError(f"{what}: {name} must be an int, got {type(v).__name__}")
-    if height <= 0 or width <= 0:
-        raise ValueError(f"{what}: height and width must be positive, got {height}x{width}")
-    if top < 0 or left < 0 or top + height > h or left + width > w:
-        raise ValueError(
-            f"{what}: the box (top={top}, left={left}, height={height}, width={width}) is outside the {h}x{w} image"
-        )
-
-
 def crop(img: Any, top: int, left: int, height: int, width: int) -> Any:
     """torchvision v2's crop: the (..., height, width) window at (top, left).
     Inside the image it is a view (no copy); where the box reaches outside,
