@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from . import _core
 from .platform import nvidia
 
+# torch is imported inside the functions that use it: `import gdsio` imports this module and
+# stays light (no torch) for host reads into numpy buffers (tests/test_build.py).
 if TYPE_CHECKING:
     import torch
 

@@ -22,6 +22,8 @@ import inspect
 import time
 from typing import Any, Callable
 
+import torch
+
 from .data.meter import LoaderStats
 
 __all__ = ["LoaderStats", "Report", "measure", "step_caller"]
@@ -62,8 +64,6 @@ class Report:
 def _timer(device: Any) -> tuple[Callable[[], Any], Callable[[Any, Any], float], str]:
     """(mark, seconds between two marks, clock name). On a GPU the marks are
     CUDA events on the current stream, so the time is the device's own."""
-    import torch
-
     if device is not None and torch.device(device).type == "cuda":
         dev = torch.device(device)
 

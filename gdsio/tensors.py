@@ -14,6 +14,9 @@ import os
 import struct
 from typing import Any, Iterable
 
+import numpy as np
+import torch
+
 from .device import resolve_device
 from .errors import NeedMoreData
 from .io import File, ReadStats
@@ -27,8 +30,6 @@ MAX_SAFETENSORS_HEADER = 100 * 1000 * 1000
 
 
 def _torch_dtypes() -> dict[str, Any]:
-    import torch
-
     names = {
         "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16",
         "I32": "int32", "U32": "uint32", "I64": "int64", "U64": "uint64", "F16": "float16",
@@ -58,8 +59,6 @@ def _alloc(nbytes: int, device: Any, path: str, file_offset: int = 0) -> Any:
     """`nbytes` on `device`; on the host placed at `file_offset`'s position in
     its page: the kernel's copy out of the page cache then runs with source and
     destination equally aligned (about 1.3x faster than 40 bytes apart)."""
-    import torch
-
     dev = resolve_device(device, what=f"cannot load '{path}' into {device}")
     try:
         if dev.type == "cpu":
@@ -78,8 +77,6 @@ def _safetensors_header(f: Any) -> tuple[int, dict[str, Any], dict[str, str]]:
     """The header of the open File `f`, validated as the safetensors library
     validates it (what it refuses is refused here, with a ValueError naming
     the file and the problem)."""
-    import numpy as np
-
     path = f.path
     file_size = f.size()
 
@@ -219,8 +216,6 @@ def load_safetensors(
         >>> w = gdsio.load_safetensors("model.safetensors", device=device)
         >>> head = gdsio.load_safetensors("model.safetensors", device=device, keys=["lm_head.weight"])
     """
-    import torch
-
     with File(path) as f:  # one open: the header and the data come from the same file
         path = f.path
         data_start, header, _ = _safetensors_header(f)
@@ -271,8 +266,6 @@ def load_safetensors(
 def _npy_header(f: Any) -> tuple[int, Any, bool, tuple[int, ...]]:
     """(data offset, numpy dtype, fortran_order, shape) of the open File `f`,
     validated as numpy.load(allow_pickle=False) validates it; ValueError naming the file."""
-    import numpy as np
-
     path, size = f.path, f.size()
 
     def host(offset: int, n: int) -> bytes:
@@ -347,9 +340,6 @@ def load_npy(path: str | os.PathLike[str], *, device: Any = "cuda", return_stats
         >>> device = "cuda" if torch.cuda.is_available() else "cpu"
         >>> x = gdsio.load_npy("features.npy", device=device)
     """
-    import numpy as np
-    import torch
-
     with File(path) as f:  # one open: the header and the data come from the same file
         path = f.path
         offset, dt, fortran, shape = _npy_header(f)

@@ -14,7 +14,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
+from .. import image
+from ..io import read_into
+from ..tensors import load_npy
 from .sources import SampleTable
 
 __all__ = ["SampleDataset"]
@@ -94,17 +98,9 @@ class SampleDataset:
         t = self._table
         path, label = self.samples[k]
         if t.kind == "image":
-            from .. import image
-
             return image.read(path, device=self._device, mode=self._mode), label
         if t.kind == "npy":
-            from ..tensors import load_npy
-
             return load_npy(path, device=self._device), label
-        import torch
-
-        from ..io import read_into
-
         out = torch.empty(t.record_bytes, dtype=torch.uint8, device=self._device)
         read_into(path, out, offset=int(t.offset_of(np.asarray([k]))[0]), size=t.record_bytes)
         return out.view(t.record_dtype).view(t.record_shape), label

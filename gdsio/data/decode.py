@@ -21,7 +21,9 @@ from typing import Any, Callable
 import torch
 
 from .. import image
-from ..image import batch
+from ..errors import NeedMoreData
+from ..image import batch, codec, jpeg_cpu
+from ..image.formats.jpeg import parse_jpeg
 
 __all__ = ["ImageSetup", "decode_box", "decode_items", "decode_one", "image_setup", "read_image"]
 
@@ -55,10 +57,6 @@ def decode_box(data: Any, mode: str, box_for: Callable[[int, int], Any], options
     the box, or None for a whole image). Anything else, or a JPEG
     libjpeg-turbo warns about, goes to decode_one (the whole image, the
     decoders that decide what a damaged file gives)."""
-    from ..errors import NeedMoreData
-    from ..image import codec, jpeg_cpu
-    from ..image.formats.jpeg import parse_jpeg
-
     raw = data.numpy()
     if raw.size >= 4 and raw[0] == 0xFF and raw[1] == 0xD8 and jpeg_cpu.box_available():
         try:

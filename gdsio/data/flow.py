@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import queue
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -39,8 +40,6 @@ def track_threads(stop: threading.Event, *threads: threading.Thread) -> None:
 
 @atexit.register
 def _stop_threads_at_exit() -> None:
-    import time
-
     live = [(t, stop) for t, stop in list(_THREADS.items()) if t.is_alive()]
     for _, stop in live:
         stop.set()

@@ -30,6 +30,8 @@ import time
 import weakref
 from typing import Any, Callable
 
+import torch
+
 from ..config import current, parse_bytes
 from ..device import resolve_device
 from .cache import Cache
@@ -362,8 +364,6 @@ class Loader:
         """(read stream, work stream, decode stream), made once: the reads of
         batch k+1, the decode of batch k and the transform of batch k-1 each
         queue on their own stream."""
-        import torch
-
         if self._streams is None:
             self._streams = tuple(torch.cuda.Stream(self.device) for _ in range(3))
         return self._streams
@@ -428,8 +428,6 @@ class _Pass:
         _, batch_no, images, labels, ready = item
         self._budget.release(batch_nbytes(images, labels))
         if ready is not None:  # CUDA: order the consumer's stream after the batch, no host sync
-            import torch
-
             cur = torch.cuda.current_stream(self._loader.device)
             cur.wait_event(ready)
             for t in (images, labels):

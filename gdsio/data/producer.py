@@ -21,9 +21,14 @@ import time
 from typing import Any, Iterator
 
 import numpy as np
+import torch
 
+from .. import _core
+from ..config import current
 from ..errors import SampleError
 from ..image.batch import options
+from ..io import File, read
+from ..tensors import load_npy
 from . import decode
 from .disk_cache import DiskCache
 from .flow import BatchBuffers, ByteBudget, batch_nbytes, mark_loader_thread, put_until_stopped
@@ -117,8 +122,6 @@ class Producer:
         if not self.cuda:
             yield
             return
-        import torch
-
         stream = self.plan.streams[which]  # type: ignore[index]
         with torch.cuda.device(stream.device), torch.cuda.stream(stream):
             yield
@@ -126,8 +129,6 @@ class Producer:
     def _event(self, stream_index: int, timing: bool = False) -> Any:
         if not self.cuda:
             return None
-        import torch
-
         ev = torch.cuda.Event(enable_timing=timing)
         ev.record(self.plan.streams[stream_index])  # type: ignore[index]
         return ev
@@ -187,8 +188,6 @@ class Producer:
                 else:
                     misses.append(pos)
         if self.plan.table.kind == "raw":
-            import torch
-
             t = self.plan.table
             if self.cuda:
                 with self._on(0):  # allocated on the read stream, which fills it
@@ -224,9 +223,6 @@ class Producer:
         (gdsio._core.read_paths), the per-row work vectorised (a batch of
         one-record files is as many reads as files). When it fails, file by
         file, so that each error names its own rows: returns {row: error} then."""
-        from .. import _core
-        from ..config import current
-
         t = self.plan.table
         rb = t.record_bytes
         base = buf.data_ptr()
@@ -261,8 +257,6 @@ class Producer:
 
     def _read_records(self, idx: np.ndarray, rows: list[int], buf: Any) -> tuple[None, Any]:
         """Reader thread: the records of `rows` (one file) into their rows of the batch buffer."""
-        from ..io import File
-
         t = self.plan.table
         rb = t.record_bytes
         offs = t.offset_of(idx[rows]).tolist()
@@ -290,9 +284,6 @@ class Producer:
     def _read_file(self, index: int, box: Any = None) -> tuple[Any, Any]:
         """Reader thread: one npy tensor, or one image (decoded here on the CPU;
         on a GPU its header and bytes, decoded later with the whole batch)."""
-        from ..io import read
-        from ..tensors import load_npy
-
         path = self._local(self.plan.table.files.paths[index])
         with self._on(0):
             if self.plan.table.kind == "npy":
@@ -334,8 +325,6 @@ class Producer:
                 self.plan.buffers.release(p.buf)  # the batch built from it (if any) now keeps it
 
     def _finish_batch(self, p: _Pending) -> tuple[Any, ...]:
-        import torch
-
         n = len(p.indices)
         idx = p.indices.tolist()
         samples: list[Any] = [None] * n
@@ -423,8 +412,6 @@ class Producer:
                 samples[r] = hit
 
     def _assemble(self, p: _Pending, samples: list[Any], keep: list[int]) -> Any:
-        import torch
-
         t = self.plan.table
         kept_idx = p.indices[keep]
         names: list[str] | None = None
@@ -477,8 +464,6 @@ class Producer:
         """A transform that is not gdsio's (a torchvision v2 transform, a
         function of one tensor) runs on each sample, as in a DataLoader; the
         outputs are stacked. current_batch() names the one sample."""
-        import torch
-
         outs = []
         for k, (sample, index) in enumerate(zip(chosen, kept_idx.tolist())):
             try:
@@ -499,8 +484,6 @@ class Producer:
 
 
 def _collate(samples: list[Any], names: list[str] | None, per_sample: bool = False) -> Any:
-    import torch
-
     shapes = [tuple(s.shape) for s in samples]
     for k, shape in enumerate(shapes[1:], start=1):
         if shape != shapes[0]:

@@ -36,8 +36,10 @@ import os
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+import torch
 
 from ..image import formats
+from ..io import File, s3
 from ..io.urls import is_url, scheme_of, split_s3
 
 __all__ = ["IMAGE_EXTENSIONS", "KINDS", "NPY_EXTENSIONS", "UNLABELED", "FileList", "SampleTable", "scan"]
@@ -139,8 +141,6 @@ class FileList:
                 raise ValueError(f"'{url}': http(s) servers have no listing, so a glob cannot match; "
                                  "pass a list of URLs")
             return cls.from_paths([url])
-        from ..io import s3
-
         bucket, key = split_s3(url)
         if _glob.has_magic(key):
             fixed = key[: min(key.index(c) for c in "*?[" if c in key)]
@@ -326,8 +326,6 @@ def _to_file_list(source: Any, extensions: Sequence[str] | None) -> FileList:
 
 def _size_of(path: str) -> int:
     if is_url(path):
-        from ..io import File
-
         with File(path) as f:
             return f.size()
     return os.path.getsize(path)
@@ -363,8 +361,6 @@ def scan(
     defaults by kind: image files for ``image``, ``.npy`` for ``npy``, both for
     ``auto`` (which then infers the kind from what it found; other files are
     ignored), every non-hidden file for ``raw``."""
-    import torch
-
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
     if kind == "raw" and record_shape is None:

@@ -27,7 +27,12 @@ from __future__ import annotations
 import concurrent.futures
 from typing import TYPE_CHECKING, Any, Sequence
 
+import torch
+
+from .. import _core
 from ..io.buffers import host_empty
+from .core_types import pixel_job
+from .layout import interleaved_layout
 
 if TYPE_CHECKING:  # formats/jpeg.py imports this module
     from .formats.jpeg import JpegHeader
@@ -77,8 +82,6 @@ def refusal(h: JpegHeader, mode: str) -> str | None:
 def native_refusal(h: JpegHeader, mode: str) -> str | None:
     """Why the linked libjpeg-turbo path leaves the image to the next decoder, or None."""
     if not box_available():
-        from .. import _core
-
         return f"this build has no libjpeg-turbo ({_core.jpeg_cpu_version()})"
     return _refusal(h)
 
@@ -109,12 +112,6 @@ def _colorspace(h: JpegHeader, mode: str) -> tuple[str, int]:
 def _luma(rgb: Any) -> Any:
     """Pillow's convert("L") of an (H, W, 3) uint8 tensor, as a (1, H, W) tensor
     (gdsio's CPU pixel job, the arithmetic the GPU path shares)."""
-    import torch
-
-    from .. import _core
-    from .core_types import pixel_job
-    from .layout import interleaved_layout
-
     h, w, _ = rgb.shape
     out = torch.empty((1, h, w), dtype=torch.uint8)
     lay = interleaved_layout(0, h, w, 3, "u8", "uint8")
@@ -126,8 +123,6 @@ def decode(data: Any, h: JpegHeader, mode: str) -> Any:
     """One image: `data` a 1-D uint8 CPU tensor; returns a uint8 (C, H, W) view
     of (H, W, C) memory. ValueError when libjpeg-turbo refuses or warns (the
     caller hands the image to Pillow)."""
-    import torch
-
     sj = _module()
     space, c = _colorspace(h, mode)
     out = torch.empty((h.height, h.width, c), dtype=torch.uint8)
@@ -144,8 +139,6 @@ def decode(data: Any, h: JpegHeader, mode: str) -> Any:
 def box_available() -> bool:
     """Whether this build decodes boxes of JPEGs (it links libjpeg-turbo:
     ``gdsio._core.jpeg_cpu_version()`` says which, or why not)."""
-    from .. import _core
-
     return bool(_core.jpeg_cpu_available())
 
 
@@ -185,8 +178,6 @@ def decode_many_native(blobs: Sequence[Any], headers: Sequence[JpegHeader], mode
     given. Each entry a uint8 (C, H, W) view of (H, W, C) memory, or the
     ValueError libjpeg-turbo raised (or warned: strict) for that image, a size
     other than its header's included."""
-    from .. import _core
-
     outs, jobs = [], []
     for k, (data, h) in enumerate(zip(blobs, headers)):
         top, left, bh, bw = (int(v) for v in boxes[k]) if boxes is not None else (0, 0, h.height, h.width)

@@ -17,6 +17,9 @@ import numpy as np
 from .. import _core
 from ..config import current
 
+# torch is imported inside the functions that use it: `import gdsio` imports this module and
+# stays light (no torch) for host reads into numpy buffers (tests/test_build.py).
+
 __all__ = ["HUGE_PAGES_MIN", "Destination", "host_empty", "resolve", "stream_handle"]
 
 

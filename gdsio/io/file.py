@@ -16,6 +16,9 @@ from .buffers import Destination, host_empty, resolve
 from .readers import open_reader
 from .stats import ReadStats
 
+# torch is imported inside the functions that use it: `import gdsio` imports this module and
+# stays light (no torch) for host reads into numpy buffers (tests/test_build.py).
+
 __all__ = ["File", "check_range", "int_arg"]
 
 

@@ -22,6 +22,9 @@ from .buffers import HUGE_PAGES_MIN, host_empty
 from .stats import ReadStats
 from .urls import display, is_url
 
+# torch is imported inside the functions that use it: `import gdsio` imports this module and
+# stays light (no torch) for host reads into numpy buffers (tests/test_build.py).
+
 __all__ = ["read_many", "read_small", "small_read_limit"]
 
 

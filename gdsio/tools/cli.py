@@ -22,13 +22,23 @@ on stderr, never as a traceback; 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 from typing import Any, Sequence
 
-from ..config import check_environment
+import gdsio
+
+from .. import __version__
+from ..config import check_environment, parse_bytes
+from ..device import parse_device, require_cuda
+from ..errors import BackendUnavailable, SampleError
+from ..io.s3 import require_botocore
 from ..io.urls import display, is_url, scheme_of
+from . import bench, demo, doctor
+from .bench import PATHS, REMOTE_PATHS, BenchConfig
+from .bench.report import check_plot_available, format_row, write_whole
 
 DEFAULT_SIZES = "1M,64M,1G"
 DEFAULT_REPEAT = 5
@@ -59,9 +69,6 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """What gdsio raises for a user's mistake or an input it cannot use (a
     missing, unreadable or corrupt file, a device that cannot run here, a bad
     value): one line, exit 2. Anything else is a bug and keeps its traceback."""
-    from ..errors import SampleError
-    from ..errors import BackendUnavailable
-
     return (_Error, OSError, ValueError, BackendUnavailable, SampleError)
 
 
@@ -96,8 +103,6 @@ def _device_index(text: str) -> int:
 
 
 def _add_settings(p: argparse.ArgumentParser) -> None:
-    from ..config import parse_bytes
-
     g = p.add_argument_group("settings (default: GDSIO_* environment variables, then gdsio's defaults)")
     g.add_argument("--threads", type=int, help="reader threads per read")
     g.add_argument("--chunk-bytes", type=parse_bytes, metavar="BYTES",
@@ -115,9 +120,6 @@ def _add_settings(p: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .. import __version__
-    from .bench import PATHS, REMOTE_PATHS
-
     exits: dict[str, Any] = {"epilog": EXIT_CODES, "formatter_class": argparse.RawDescriptionHelpFormatter}
     parser = argparse.ArgumentParser(prog="gdsio", description="Files straight into GPU memory: measure, diagnose.",
                                      **exits)
@@ -189,10 +191,6 @@ def _parser() -> argparse.ArgumentParser:
 # ----------------------------------------------------------------------------- bench
 
 def _bench_config(args: argparse.Namespace) -> Any:
-    import gdsio
-
-    from .bench import BenchConfig
-
     paths = tuple(p.strip() for p in args.paths.split(",") if p.strip()) if args.paths else ()
     if not (args.device == "cuda" or (args.device.startswith("cuda:") and args.device[5:].isdigit())):
         raise _Error(f"--device names the CUDA device of the GPU paths (cuda or cuda:N); got {args.device!r}")
@@ -210,21 +208,14 @@ def _bench_config(args: argparse.Namespace) -> Any:
 
 def _write_json(doc: Any, path: str) -> None:
     """Whole files only (a run killed mid-way keeps the last one); see write_whole."""
-    from .bench.report import write_whole
-
     write_whole(path, json.dumps(doc, indent=2) + "\n")
 
 
 def _print_row(row: dict[str, Any], done: int, total: int) -> None:
-    from .bench.report import format_row
-
     print("  " + format_row(row, done, total), flush=True)  # flushed: a pipe or a log shows it now, not at the end
 
 
 def run_bench_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from . import bench
-    from .bench.report import check_plot_available
-
     sizes_given = args.sizes is not None  # --quick fills it in below; only the user's own is "ignored"
     if args.quick:
         args.sizes = QUICK_SIZES if args.sizes is None else args.sizes
@@ -285,8 +276,6 @@ def _cmd_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 def _demo_device(text: str | None) -> str | None:
     """Checks --device before any work, with the hint in the command line's words."""
-    from ..device import parse_device, require_cuda
-
     if text is None:
         return None
     try:
@@ -301,8 +290,6 @@ def _demo_device(text: str | None) -> str | None:
 def _remote_ready(url: str) -> None:
     """An s3:// URL needs botocore: said as a one-line error, before any work."""
     if scheme_of(url) == "s3":
-        from ..io.s3 import require_botocore
-
         try:
             require_botocore(f"'{url}'")
         except ImportError as e:
@@ -321,19 +308,15 @@ def _check_path(path: str | None) -> None:
 
 
 def _cmd_demo(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from .demo import run_demo
-
     _check_path(args.path)
-    run_demo(args.path, device=_demo_device(args.device), epochs=args.epochs, batch_size=args.batch_size,
+    demo.run_demo(args.path, device=_demo_device(args.device), epochs=args.epochs, batch_size=args.batch_size,
              train=not args.no_train, out=sys.stdout)
     print("\nthe copy paths side by side: gdsio bench --quick; why GDS is or is not used: gdsio doctor")
     return 0
 
 
 def _cmd_offload_plan(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    import dataclasses
-
-    from ..data.offload_plan import offload_plan
+    from ..data.offload_plan import offload_plan  # loads gdsio.data: only for this command
 
     plan = offload_plan(ms_per_image=args.ms_per_image, steps_per_s=args.steps_per_s, batch_size=args.batch_size,
                         local_cores=args.local_cores, node_cores=args.node_cores, gpu_node_price=args.gpu_node_price,
@@ -345,15 +328,13 @@ def _cmd_offload_plan(args: argparse.Namespace, argv: Sequence[str]) -> int:
 # ----------------------------------------------------------------------------- doctor, info
 
 def _cmd_doctor(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from .doctor import doctor, render_doctor
-
     # A user error is reported once, alone: no report of a path that is not there.
     if is_url(args.path):
         raise _Error(f"'{display(args.path)}' is a remote object: doctor checks GPUDirect Storage, which reads "
                      "local files; remote reads go through the s3 and http backends (gdsio info lists them)")
     if not os.path.exists(args.path):
         raise _Error(f"no such file or directory: '{args.path}'")
-    report = doctor(args.path, device=args.device)
+    report = doctor.doctor(args.path, device=args.device)
     gpu = next((c for c in report["checks"] if c["id"] == "gpu"), None)
     count = gpu["details"].get("cuda_status", {}).get("device_count", 0) if gpu else 0
     if count and args.device >= count:
@@ -361,7 +342,7 @@ def _cmd_doctor(args: argparse.Namespace, argv: Sequence[str]) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(render_doctor(report), end="")
+        print(doctor.render_doctor(report), end="")
     return int(report["exit_code"])
 
 
@@ -387,8 +368,6 @@ def _render_tree(value: Any, indent: int = 0) -> list[str]:
 
 
 def _cmd_info(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    import gdsio
-
     _check_path(args.path)
     data = gdsio.info(args.path, device=args.device)
     print(json.dumps(data, indent=2) if args.json else "\n".join(_render_tree(data)))

@@ -22,9 +22,13 @@ import tempfile
 import time
 from typing import IO, Any, Iterator
 
+import numpy as np
+import torch
+from torch import nn
 from tqdm import tqdm
 
 from ..config import current
+from ..platform import nvidia
 
 __all__ = ["CLASSES", "PER_CLASS", "SIZE", "default_device", "run_demo", "write_jpeg_folder"]
 
@@ -35,10 +39,6 @@ SIZE = (500, 375)  # width, height: the typical ImageNet photo
 
 def default_device() -> str:
     """cuda where gdsio and torch can both use a GPU, else cpu."""
-    import torch
-
-    from ..platform import nvidia
-
     return "cuda" if torch.cuda.is_available() and nvidia.cuda_unusable_reason() is None else "cpu"
 
 
@@ -46,10 +46,8 @@ def write_jpeg_folder(root: str, classes: int = CLASSES, per_class: int = PER_CL
                       size: tuple[int, int] = SIZE, seed: int = 0) -> int:
     """Writes an ImageFolder of smooth synthetic photos (gradients and
     shapes, which compress like photos, unlike noise); returns the image count."""
-    import numpy as np
-    from PIL import Image
-
-    from PIL import ImageDraw
+    # Pillow and gdsio.data load when the demo runs, not with every `gdsio` command.
+    from PIL import Image, ImageDraw
 
     rng = np.random.default_rng(seed)
     w, h = size
@@ -128,9 +126,6 @@ def _isatty(out: IO[str]) -> bool:
 def _tiny_cnn(device: Any) -> Any:
     """A small CNN and its optimiser: a real training step whose wait for data
     the meter can measure, light enough for two CPU cores."""
-    import torch
-    from torch import nn
-
     torch.manual_seed(0)
     model = nn.Sequential(
         nn.AvgPool2d(8), nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(),
@@ -168,8 +163,6 @@ def run_demo(path: str | None = None, *, device: str | None = None, epochs: int 
     CNN training step (``train=False``: the loader alone), and prints what it
     measured. Returns images_per_s, data_wait_share, io_backends,
     decode_backends, device, fused, images, batches, seconds, clock."""
-    import torch
-
     from ..data import IMAGENET_MEAN, IMAGENET_STD, Compose, Loader, Normalize, RandomHorizontalFlip, RandomResizedCrop, ToDtype
 
     if epochs < 1 or batch_size < 1:

@@ -22,9 +22,12 @@ import shutil
 import textwrap
 from typing import Any, Callable
 
-from .. import _core
+import torch
+
+from .. import __version__, _core
 from ..image.nvjpeg import nvjpeg_status
 from ..io.backends import auto_choice, backends
+from ..io.kvikio import kvikio_unusable_reason
 from ..platform import filesystems, gds, machine, nvidia
 
 __all__ = ["EXIT_NOT_GDS", "EXIT_OK", "GDS_DISTRIBUTED_FILESYSTEMS", "GDS_LOCAL_FILESYSTEMS", "doctor", "render_doctor"]
@@ -53,8 +56,6 @@ def _version(v: int) -> str:
 
 
 def _check_gdsio() -> dict[str, Any]:
-    from .. import __version__
-
     d = {"version": __version__, "extension": getattr(_core, "__file__", None),
          "built_with_cuda": bool(_core.built_with_cuda), "cuda_architectures": _core.cuda_architectures}
     if not _core.built_with_cuda:
@@ -104,8 +105,6 @@ def _check_kernels(device: int, gpu_ok: bool) -> dict[str, Any]:
     err = _core.kernel_probe(device)
     d: dict[str, Any] = {"cuda_architectures": _core.cuda_architectures, "probe": err}
     try:
-        import torch
-
         d["compute_capability"] = ".".join(map(str, torch.cuda.get_device_capability(device)))
     except Exception as e:  # torch without CUDA: the probe still says enough
         d["compute_capability"] = f"unknown ({e})"
@@ -264,8 +263,6 @@ def _check_pcie() -> dict[str, Any]:
 
 
 def _check_kvikio() -> dict[str, Any]:
-    from ..io.kvikio import kvikio_unusable_reason
-
     version = machine.python_packages().get("kvikio")
     why = kvikio_unusable_reason()
     if why:
@@ -288,8 +285,6 @@ def _check_nvjpeg() -> dict[str, Any]:
 
 
 def _check_torch() -> dict[str, Any]:
-    import torch
-
     d = {"version": torch.__version__, "cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available()}
     if torch.version.cuda is None:
         return _check("torch", "torch", "warn", f"torch {torch.__version__} is a CPU-only build: GPU tensors are "
@@ -330,8 +325,6 @@ def doctor(path: str | os.PathLike[str] = ".", device: int = 0) -> dict[str, Any
         >>> report["exit_code"], report["auto"]["gpu"]   # doctest: +SKIP
         (1, 'pinned')
     """
-    from .. import __version__
-
     path = os.path.abspath(os.fspath(path))
     if not os.path.exists(path):
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)  # the path once, as open() says it

@@ -7,7 +7,7 @@ import dataclasses
 import os
 from typing import Any
 
-from .. import _core
+from .. import __version__, _core
 from ..config import current
 from ..io.backends import auto_choice, backends
 from ..platform import gds, nvidia
@@ -38,8 +38,6 @@ def info(path: str | os.PathLike[str] | None = None, device: int = 0) -> dict[st
         >>> gdsio.info()["auto"]
         {'gpu': 'pinned', 'host': 'posix'}
     """
-    from .. import __version__
-
     infos = backends(path, device)
     return {
         "gdsio": __version__,

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
+import torch
 
 from ...io.buffers import host_empty
 from ..flow import POLL_S, ByteBudget, batch_nbytes, put_until_stopped, track_threads
@@ -146,8 +147,6 @@ class _RemoteFeed:
 
     def _tensor(self, arrays: list[np.ndarray]) -> Any:
         """One copy, from Ray's read-only buffers into a tensor of our own (`_empty`)."""
-        import torch
-
         n = sum(len(a) for a in arrays)
         out = self._empty((n, *arrays[0].shape[1:]), torch.from_numpy(np.empty(0, arrays[0].dtype)).dtype)
         view, at = out.numpy(), 0
@@ -162,8 +161,6 @@ class _RemoteFeed:
         with their pages faulted in. A fresh torch.empty per batch faults every
         page in again where malloc hands large blocks back to the kernel: 18 MiB
         batches took 26-34 ms here instead of 7 (bench/results/cpu-ray-conversion-2026-12-02.md)."""
-        import torch
-
         if self.pinned:
             return torch.empty(shape, dtype=dtype, pin_memory=True)
         return host_empty(math.prod(shape) * dtype.itemsize).view(dtype).view(shape)
@@ -409,8 +406,6 @@ class _OffloadPass:
             self._arrived.wait(POLL_S)
 
     def _hand_over(self, side: str, head: tuple[Any, ...]) -> tuple[str, Any, Any]:
-        import torch
-
         loader = self._loader
         if side == "local":
             _, k, images, labels, ready = head

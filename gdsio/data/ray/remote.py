@@ -12,6 +12,7 @@ import time
 from typing import Any, Callable, Iterator
 
 import numpy as np
+import torch
 
 from ..loader import Loader as _GdsioLoader
 from ..flow import BatchBuffers
@@ -164,8 +165,6 @@ class _Given:
 
 
 def _as_array(images: Any) -> np.ndarray:
-    import torch
-
     if not isinstance(images, torch.Tensor):
         raise TypeError(f"gdsio.data.ray: the transform must return a tensor batch; got {type(images).__name__}")
     if images.dtype == torch.bfloat16:  # numpy, and so Arrow and Ray Data, have no bfloat16
@@ -213,8 +212,6 @@ class _Maker:
             yield from (out for _, out in self._make(batches, epoch))
 
     def _make(self, batches: list[tuple[int, np.ndarray]], epoch: int) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-        import torch
-
         spec = self.spec
         q: queue.Queue[Any] = queue.Queue()
         kept: dict[int, np.ndarray] = {}

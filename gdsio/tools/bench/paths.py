@@ -13,10 +13,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
+import subprocess
 from typing import Any, Callable
 
 import numpy as np
+import torch
 
+import gdsio
+
+from ...io.kvikio import kvikio_config, kvikio_unusable_reason
 from ...platform import filesystems, gds, nvidia
 from .report import format_bytes
 from ...config import current
@@ -83,8 +89,6 @@ def _cufile_unusable(cfg: BenchConfig) -> str | None:
 
 
 def _kvikio_unusable(cfg: BenchConfig) -> str | None:
-    from ...io.kvikio import kvikio_unusable_reason
-
     why = gpu_unusable_reason() or kvikio_unusable_reason()
     if why:
         return why
@@ -99,8 +103,6 @@ def _torch_gds_unusable(cfg: BenchConfig) -> str | None:
     why = gpu_unusable_reason()
     if why:
         return why
-    import torch
-
     try:
         import torch.cuda.gds  # noqa: F401
     except ImportError:
@@ -135,8 +137,6 @@ def _device_index(cfg: BenchConfig) -> int:
 
 
 def sync_device(cfg: BenchConfig) -> None:
-    import torch
-
     torch.cuda.synchronize(_device_index(cfg))
 
 
@@ -145,8 +145,6 @@ def stats_info(st: Any) -> dict[str, Any]:
 
 
 def _prep_naive(path: str, size: int, cfg: BenchConfig) -> Runner:
-    import torch
-
     def run() -> dict[str, Any]:
         torch.from_numpy(np.fromfile(path, dtype=np.uint8, count=size)).to(cfg.device)
         sync_device(cfg)
@@ -156,8 +154,6 @@ def _prep_naive(path: str, size: int, cfg: BenchConfig) -> Runner:
 
 
 def _prep_pinned_sync(path: str, size: int, cfg: BenchConfig) -> Runner:
-    import torch
-
     chunk = current().chunk_bytes
     pinned = torch.empty(chunk, dtype=torch.uint8, pin_memory=True)
     view = memoryview(pinned.numpy())
@@ -192,12 +188,8 @@ def _prep_gdsio(backend: str, device: str | None = None, keep_open: bool = False
     for torch-gds) and a fresh destination per call, as the other paths."""
 
     def prepare(path: str, size: int, cfg: BenchConfig) -> Runner:
-        import gdsio
-
         dev = device or cfg.device
         if keep_open:
-            import torch
-
             f = gdsio.File(path)
             f.read_into(torch.empty(min(size, 4096), dtype=torch.uint8, device=dev), backend=backend)  # registers
 
@@ -223,8 +215,6 @@ def _prep_gdsio(backend: str, device: str | None = None, keep_open: bool = False
 def _prep_kvikio(path: str, size: int, cfg: BenchConfig) -> Runner:
     import kvikio
     import kvikio.defaults
-    import torch
-
     s = current()
     compat = bool(getattr(kvikio.defaults, "is_compat_mode_preferred", lambda: False)())
     if compat:
@@ -238,8 +228,6 @@ def _prep_kvikio(path: str, size: int, cfg: BenchConfig) -> Runner:
     info["reason"] += f"; {s.threads} threads, {format_bytes(s.chunk_bytes)} tasks, as gdsio's"
 
     # Set once, outside the timed calls: changing num_threads rebuilds kvikio's thread pool.
-    from ...io.kvikio import kvikio_config
-
     kvikio_config(kvikio, {"num_threads": s.threads, "task_size": s.chunk_bytes})  # defaults.set applies when called
 
     def run() -> dict[str, Any]:
@@ -255,8 +243,7 @@ def _prep_kvikio(path: str, size: int, cfg: BenchConfig) -> Runner:
 
 
 def _prep_torch_gds(path: str, size: int, cfg: BenchConfig) -> Runner:
-    import torch
-    import torch.cuda.gds
+    import torch.cuda.gds  # torch 2.5 on (gdsio takes 2.1): only where _torch_gds_unusable found it
 
     mode = gds.cufile_state(_device_index(cfg)).get("mode") or "unknown mode"
     f = torch.cuda.gds.GdsFile(path, os.O_RDONLY)  # registers the handle: fails early where cuFile can't
@@ -281,14 +268,10 @@ def _prep_numpy(path: str, size: int, cfg: BenchConfig) -> Runner:
 
 
 def _dd_unusable(cfg: BenchConfig) -> str | None:
-    import shutil
-
     return None if shutil.which("dd") else "dd is not on PATH"
 
 
 def _prep_dd_direct(path: str, size: int, cfg: BenchConfig) -> Runner:
-    import subprocess
-
     probe = filesystems.o_direct_probe(path)
     if not probe["ok"]:  # raised here, the path is reported skipped, not failed
         raise OSError(22, f"O_DIRECT does not work here: {probe.get('reason') or probe}", path)
@@ -335,8 +318,6 @@ def _prep_remote(device: str | None, concurrency: int | None = None) -> Callable
     into host memory, then a pageable copy to the GPU."""
 
     def prepare(url: str, size: int, cfg: BenchConfig) -> Runner:
-        import gdsio
-
         over = {} if concurrency is None else {"remote_concurrency": concurrency}
         to_gpu = device is None
         naive = to_gpu and concurrency == 1

@@ -36,7 +36,11 @@ import time
 from typing import Any
 
 import numpy as np
+import torch
 
+import gdsio
+
+from ...io import s3
 from ...io.urls import display, is_url, redact, scheme_of, split_s3
 from ...platform import filesystems, machine, pagecache
 from .paths import (GPU, HOST, PATHS, REMOTE_PATHS, BenchConfig, CopyPath, Runner, gpu_unusable_reason, stats_info,
@@ -145,8 +149,6 @@ def _inner_loops(size: int) -> int:
 
 
 def _event_ceiling(name: str, size: int, cfg: BenchConfig) -> dict[str, Any]:
-    import torch
-
     if name == "h2d-pinned":
         src = torch.empty(size, dtype=torch.uint8, pin_memory=True).fill_(7)
         how, factor = "pinned host tensor .to(cuda, non_blocking=True), CUDA events", 1
@@ -172,8 +174,6 @@ def _event_ceiling(name: str, size: int, cfg: BenchConfig) -> dict[str, Any]:
 
 def _host_buffer(size: int) -> Any:
     """A touched (no page faults timed), page-aligned host tensor of `size` rounded up to 4 KiB."""
-    import torch
-
     padded = -(-size // 4096) * 4096
     raw = torch.empty(padded + 4096, dtype=torch.uint8).fill_(0)
     skip = (-raw.data_ptr()) % 4096
@@ -204,8 +204,6 @@ def _plain_pread(path: str, buf: Any, size: int, direct: bool) -> Runner:
 
 def _storage_ceiling(name: str, path: str, size: int, cfg: BenchConfig) -> dict[str, Any]:
     """The better of gdsio's posix reader and a plain one-thread pread loop, into a reused buffer."""
-    import gdsio
-
     direct = name == "o-direct-disk"
     if direct:
         fs = filesystems.filesystem_of(path)["fs_type"]
@@ -343,16 +341,12 @@ def _objects_from_url(url: str) -> list[BenchFile]:
     """An http(s):// object (one HEAD: its size, or the server's refusal), or
     an s3:// object or the non-empty objects directly under an s3:// prefix
     (one listing: a missing bucket is named as such)."""
-    import gdsio
-
     if scheme_of(url) != "s3":
         with gdsio.File(url) as f:
             size = f.size()
         if size == 0:
             raise ValueError(f"'{display(url)}' is empty: nothing to read")
         return [BenchFile(url, size)]
-    from ...io import s3
-
     bucket, key = split_s3(url)
     listed = list(s3.list_objects(bucket, key))
     exact = [n for k, n in listed if k == key and key and not key.endswith("/")]
@@ -451,8 +445,6 @@ def run_bench(files: list[BenchFile], cfg: BenchConfig | None = None, *,
     >>> doc = run_bench([BenchFile("shard.bin", os.path.getsize("shard.bin"))])  # doctest: +SKIP
     >>> [(r["path"], r["gbps"]) for r in doc["results"]]                           # doctest: +SKIP
     """
-    import gdsio
-
     cfg = cfg or BenchConfig()
     remote = any(is_url(f.path) for f in files)
     if remote and not all(is_url(f.path) for f in files):
