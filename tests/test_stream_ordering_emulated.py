@@ -119,8 +119,11 @@ def _handover(mutated: bool) -> subprocess.CompletedProcess[str]:
         "import stream_model\n"
         "stream_model.handover_check()\n"
     )
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          cwd=E.ROOT, env={**os.environ, "PYTHONPATH": str(E.ROOT)})
+    # The gdsio this test imports (the installed package under the README's `python -P`), not the source
+    # tree's (no compiled extension there): this process's path, -P, and a neutral working directory.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    return subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd="/", env=env)
 
 
 def test_consumer_stream_waits_for_the_batch():
