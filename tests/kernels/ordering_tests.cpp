@@ -34,58 +34,12 @@
 #include "io/host_read.hpp"
 #include "io/pinned_reader.hpp"
 #include "io/staging_ring.hpp"
+#include "scenario.hpp"
 
 namespace {
 
-int g_checks = 0, g_failed = 0;
-
-#define EXPECT(cond, ...)                                                                    \
-  do {                                                                                       \
-    ++g_checks;                                                                              \
-    if (!(cond)) {                                                                           \
-      ++g_failed;                                                                            \
-      std::fprintf(stderr, "FAILED %s:%d: %s: %s\n", __FILE__, __LINE__, #cond,              \
-                   ::gdsio::detail::concat("", __VA_ARGS__).c_str());                        \
-    }                                                                                        \
-  } while (0)
-
 // The ordering faults the emulator saw (a pinned source rewritten before its copy ran, ...).
 std::vector<std::string> faults() { return gdsio_emu::take_faults(); }
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += "\n    " + x;
-  return s;
-}
-
-unsigned char pattern(std::size_t i, unsigned salt = 0) {
-  return static_cast<unsigned char>(((i + salt) * 2654435761u) >> 13);
-}
-
-// A file of `n` bytes whose byte i is pattern(i), in the working directory.
-struct TestFile {
-  std::string path;
-  std::vector<unsigned char> bytes;
-  TestFile(std::size_t n, const std::string& name) : path(name), bytes(n) {
-    for (std::size_t i = 0; i < n; ++i) bytes[i] = pattern(i);
-    const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
-    if (fd < 0 || ::write(fd, bytes.data(), n) != static_cast<ssize_t>(n) || ::close(fd) != 0)
-      throw std::runtime_error("cannot write " + path);
-  }
-  ~TestFile() { ::unlink(path.c_str()); }
-};
-
-// Emulated device memory (cudaMalloc), filled with 0xEE.
-struct DeviceBuffer {
-  unsigned char* p = nullptr;
-  std::size_t n;
-  explicit DeviceBuffer(std::size_t size) : n(size) {
-    void* v = nullptr;
-    if (cudaMalloc(&v, n) != cudaSuccess) throw std::bad_alloc();
-    p = static_cast<unsigned char*>(v);
-    std::memset(p, 0xEE, n);
-  }
-  ~DeviceBuffer() { cudaFree(p); }
-};
 
 // The first byte where got differs from want (n when none).
 std::size_t first_difference(const unsigned char* got, const unsigned char* want, std::size_t n) {

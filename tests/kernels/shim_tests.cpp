@@ -30,20 +30,9 @@
 #include "io/file.hpp"
 #include "io/pinned_reader.hpp"
 #include "io/staging_ring.hpp"
+#include "scenario.hpp"
 
 namespace {
-
-int g_checks = 0, g_failed = 0;
-
-#define EXPECT(cond, ...)                                                                    \
-  do {                                                                                       \
-    ++g_checks;                                                                              \
-    if (!(cond)) {                                                                           \
-      ++g_failed;                                                                            \
-      std::fprintf(stderr, "FAILED %s:%d: %s: %s\n", __FILE__, __LINE__, #cond,              \
-                   ::gdsio::detail::concat("", __VA_ARGS__).c_str());                        \
-    }                                                                                        \
-  } while (0)
 
 std::string g_fakes;  // the folder of libfake_cufile.so and libfake_nvjpeg.so
 const cudaStream_t kStream = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x57ea4});
@@ -74,37 +63,6 @@ long find_call(const std::vector<std::string>& calls, const std::string& prefix,
     if (calls[i].rfind(prefix, 0) == 0) return i;
   return -1;
 }
-std::string joined(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += "\n    " + x;
-  return s;
-}
-
-// A file of `n` bytes whose byte i is a function of i, in the working directory.
-struct TestFile {
-  std::string path;
-  std::vector<unsigned char> bytes;
-  explicit TestFile(std::size_t n, const std::string& name) : path(name), bytes(n) {
-    for (std::size_t i = 0; i < n; ++i) bytes[i] = static_cast<unsigned char>((i * 2654435761u) >> 13);
-    const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
-    if (fd < 0 || ::write(fd, bytes.data(), n) != static_cast<ssize_t>(n) || ::close(fd) != 0)
-      throw std::runtime_error("cannot write " + path);
-  }
-  ~TestFile() { ::unlink(path.c_str()); }
-};
-
-// Emulated device memory (cudaMalloc: what cuda_pointer_kind calls "device").
-struct DeviceBuffer {
-  unsigned char* p = nullptr;
-  std::size_t n;
-  explicit DeviceBuffer(std::size_t size) : n(size) {
-    void* v = nullptr;
-    if (cudaMalloc(&v, n) != cudaSuccess) throw std::bad_alloc();
-    p = static_cast<unsigned char*>(v);
-    std::memset(p, 0xEE, n);
-  }
-  ~DeviceBuffer() { cudaFree(p); }
-};
 
 bool same_bytes(const unsigned char* got, const TestFile& f, std::uint64_t off, std::size_t n) {
   return std::memcmp(got, f.bytes.data() + off, n) == 0;
