@@ -21,7 +21,7 @@ from .device import resolve_device
 from .errors import NeedMoreData
 from .io import File, ReadStats
 from .io.buffers import host_empty
-from .npy_header import parse_npy_header
+from .io.npy_header import parse_npy_header
 
 __all__ = ["MAX_SAFETENSORS_HEADER", "load_npy", "load_safetensors", "read_npy_header", "read_safetensors_header"]
 
@@ -298,7 +298,7 @@ def _npy_header(f: Any) -> tuple[int, Any, bool, tuple[int, ...]]:
 def read_npy_header(path: str | os.PathLike[str]) -> tuple[int, str, bool, tuple[int, ...]]:
     """(data offset, dtype descr, fortran_order, shape) of a .npy file, validated; never unpickles.
 
-    The header is parsed by gdsio.npy_header (numpy's rules, shared with
+    The header is parsed by gdsio.io.npy_header (numpy's rules, shared with
     gdsio.image); the dtype must be one numpy knows, and the file must hold
     the array's bytes.
 

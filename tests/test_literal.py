@@ -1,4 +1,4 @@
-"""gdsio._literal: the .npy header parser that replaces ast.literal_eval (not
+"""gdsio.io.npy_literal: the .npy header parser that replaces ast.literal_eval (not
 thread-safe on CPython 3.11) must agree with it on literals and refuse code."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from conftest import in_threads
 
-from gdsio._literal import literal
+from gdsio.io.npy_literal import literal
 
 scalars = st.one_of(st.integers(), st.booleans(), st.none(), st.text(max_size=12))
 values = st.recursive(scalars, lambda inner: st.one_of(

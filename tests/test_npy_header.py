@@ -12,7 +12,7 @@ import pytest
 
 import gdsio.image as gi
 from gdsio.errors import NeedMoreData
-from gdsio.npy_header import parse_npy_header
+from gdsio.io.npy_header import parse_npy_header
 from gdsio.tensors import load_npy, read_npy_header
 
 

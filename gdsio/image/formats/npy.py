@@ -1,6 +1,6 @@
 """NPY images: uint8, uint16 or float32 arrays of shape HW, HWC or CHW.
 
-The header is parsed by gdsio.npy_header (numpy's rules, the parser
+The header is parsed by gdsio.io.npy_header (numpy's rules, the parser
 gdsio.load_npy uses too); this module adds an image's rules (three dtypes,
 two or three dimensions) and finds where each sample sits, in C or Fortran
 order, either byte order. Decoded by gdsio's kernels or their CPU twin
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...npy_header import NPY_MAGIC, NpyHeader, parse_npy_header
+from ...io.npy_header import NPY_MAGIC, NpyHeader, parse_npy_header
 from ..layout import PixelLayout
 from . import uncompressed
 from ..codec import Format, Item, Options, Size
@@ -36,7 +36,7 @@ def _image_descr(descr: str) -> str:
 
 
 def parse_npy(buf: bytes, total: int, tail: bytes = b"") -> NpyHeader:
-    """gdsio.npy_header's parse, then an image's dtypes: uint8, uint16, float32.
+    """gdsio.io.npy_header's parse, then an image's dtypes: uint8, uint16, float32.
 
     Raises NeedMoreData for a header that runs past ``buf``, ValueError for
     anything else wrong, and nothing else whatever the bytes."""

@@ -3,7 +3,7 @@
 numpy's own rules (``numpy.lib.format.read_array_header_*``): the magic, a
 format version 1.0, 2.0 or 3.0, a little-endian header length, and a dict
 literal with exactly the keys ``descr``, ``fortran_order`` and ``shape``. The
-dict is read by gdsio._literal (literals only, as numpy's
+dict is read by gdsio.io.npy_literal (literals only, as numpy's
 ``ast.literal_eval``, but thread-safe), never evaluated or unpickled, and
 headers longer than numpy's cap are refused before they are parsed.
 
@@ -24,15 +24,15 @@ import struct
 
 import numpy as np
 
-from . import _literal
-from .errors import NeedMoreData
+from ..errors import NeedMoreData
+from . import npy_literal
 
 __all__ = ["NPY_MAGIC", "NPY_MAX_HEADER", "NpyHeader", "parse_npy_header"]
 
 NPY_MAGIC = b"\x93NUMPY"
 # numpy's own limit (np.lib.format, max_header_size): a longer header
 # describes a structured dtype, which gdsio never reads.
-NPY_MAX_HEADER = _literal.NPY_MAX_HEADER
+NPY_MAX_HEADER = npy_literal.NPY_MAX_HEADER
 _KEYS = {"descr", "fortran_order", "shape"}
 # The dtypes an image holds, by their descr without the byte order.
 _IMAGE_DTYPES = {"u1": "uint8", "u2": "uint16", "f4": "float32"}
@@ -125,7 +125,7 @@ def parse_npy_header(buf: bytes, total: int) -> NpyHeader:
     if len(text) > NPY_MAX_HEADER:
         raise ValueError(f"NPY header of {len(text)} characters is longer than {NPY_MAX_HEADER} (numpy's own limit)")
     try:
-        d = _literal.literal(text, python2_longs=major <= 2)
+        d = npy_literal.literal(text, python2_longs=major <= 2)
     except Exception as e:  # ValueError, MemoryError...
         raise ValueError(f"NPY header is not a Python literal: {type(e).__name__}: {e}"[:300]) from None
     if not isinstance(d, dict) or set(d) != _KEYS:

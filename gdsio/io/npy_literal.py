@@ -19,6 +19,8 @@ import tokenize
 import unicodedata
 from typing import Any
 
+__all__ = ["NPY_MAX_HEADER", "literal"]
+
 _ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f",
             "v": "\v", "\n": ""}
 _HEX = {"x": 2, "u": 4, "U": 8}
