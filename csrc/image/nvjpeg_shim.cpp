@@ -48,26 +48,41 @@ constexpr unsigned kFlagHwDecodeNoPipeline = 1u;               // NVJPEG_FLAGS_H
 constexpr unsigned kFlagUpsamplingWithInterpolation = 1u << 5;  // NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION
 constexpr int kMajorVersion = 0, kMinorVersion = 1, kPatchLevel = 2;  // libraryPropertyType
 
-const char* status_name(Status s) {
-  switch (s) {
-    case 0: return "NVJPEG_STATUS_SUCCESS";
-    case 1: return "NVJPEG_STATUS_NOT_INITIALIZED";
-    case 2: return "NVJPEG_STATUS_INVALID_PARAMETER";
-    case 3: return "NVJPEG_STATUS_BAD_JPEG";
-    case 4: return "NVJPEG_STATUS_JPEG_NOT_SUPPORTED";
-    case 5: return "NVJPEG_STATUS_ALLOCATOR_FAILURE";
-    case 6: return "NVJPEG_STATUS_EXECUTION_FAILED";
-    case 7: return "NVJPEG_STATUS_ARCH_MISMATCH";
-    case 8: return "NVJPEG_STATUS_INTERNAL_ERROR";
-    case 9: return "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED";
-    case 10: return "NVJPEG_STATUS_INCOMPLETE_BITSTREAM";
-    default: return "unknown nvJPEG status";
-  }
+// nvjpegStatus_t, the one table of it: each value's name and whether it says
+// "this bitstream (or this image with this backend)" rather than "the library
+// or the GPU failed". The values are 0..10, so a status indexes its row.
+struct StatusRow {
+  Status code;
+  const char* name;
+  bool about_the_data;
+};
+constexpr StatusRow kStatuses[] = {
+    {0, "NVJPEG_STATUS_SUCCESS", false},
+    {1, "NVJPEG_STATUS_NOT_INITIALIZED", false},
+    {2, "NVJPEG_STATUS_INVALID_PARAMETER", true},
+    {3, "NVJPEG_STATUS_BAD_JPEG", true},
+    {4, "NVJPEG_STATUS_JPEG_NOT_SUPPORTED", true},
+    {5, "NVJPEG_STATUS_ALLOCATOR_FAILURE", false},
+    {6, "NVJPEG_STATUS_EXECUTION_FAILED", false},
+    {7, "NVJPEG_STATUS_ARCH_MISMATCH", false},
+    {8, "NVJPEG_STATUS_INTERNAL_ERROR", false},
+    {9, "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED", true},
+    {10, "NVJPEG_STATUS_INCOMPLETE_BITSTREAM", true},
+};
+constexpr int kStatusCount = static_cast<int>(sizeof(kStatuses) / sizeof(kStatuses[0]));
+constexpr bool rows_in_order() {
+  for (int i = 0; i < kStatusCount; ++i)
+    if (kStatuses[i].code != i) return false;
+  return true;
 }
+static_assert(rows_in_order(), "kStatuses[s] is the row of status s");
+// The statuses the shim asks about by value.
+constexpr Status kStatusNotInitialized = 1, kStatusInvalidParameter = 2, kStatusJpegNotSupported = 4,
+                 kStatusArchMismatch = 7, kStatusImplementationNotSupported = 9;
 
-// Statuses that say "this bitstream (or this image with this backend)", as
-// opposed to "the library or the GPU failed".
-bool about_the_data(Status s) { return s == 2 || s == 3 || s == 4 || s == 9 || s == 10; }
+const char* status_name(Status s) { return s >= 0 && s < kStatusCount ? kStatuses[s].name : "unknown nvJPEG status"; }
+
+bool about_the_data(Status s) { return s >= 0 && s < kStatusCount && kStatuses[s].about_the_data; }
 }  // namespace nvj
 
 std::string status_text(nvj::Status s) { return detail::concat(nvj::status_name(s), " (", s, ")"); }
@@ -166,7 +181,7 @@ Slot& slot_locked(int device, JpegBackend backend) {
   // to pipeline them; gdsio wants each call's outputs complete in stream order.
   if (backend == JpegBackend::kHardwareDevice) flags |= nvj::kFlagHwDecodeNoPipeline;
   nvj::Handle h = nullptr;
-  nvj::Status st = 1;
+  nvj::Status st = nvj::kStatusNotInitialized;
   // libjpeg's default ("fancy") chroma upsampling: nvJPEG 12.1 and later;
   // a backend that refuses the flag is created without it (and says so).
   if (at_least(12, 1)) {
@@ -177,9 +192,11 @@ Slot& slot_locked(int device, JpegBackend backend) {
   if (st != 0 || !h) {
     s.reason = detail::concat("nvjpegCreateEx(", nvjpeg_backend_enum_name(backend), ") failed on cuda:", device,
                               ": ", status_text(st));
-    if (backend == JpegBackend::kHardwareDevice && (st == 7 || st == 9 || st == 4))
+    const bool no_engine = st == nvj::kStatusArchMismatch || st == nvj::kStatusImplementationNotSupported ||
+                           st == nvj::kStatusJpegNotSupported;
+    if (backend == JpegBackend::kHardwareDevice && no_engine)
       s.reason += " (this GPU has no hardware JPEG decoder, or this libnvjpeg does not drive it)";
-    else if (st == 2 && backend != JpegBackend::kHost)
+    else if (st == nvj::kStatusInvalidParameter && backend != JpegBackend::kHost)
       s.reason += detail::concat(" (libnvjpeg ", g_status.major, ".", g_status.minor,
                                  " may predate the device-bitstream backends)");
     return s;

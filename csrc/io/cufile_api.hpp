@@ -10,8 +10,6 @@
 
 namespace gdsio::cufile {
 
-constexpr int kOpBaseErr = 5000;
-constexpr int kDriverNotInitialized = 5001;  // nvidia-fs missing and compat mode off
 constexpr int kHandleTypeOpaqueFd = 1;
 constexpr int kBatchMode = 1;  // CUFILE_BATCH
 constexpr int kOpRead = 0;     // CUFILE_READ
@@ -30,6 +28,7 @@ constexpr int kParamForceCompatMode = 2;
 constexpr int kParamUsePciP2pdma = 7;
 
 constexpr int kOpErrorBase = 5000;  // CUFILEOP_BASE_ERR: CUfileOpError values start above it
+constexpr int kCudaDriverError = 5011;  // CU_FILE_CUDA_DRIVER_ERROR: Error::cu_err holds the CUresult
 
 struct Error {  // CUfileError_t
   int err;      // CUfileOpError

@@ -18,59 +18,66 @@
 namespace gdsio {
 
 namespace cufile {
+// CUfileOpError, the one table of it: each value's text, as cufileop_status_error() gives it.
+constexpr struct {
+  int err;
+  const char* text;
+} kOpErrors[] = {
+    {0, "cufile success"},
+    {5001, "nvidia-fs driver is not loaded (and compat mode is off)"},
+    {5002, "invalid property"},
+    {5003, "property range error"},
+    {5004, "nvidia-fs driver version mismatch"},
+    {5005, "nvidia-fs driver version read error"},
+    {5006, "driver shutdown in progress"},
+    {5007, "GPUDirect Storage not supported on current platform"},
+    {5008, "GPUDirect Storage not supported on current file"},
+    {5009, "GPUDirect Storage not supported on current GPU"},
+    {5010, "nvidia-fs driver ioctl error"},
+    {5011, "CUDA Driver API error"},
+    {5012, "invalid device pointer"},
+    {5013, "invalid pointer memory type"},
+    {5014, "pointer range exceeds allocated address range"},
+    {5015, "cuda context mismatch"},
+    {5016, "access beyond maximum pinned size"},
+    {5017, "access beyond mapped size"},
+    {5018, "unsupported file type"},
+    {5019, "unsupported file open flags"},
+    {5020, "fd direct IO not set"},
+    {5022, "invalid arguments"},
+    {5023, "device pointer already registered"},
+    {5024, "device pointer lookup failure"},
+    {5025, "driver or file access error"},
+    {5026, "driver is already open"},
+    {5027, "file descriptor is not registered"},
+    {5028, "file descriptor is already registered"},
+    {5029, "GPU device not found"},
+    {5030, "internal error"},
+    {5031, "failed to obtain new file descriptor"},
+    {5033, "NVFS driver initialization error"},
+    {5034, "GPUDirect Storage disabled by config on current file"},
+    {5035, "failed to submit batch operation"},
+    {5036, "failed to allocate pinned GPU Memory"},
+    {5037, "queue full for batch operation"},
+    {5038, "cuFile stream operation not supported"},
+    {5039, "batch setup internal error (retry later)"},
+    {5040, "batch submit internal error (retry later)"},
+    {5041, "batch get status internal error (retry later)"},
+    {5042, "batch cancel internal error (retry later)"},
+    {5043, "cufile no memory error (retry later)"},
+    {5044, "cufile io error"},
+    {5045, "cufile buffer registration error"},
+    {5046, "cufile hash operation error"},
+    {5047, "cufile invalid context error"},
+    {5048, "nvfs internal driver error"},
+    {5049, "compat mode off error"},
+    {5050, "GPUDirect Storage max error"},
+};
+
 const char* op_error_string(int err) {
-  switch (err) {
-    case 0: return "cufile success";
-    case 5001: return "nvidia-fs driver is not loaded (and compat mode is off)";
-    case 5002: return "invalid property";
-    case 5003: return "property range error";
-    case 5004: return "nvidia-fs driver version mismatch";
-    case 5005: return "nvidia-fs driver version read error";
-    case 5006: return "driver shutdown in progress";
-    case 5007: return "GPUDirect Storage not supported on current platform";
-    case 5008: return "GPUDirect Storage not supported on current file";
-    case 5009: return "GPUDirect Storage not supported on current GPU";
-    case 5010: return "nvidia-fs driver ioctl error";
-    case 5011: return "CUDA Driver API error";
-    case 5012: return "invalid device pointer";
-    case 5013: return "invalid pointer memory type";
-    case 5014: return "pointer range exceeds allocated address range";
-    case 5015: return "cuda context mismatch";
-    case 5016: return "access beyond maximum pinned size";
-    case 5017: return "access beyond mapped size";
-    case 5018: return "unsupported file type";
-    case 5019: return "unsupported file open flags";
-    case 5020: return "fd direct IO not set";
-    case 5022: return "invalid arguments";
-    case 5023: return "device pointer already registered";
-    case 5024: return "device pointer lookup failure";
-    case 5025: return "driver or file access error";
-    case 5026: return "driver is already open";
-    case 5027: return "file descriptor is not registered";
-    case 5028: return "file descriptor is already registered";
-    case 5029: return "GPU device not found";
-    case 5030: return "internal error";
-    case 5031: return "failed to obtain new file descriptor";
-    case 5033: return "NVFS driver initialization error";
-    case 5034: return "GPUDirect Storage disabled by config on current file";
-    case 5035: return "failed to submit batch operation";
-    case 5036: return "failed to allocate pinned GPU Memory";
-    case 5037: return "queue full for batch operation";
-    case 5038: return "cuFile stream operation not supported";
-    case 5039: return "batch setup internal error (retry later)";
-    case 5040: return "batch submit internal error (retry later)";
-    case 5041: return "batch get status internal error (retry later)";
-    case 5042: return "batch cancel internal error (retry later)";
-    case 5043: return "cufile no memory error (retry later)";
-    case 5044: return "cufile io error";
-    case 5045: return "cufile buffer registration error";
-    case 5046: return "cufile hash operation error";
-    case 5047: return "cufile invalid context error";
-    case 5048: return "nvfs internal driver error";
-    case 5049: return "compat mode off error";
-    case 5050: return "GPUDirect Storage max error";
-    default: return "unknown cufile error";
-  }
+  for (const auto& row : kOpErrors)
+    if (row.err == err) return row.text;
+  return "unknown cufile error";
 }
 }  // namespace cufile
 
@@ -117,7 +124,7 @@ using dl::sym;
 std::string err_text(const Error& e) {
   std::string s = cufile::op_error_string(e.err);
   s += " (CUfileOpError " + std::to_string(e.err);
-  if (e.err == 5011) s += ", CUresult " + std::to_string(e.cu_err);
+  if (e.err == cufile::kCudaDriverError) s += ", CUresult " + std::to_string(e.cu_err);
   return s + ")";
 }
 
