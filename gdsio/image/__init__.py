@@ -14,9 +14,9 @@ gdsio.image.pillow). The format is told from the first bytes, not the name.
 Layout: ``api`` (decode, read) runs the steps of ``batch`` (the contract
 gdsio.Loader uses too); each format is a module of ``formats`` with one
 ``Format`` record (``codec``), listed in one registry; ``nvjpeg`` is the GPU
-JPEG ladder, ``pillow`` the decoder of Pillow's formats, ``exif`` the
-orientation, ``layout`` / ``core_types`` what the uncompressed decoder hands
-the extension.
+JPEG ladder, ``jpeg_header`` the JPEG header parser, ``pillow`` the decoder of
+Pillow's formats, ``exif`` the orientation, ``layout`` / ``core_types`` what
+the uncompressed decoder hands the extension.
 
 >>> import gdsio
 >>> img = gdsio.image.read("cat.jpg", device="cuda")          # uint8 (3, H, W)

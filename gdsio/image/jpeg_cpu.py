@@ -25,17 +25,15 @@ rules decide what a damaged file gives.
 from __future__ import annotations
 
 import concurrent.futures
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import torch
 
 from .. import _core
 from ..io.buffers import host_empty
 from .core_types import pixel_job
+from .jpeg_header import JpegHeader
 from .layout import interleaved_layout
-
-if TYPE_CHECKING:  # formats/jpeg.py imports this module
-    from .formats.jpeg import JpegHeader
 
 __all__ = ["BACKEND", "BOX_BACKEND", "NATIVE_BACKEND", "available", "box_available", "decode", "decode_box",
            "decode_many", "decode_many_native", "native_refusal", "refusal"]
