@@ -390,7 +390,8 @@ def run_conversion(batches: int, batch: int, shape: tuple[int, ...], rounds: int
     import numpy as np
     import ray
 
-    from gdsio.data.ray.passes import _RemoteFeed
+    from gdsio.data.flow import Failed
+    from gdsio.data.ray.passes import RemoteBatch, RemoteFeed
 
     def make(rows: dict[str, Any]) -> dict[str, Any]:
         """One input row -> one block of `batch` rows with the columns the CPU nodes give gdsio's feed
@@ -409,23 +410,23 @@ def run_conversion(batches: int, batch: int, shape: tuple[int, ...], rounds: int
         plain = ds.select_columns(["image", "label"]).materialize()  # what a user hands iter_torch_batches
         src = np.random.default_rng(0).random((batch, *shape), dtype=np.float32)
 
-        class FreshFeed(_RemoteFeed):
+        class FreshFeed(RemoteFeed):
             """The feed with a fresh torch.empty per batch, as it was before its host-pool buffers."""
 
             def _empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
                 return torch.empty(shape, dtype=dtype)
 
-        def feed(kind: type = _RemoteFeed) -> list[Any]:
+        def feed(kind: type = RemoteFeed) -> list[Any]:
             q: queue.Queue[Any] = queue.Queue(2)
             stop = threading.Event()
             th = threading.Thread(target=kind(ds, q, stop, False, 2).run, daemon=True)
             th.start()
             out = []
-            while (item := q.get())[0] == "batch":
-                out.append(item[2])
+            while isinstance(item := q.get(), RemoteBatch):
+                out.append(item.images)
             th.join()
-            if item[0] == "error":
-                raise item[1]
+            if isinstance(item, Failed):
+                raise item.error
             return out
 
         def torch_batches() -> list[Any]:

@@ -1,12 +1,14 @@
-"""What the loader's consumer side and its producer share: the byte budget
-of the ready-batch queue, how a batch's bytes are counted, the host batch
-buffers reused across batches, the stop-flag poll interval, the mark of
-the loader's own threads, and the passes still running when Python exits.
+"""What the loader's consumer side and its producer share: the messages on
+the ready-batch queue, the byte budget of that queue, how a batch's bytes are
+counted, the host batch buffers reused across batches, the stop-flag poll
+interval, the mark of the loader's own threads, and the passes still running
+when Python exits.
 """
 
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import queue
 import threading
 import time
@@ -15,12 +17,50 @@ from typing import Any
 
 import torch
 
-__all__ = ["POLL_S", "BatchBuffers", "ByteBudget", "batch_nbytes", "in_loader_thread", "mark_loader_thread", "put_until_stopped",
-           "track_threads"]
+__all__ = ["END", "POLL_S", "BatchBuffers", "ByteBudget", "EmptyBatch", "End", "Failed", "ReadyBatch", "batch_nbytes",
+           "in_loader_thread", "mark_loader_thread", "put_until_stopped", "track_threads"]
 
 POLL_S = 0.1  # how often blocked threads look at the stop flag
 
 _local = threading.local()  # .in_loader: set in the loader's own threads
+
+
+# ---- the messages a producer puts on its queue, one record type per kind --------------------
+# Read by type (isinstance), never by position. Defined at module level, so
+# they pickle; none crosses a process today (a Ray actor reads its own
+# producer's queue in its own process).
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReadyBatch:
+    """A batch made: ``images`` and ``labels`` on the loader's device."""
+
+    batch_no: int
+    images: Any
+    labels: Any
+    ready: Any = None  # CUDA: the event after which the batch may be read; None on the CPU
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class EmptyBatch:
+    """Batch ``batch_no`` had no sample left (on_error="skip" dropped them all)."""
+
+    batch_no: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Failed:
+    """The producing thread failed; the consumer re-raises ``error`` (its traceback kept)."""
+
+    error: BaseException
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class End:
+    """The end of the stream: every batch was put. Use the one instance, ``END``."""
+
+
+END = End()
 
 
 # The threads of passes, with their stop flags, while they run (weakly held:

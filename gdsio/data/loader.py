@@ -19,6 +19,11 @@ parallel, and the loader thread transforms with gdsio's CPU kernels.
 >>> for epoch in range(90):
 ...     loader.set_epoch(epoch)
 ...     for images, labels in loader: ...
+
+Package-internal (not in ``__all__``): ``begin_pass``, ``track_pass``,
+``running_pass``, ``consumed``, ``finished`` and ``pass_plan``, through
+which gdsio.data.ray.Loader runs its passes on a gdsio.Loader's pipeline,
+position and state.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from ..config import current, parse_bytes
 from ..device import resolve_device
 from .cache import Cache
 from .dataset import SampleDataset
-from .flow import POLL_S, BatchBuffers, ByteBudget, batch_nbytes, in_loader_thread, track_threads
+from .flow import (POLL_S, BatchBuffers, ByteBudget, EmptyBatch, End, Failed, ReadyBatch, batch_nbytes, in_loader_thread,
+                   track_threads)
 from .meter import LoaderStats, Meter
 from .producer import PassPlan, Producer
 from .sampler import ShardedOrder
@@ -369,6 +375,43 @@ class Loader:
         return self._streams
 
 
+# ---- package-internal: gdsio.data.ray.Loader runs its passes on a gdsio.Loader -----------------
+
+
+def begin_pass(loader: Loader) -> tuple[int, int, int]:
+    """Package-internal (gdsio.data.ray.loader): stops `loader`'s running pass
+    and says where the next one starts: (epoch, first batch, generation)."""
+    return loader._begin_pass()
+
+
+def track_pass(loader: Loader, p: Any) -> None:
+    """Package-internal (gdsio.data.ray.loader): `p` (anything with close()) is
+    `loader`'s running pass, which the next pass of either loader stops."""
+    loader._pass = weakref.ref(p)
+
+
+def running_pass(loader: Loader) -> Any:
+    """Package-internal (gdsio.data.ray.loader): `loader`'s running pass, or None."""
+    return loader._pass() if loader._pass is not None else None
+
+
+def consumed(loader: Loader, gen: int, batch_no: int) -> None:
+    """Package-internal (gdsio.data.ray.passes): the consumer has had batch
+    `batch_no` of pass `gen` (a stale pass changes nothing)."""
+    loader._consumed(gen, batch_no)
+
+
+def finished(loader: Loader, gen: int, epoch: int) -> None:
+    """Package-internal (gdsio.data.ray.passes): pass `gen` handed out all of `epoch`."""
+    loader._finished(gen, epoch)
+
+
+def pass_plan(loader: Loader, epoch: int, start: int) -> PassPlan:
+    """Package-internal (gdsio.data.ray.passes): the frozen description of one
+    pass of `loader` from batch `start` of `epoch`, for a Producer."""
+    return loader._plan(epoch, start)
+
+
 def _byte_budget(value: int | str | None) -> int | None:
     if value is None:
         return None
@@ -387,7 +430,7 @@ class _Pass:
         self._loader = loader
         self._epoch = epoch
         self._gen = gen
-        self._queue: queue.Queue[tuple[Any, ...]] = queue.Queue(maxsize=loader.prefetch)
+        self._queue: queue.Queue[ReadyBatch | EmptyBatch | Failed | End] = queue.Queue(maxsize=loader.prefetch)
         self._budget = ByteBudget(loader.prefetch_bytes)
         self._stop = threading.Event()
         self._closed = False
@@ -410,22 +453,22 @@ class _Pass:
         try:
             while True:
                 item = self._get()
-                if item[0] == "batch":
+                if isinstance(item, ReadyBatch):
                     break
-                if item[0] == "empty":  # every sample of that batch was skipped
-                    self._loader._consumed(self._gen, item[1])
+                if isinstance(item, EmptyBatch):  # every sample of that batch was skipped
+                    self._loader._consumed(self._gen, item.batch_no)
                     continue
-                if item[0] == "end":
+                if isinstance(item, End):
                     self._loader._finished(self._gen, self._epoch)
                     self.close()
                     raise StopIteration
-                raise item[1]  # an error from the loader's threads, with its traceback
+                raise item.error  # Failed: an error from the loader's threads, with its traceback
         except StopIteration:
             raise
         except BaseException:
             self.close()
             raise
-        _, batch_no, images, labels, ready = item
+        batch_no, images, labels, ready = item.batch_no, item.images, item.labels, item.ready
         self._budget.release(batch_nbytes(images, labels))
         if ready is not None:  # CUDA: order the consumer's stream after the batch, no host sync
             cur = torch.cuda.current_stream(self._loader.device)
@@ -439,7 +482,7 @@ class _Pass:
         self._loader._consumed(self._gen, batch_no)
         return images, labels
 
-    def _get(self) -> tuple[Any, ...]:
+    def _get(self) -> ReadyBatch | EmptyBatch | Failed | End:
         while True:
             try:
                 return self._queue.get(timeout=POLL_S)

@@ -31,7 +31,8 @@ from ..io import File, read
 from ..tensors import load_npy
 from . import decode
 from .disk_cache import DiskCache
-from .flow import BatchBuffers, ByteBudget, batch_nbytes, mark_loader_thread, put_until_stopped
+from .flow import (END, BatchBuffers, ByteBudget, EmptyBatch, End, Failed, ReadyBatch, batch_nbytes, mark_loader_thread,
+                   put_until_stopped)
 from .meter import Meter
 from .sources import SampleTable
 from ..transforms.classes import BatchInfo, BatchTransform, batch_context
@@ -94,9 +95,9 @@ class PassPlan:
 
 
 class Producer:
-    """Runs in the thread ``gdsio-loader``; puts ``("batch", batch_no, images,
-    labels, ready_event)``, ``("empty", batch_no)``, ``("error", exc)`` or
-    ``("end",)`` on the queue."""
+    """Runs in the thread ``gdsio-loader``; puts a ``ReadyBatch`` or an
+    ``EmptyBatch`` per batch, then ``END``, or ``Failed`` (gdsio.data.flow's
+    records) on the queue."""
 
     def __init__(self, plan: PassPlan, q: queue.Queue[Any], stop: threading.Event, budget: ByteBudget | None = None,
                  kept: dict[int, np.ndarray] | None = None) -> None:
@@ -153,15 +154,15 @@ class Producer:
                 if not self._put(item):
                     return
             if not self.stop.is_set():
-                self._put(("end",))
+                self._put(END)
         except BaseException as e:  # reaches the consumer, which re-raises it
-            self._put(("error", e))
+            self._put(Failed(e))
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
-    def _put(self, item: tuple[Any, ...]) -> bool:
-        if item[0] == "batch" and self.budget is not None:
-            if not self.budget.acquire(batch_nbytes(item[2], item[3]), self.stop):
+    def _put(self, item: ReadyBatch | EmptyBatch | Failed | End) -> bool:
+        if isinstance(item, ReadyBatch) and self.budget is not None:
+            if not self.budget.acquire(batch_nbytes(item.images, item.labels), self.stop):
                 return False
         return put_until_stopped(self.q, item, self.stop)
 
@@ -317,14 +318,14 @@ class Producer:
         log.warning("gdsio.Loader: skipping sample %d ('%s'): %s: %s", index, desc, type(err).__name__, err)
         failures[pos] = err
 
-    def _finish(self, p: _Pending) -> tuple[Any, ...]:
+    def _finish(self, p: _Pending) -> ReadyBatch | EmptyBatch:
         try:
             return self._finish_batch(p)
         finally:
             if p.buf is not None and not self.cuda:
                 self.plan.buffers.release(p.buf)  # the batch built from it (if any) now keeps it
 
-    def _finish_batch(self, p: _Pending) -> tuple[Any, ...]:
+    def _finish_batch(self, p: _Pending) -> ReadyBatch | EmptyBatch:
         n = len(p.indices)
         idx = p.indices.tolist()
         samples: list[Any] = [None] * n
@@ -388,7 +389,7 @@ class Producer:
             keep = [r for r in range(n) if r not in failures]
             if not keep:
                 self.plan.meter.produced(time.perf_counter() - p.t0, len(p.hits), len(failures), None)
-                return ("empty", p.batch_no)
+                return EmptyBatch(p.batch_no)
             images = self._assemble(p, samples, keep)
             if self.kept is not None:
                 self.kept[p.batch_no] = p.indices[keep]
@@ -396,7 +397,7 @@ class Producer:
             end = self._event(1, timing=True)
         self.plan.meter.produced(time.perf_counter() - p.t0, len(p.hits), len(failures),
                             (start, end) if self.cuda else None)
-        return ("batch", p.batch_no, images, labels, end)
+        return ReadyBatch(p.batch_no, images, labels, end)
 
     def _fill_from_cache(self, p: _Pending, samples: list[Any]) -> None:
         for r, (hit, ready) in p.hits.items():

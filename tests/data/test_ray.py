@@ -589,9 +589,9 @@ def test_shutdown_leaves_no_ray_process_or_socket_behind(cluster):
 
 
 def test_the_auto_board_decides_each_batch_once_and_spreads_the_share():
-    from gdsio.data.ray.passes import _BoardImpl
+    from gdsio.data.ray.passes import Board
 
-    board = _BoardImpl()
+    board = Board()
     board.begin(1, 0.25)
     first = [board.owner(1, 3, k) for k in range(8)]
     assert first.count("local") == 2 and first[3] == first[7] == "local"  # a quarter, spread evenly
@@ -605,6 +605,43 @@ def test_the_auto_board_decides_each_batch_once_and_spreads_the_share():
     assert set(board.owners) == {(4, 0)}
     board.begin(2, 0.0)
     assert board.owner(2, 3, 0) == "remote" and board.owner(1, 3, 0) == "stale"
+
+
+def test_the_feed_ends_a_dataset_by_rays_private_executor_only_on_the_versions_checked(monkeypatch):
+    """Ray Data has no public call to end an execution from another thread: the
+    feed uses Dataset._current_executor on the Ray versions checked, and
+    elsewhere (or where the attribute is gone) falls back to leaving it be."""
+    import queue
+    import types
+
+    from gdsio.data.ray import passes
+
+    class Executor:
+        def __init__(self):
+            self.calls = []
+
+        def shutdown(self, force):
+            self.calls.append(force)
+
+    class Dataset:  # a ray.data.Dataset as far as the feed's abort sees it (Ray 2.60's private attribute)
+        def __init__(self):
+            self._current_executor = Executor()
+
+    def ray_version(v):
+        monkeypatch.setattr(passes, "import_ray", lambda: types.SimpleNamespace(__version__=v))
+
+    ds = Dataset()
+    executor = ds._current_executor
+    feed = passes.RemoteFeed(ds, queue.Queue(), threading.Event(), False, 1)
+    ray_version("2.60.0")
+    assert feed.abort() is True and executor.calls == [True]
+    for v in ("3.0.0.dev0", "2.59.1", "unknown"):  # not checked: the fallback leaves the private attribute alone
+        ray_version(v)
+        assert feed.abort() is False
+    assert executor.calls == [True]
+    del ds._current_executor  # a checked version without it: the fallback too
+    ray_version("2.61.0")
+    assert feed.abort() is False
 
 
 def test_imports_stay_light_and_the_extra_is_named():

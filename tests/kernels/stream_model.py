@@ -92,7 +92,7 @@ def handover_check() -> None:
     import torch
 
     from gdsio.data import loader as L
-    from gdsio.data.flow import ByteBudget
+    from gdsio.data.flow import ByteBudget, ReadyBatch
 
     work, consumer = Stream("the loader's work stream"), Stream("the consumer's stream")
     images = torch.full((4, 3, 8, 8), POISON, dtype=torch.uint8)
@@ -105,7 +105,7 @@ def handover_check() -> None:
     p = object.__new__(L._Pass)  # the pass without its producer thread: the batch is put on its queue here
     p._loader, p._epoch, p._gen = _Loader(), 0, 0
     p._queue = queue.Queue()
-    p._queue.put(("batch", 0, images, labels, ready))
+    p._queue.put(ReadyBatch(0, images, labels, ready))
     p._budget = ByteBudget(None)
     p._stop = threading.Event()
     p._closed, p._last = False, None

@@ -6,13 +6,13 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import threading
-import weakref
 from typing import Any, Callable
 
 from ..loader import Loader as _GdsioLoader
+from ..loader import begin_pass, running_pass, track_pass
 from ..meter import LoaderStats, Meter
-from .passes import AUTO_START, _BoardImpl, _Execution, _fixed_local, _OffloadPass
-from .remote import _actors, _check_cpus, _connected, _Placement, _ray
+from .passes import AUTO_START, Board, Execution, fixed_local, OffloadPass, OffloadShared
+from .remote import check_cpus, connected_ray, import_ray, Placement, pool_size
 
 __all__ = ["Loader", "OffloadStats"]
 
@@ -179,26 +179,26 @@ class Loader:
             **dataloader_only,
         )
         self.local_share = _parse_share(local_share)
-        self.placement = _Placement.parse(resources)
-        self.cpus_per_actor = _check_cpus(cpus_per_actor)
+        self.placement = Placement.parse(resources)
+        self.cpus_per_actor = check_cpus(cpus_per_actor)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         self.timeout = float(timeout)
         if isinstance(epochs_per_pool, bool) or not isinstance(epochs_per_pool, int) or epochs_per_pool < 1:
             raise ValueError(f"epochs_per_pool must be a positive int, got {epochs_per_pool!r}")
         self.epochs_per_pool = epochs_per_pool
-        self._share = AUTO_START if self.local_share == "auto" else float(self.local_share)
         self._actors: int | None = None
         if self.local_share != 1.0:
-            _connected()
-            self._actors = _actors(self.placement, self.cpus_per_actor, actors, ranks=world_size)
-        self._meter = Meter()
-        self._sides = _Sides()
+            connected_ray()
+            self._actors = pool_size(self.placement, self.cpus_per_actor, actors, ranks=world_size)
+        # What the passes and executions share with this loader: the counts, the share ("auto" moves it), the board.
+        self._shared = OffloadShared(
+            local=self._local, meter=Meter(), sides=_Sides(), arrived=threading.Event(), actors=self._actors,
+            share=AUTO_START if self.local_share == "auto" else float(self.local_share),
+        )
         self._rows: Any = None  # the input rows (0..n-1, places in the execution's sequence), made once
-        self._board: Any = None
-        self._exec: _Execution | None = None
+        self._exec: Execution | None = None
         self._pools = 0
-        self._arrived = threading.Event()  # set by every put of either side: the consumer wakes
 
     # ---- what gdsio.Loader says ---------------------------------------------------------
 
@@ -234,38 +234,38 @@ class Loader:
 
     def stats(self, reset: bool = False) -> OffloadStats:
         """Throughput and data-wait share of the merged stream, and the samples each side made."""
-        base = self._meter.snapshot()
-        s = self._sides
+        base = self._shared.meter.snapshot()
+        s = self._shared.sides
         with s._lock:
             out = OffloadStats(**{f.name: getattr(base, f.name) for f in dataclasses.fields(LoaderStats)},
                                local_samples=s.local, remote_samples=s.remote, remote_nodes=dict(s.nodes),
-                               local_share=self._share,
+                               local_share=self._shared.share,
                                remote_ms_per_sample=1e3 * s.remote_s / s.remote if s.remote else None,
                                remote_pools=self._pools)
         if reset:
-            self._meter.reset()
-            self._sides.reset()
+            self._shared.meter.reset()
+            self._shared.sides.reset()
         return out
 
     # ---- iteration ----------------------------------------------------------------------
 
-    def __iter__(self) -> "_OffloadPass":
-        epoch, start, gen = self._local._begin_pass()  # the last pass closed: where it left its execution is known
+    def __iter__(self) -> "OffloadPass":
+        epoch, start, gen = begin_pass(self._local)  # the last pass closed: where it left its execution is known
         ex = self._exec
         if ex is not None and not ex.continues(epoch, start):
             ex.close()
             ex = self._exec = None
         if ex is None and self.local_share != 1.0:
             ex = self._exec = self._execution(epoch, start)
-        p = _OffloadPass(self, epoch, start, gen, ex)
-        self._local._pass = weakref.ref(p)  # a new pass of either kind stops this one
+        p = OffloadPass(self, self._shared, epoch, start, gen, ex)
+        track_pass(self._local, p)  # a new pass of either kind stops this one
         return p
 
     def close(self) -> None:
         """Stops the running pass and ends the Ray Data execution, freeing its
         actors (with ``epochs_per_pool`` > 1 they outlive a pass). Iterating
         again starts a new one."""
-        p = self._local._pass() if self._local._pass is not None else None
+        p = running_pass(self._local)
         if p is not None:
             p.close()
         if self._exec is not None:
@@ -281,9 +281,9 @@ class Loader:
         """A fixed share: the batch numbers of an epoch the CPU nodes make (None: "auto", every batch asks)."""
         if self.local_share == "auto":
             return None
-        return tuple(k for k in range(len(self)) if not _fixed_local(self._share, k))
+        return tuple(k for k in range(len(self)) if not fixed_local(self._shared.share, k))
 
-    def _execution(self, epoch: int, start: int) -> _Execution | None:
+    def _execution(self, epoch: int, start: int) -> Execution | None:
         """A Ray Data execution over the batches the CPU nodes make, from batch
         `start` of `epoch` to the end of epoch + epochs_per_pool - 1 (None: none there)."""
         ks = self._remote_ks()
@@ -298,27 +298,27 @@ class Loader:
         self._pools += 1
         board = None
         if self.local_share == "auto":
-            ray = _ray()
+            ray = import_ray()
             board = self._board_handle()
-            ray.get(board.begin.remote(self._pools, self._share), timeout=self.timeout)
-        return _Execution(self, epoch, start, self._pools, rows,
-                          dict(offset=offset, per=per, remote_ks=ks, board=board))
+            ray.get(board.begin.remote(self._pools, self._shared.share), timeout=self.timeout)
+        return Execution(self, self._shared, epoch, start, self._pools, rows,
+                         dict(offset=offset, per=per, remote_ks=ks, board=board))
 
     def _input_rows(self, n: int) -> Any:
         """Rows 0..n-1 (places in an execution's sequence of batches), as a
         dataset made once per loader, one row per block: a block is one actor
         call, so each batch streams out when it is made."""
         if self._rows is None:
-            ray = _ray()
+            ray = import_ray()
             self._rows = ray.data.from_items([{"seq": k} for k in range(n)], override_num_blocks=n)
         return self._rows
 
     def _board_handle(self) -> Any:
-        if self._board is None:
-            ray = _ray()
+        if self._shared.board is None:
+            ray = import_ray()
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             here = ray.get_runtime_context().get_node_id()  # the trainer's node, where the consumer is
-            self._board = ray.remote(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False))(
-                _BoardImpl).remote()
-        return self._board
+            where = NodeAffinitySchedulingStrategy(here, soft=False)
+            self._shared.board = ray.remote(num_cpus=0, scheduling_strategy=where)(Board).remote()
+        return self._shared.board

@@ -1,7 +1,11 @@
 """One pass of gdsio.data.ray.Loader: the local producer's and the Ray feed's
 batches merged in batch order, the "auto" board that decides each batch's
 owner once, and the watch on the CPU nodes (a lost one is named, never waited
-for without bound)."""
+for without bound).
+
+Package-internal (``__all__`` is empty; used by gdsio.data.ray.loader):
+``OffloadShared``, ``Board``, ``Execution``, ``OffloadPass``, ``fixed_local``,
+``AUTO_START``; ``RemoteFeed`` and ``RemoteBatch`` (bench/bench_ray.py too)."""
 
 from __future__ import annotations
 
@@ -17,12 +21,16 @@ import numpy as np
 import torch
 
 from ...io.buffers import host_empty
-from ..flow import POLL_S, ByteBudget, batch_nbytes, put_until_stopped, track_threads
+from ..flow import (END, POLL_S, ByteBudget, EmptyBatch, End, Failed, ReadyBatch, batch_nbytes, put_until_stopped,
+                    track_threads)
+from ..loader import consumed, finished, pass_plan
+from ..meter import Meter
 from ..producer import Producer
 from ..sampler import ShardedOrder
-from .remote import _describe, _nodes, _pipeline, _ray, _Spec
+from .remote import actor_pipeline, ActorSpec, describe_node, import_ray, placed_nodes
 
 if TYPE_CHECKING:
+    from ..loader import Loader as GdsioLoader
     from .loader import Loader
 
 __all__: list[str] = []  # the mechanics of gdsio.data.ray.Loader; nothing here is API
@@ -34,12 +42,59 @@ AUTO_STEP = 0.05  # how far one waited-for batch moves the share
 AUTO_WAITED = 0.1  # a batch "was waited for" when the wait is this share of the step
 HEALTH_EVERY_S = 2.0  # while waiting for a remote batch, how often the nodes are looked at
 
+# Ray Data has no public call to end a running execution from another thread;
+# its Dataset's private ``_current_executor`` has one. Used only on the Ray
+# versions it was checked on: [from, before), from gdsio[ray]'s floor (2.60).
+# Elsewhere the feed is left to end with its dataset (its thread is a daemon).
+RAY_EXECUTOR_CHECKED = ((2, 60), (3, 0))
 
-class _BoardImpl:
+
+def _dataset_executor(ds: Any, ray_version: str) -> Any:
+    """Ray Data's running executor of `ds`, or None where this Ray's version
+    is not one whose private ``Dataset._current_executor`` was checked."""
+    try:
+        version = tuple(int(part) for part in ray_version.split(".")[:2])
+    except ValueError:
+        return None
+    lo, hi = RAY_EXECUTOR_CHECKED
+    if not lo <= version < hi:
+        return None
+    return getattr(ds, "_current_executor", None)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RemoteBatch:
+    """A batch the CPU nodes made, as the Ray feed queues it (its own
+    ``Failed`` and ``END`` are gdsio.data.flow's): rows joined into tensors
+    on the host, with the node that made it and its seconds per sample."""
+
+    batch_no: int
+    images: Any
+    labels: Any
+    node: str
+    seconds: float
+    epoch: int
+
+
+@dataclasses.dataclass
+class OffloadShared:
+    """What a gdsio.data.ray.Loader shares with its passes and executions
+    (package-internal: made by gdsio.data.ray.loader.Loader, used here)."""
+
+    local: GdsioLoader  # this node's gdsio.Loader: its pipeline, settings, position and state
+    meter: Meter  # the merged stream's counts
+    sides: Any  # gdsio.data.ray.loader's counts of which side made what (.add)
+    arrived: threading.Event  # set by every put of either side: the consumer wakes
+    actors: int | None  # the actor pool's size (None: local_share=1.0, no pool)
+    share: float  # the share this node makes now ("auto" moves it)
+    board: Any = None  # local_share="auto": the Board actor's handle, made with the first execution
+
+
+class Board:
     """local_share="auto": who makes each batch, decided once, at the first
     question from either side, from the share at that moment (a Ray actor on
-    the trainer's node). Retried remote tasks get the same answer, so a batch
-    is never made by both. One round of answers per Ray Data execution (which
+    the trainer's node; package-internal: gdsio.data.ray.loader starts it).
+    Retried remote tasks get the same answer, so a batch is never made by both. One round of answers per Ray Data execution (which
     may span epochs: ``epochs_per_pool``); an earlier execution's actors are
     told "stale" and make nothing."""
 
@@ -75,8 +130,9 @@ class _BoardImpl:
             self.owners = {key: who for key, who in self.owners.items() if key[0] >= epoch}
 
 
-def _fixed_local(share: float, k: int) -> bool:
-    """Fixed share: batch k is made here for an even spread of ``share`` of the batches."""
+def fixed_local(share: float, k: int) -> bool:
+    """Fixed share: batch k is made here for an even spread of ``share`` of the
+    batches (package-internal: gdsio.data.ray.loader too)."""
     return math.floor((k + 1) * share + 1e-9) > math.floor(k * share + 1e-9)
 
 
@@ -104,10 +160,10 @@ class _Signalling(queue.Queue):  # type: ignore[type-arg]
         self._arrived.set()
 
 
-class _RemoteFeed:
+class RemoteFeed:
     """Thread ``gdsio-ray``: iterates the Ray dataset, joins the rows of each
-    batch, copies them into (pinned) tensors and queues ``("batch", k, images,
-    labels, node, seconds, epoch)``, then ``("end",)``, or ``("error", exc)``."""
+    batch, copies them into (pinned) tensors and queues a ``RemoteBatch`` per
+    batch, then ``END``, or ``Failed``."""
 
     def __init__(self, ds: Any, q: queue.Queue[Any], stop: threading.Event, pinned: bool, prefetch: int) -> None:
         self.ds, self.q, self.stop, self.pinned, self.prefetch = ds, q, stop, pinned, prefetch
@@ -134,16 +190,16 @@ class _RemoteFeed:
             if parts:
                 raise RuntimeError(f"gdsio.data.ray: batch {int(parts[0]['batch_no'][0])} came incomplete "
                                    f"({have} of {int(parts[0]['count'][0])} rows)")
-            self._put(("end",))
+            self._put(END)
         except BaseException as e:  # reaches the consumer, which re-raises it
-            self._put(("error", e))
+            self._put(Failed(e))
 
-    def _batch(self, parts: list[dict[str, np.ndarray]]) -> tuple[Any, ...]:
+    def _batch(self, parts: list[dict[str, np.ndarray]]) -> RemoteBatch:
         images = self._tensor([p["image"] for p in parts])
         labels = self._tensor([p["label"] for p in parts])
         first = parts[0]
-        return ("batch", int(first["batch_no"][0]), images, labels, str(first["node"][0]), float(first["seconds"][0]),
-                int(first["epoch"][0]))
+        return RemoteBatch(int(first["batch_no"][0]), images, labels, str(first["node"][0]), float(first["seconds"][0]),
+                           int(first["epoch"][0]))
 
     def _tensor(self, arrays: list[np.ndarray]) -> Any:
         """One copy, from Ray's read-only buffers into a tensor of our own (`_empty`)."""
@@ -165,22 +221,29 @@ class _RemoteFeed:
             return torch.empty(shape, dtype=dtype, pin_memory=True)
         return host_empty(math.prod(shape) * dtype.itemsize).view(dtype).view(shape)
 
-    def abort(self) -> None:
+    def abort(self) -> bool:
         """Ends the dataset's execution from another thread: a feed blocked in
         Ray (its node lost, no other to run on) then returns. Ray Data has no
-        public call for it; its executor's own shutdown, where there is one."""
-        executor = getattr(self.ds, "_current_executor", None)
-        if executor is not None:
-            try:
-                executor.shutdown(force=True)
-            except Exception as e:  # noqa: BLE001 - best effort while closing; the thread is a daemon
-                log.warning("gdsio.data.ray.Loader: could not stop the Ray dataset: %s: %s", type(e).__name__, e)
+        public call for it; its executor's own shutdown, on the Ray versions
+        checked (``RAY_EXECUTOR_CHECKED``). False where it could not: the feed's
+        daemon thread then ends with its dataset."""
+        executor = _dataset_executor(self.ds, import_ray().__version__)
+        if executor is None:
+            log.info("gdsio.data.ray.Loader: no checked way to end this Ray's dataset execution; its feed thread "
+                     "(a daemon) ends with it")
+            return False
+        try:
+            executor.shutdown(force=True)
+        except Exception as e:  # noqa: BLE001 - best effort while closing; the thread is a daemon
+            log.warning("gdsio.data.ray.Loader: could not stop the Ray dataset: %s: %s", type(e).__name__, e)
+            return False
+        return True
 
-    def _put(self, item: tuple[Any, ...]) -> bool:
+    def _put(self, item: RemoteBatch | Failed | End) -> bool:
         return put_until_stopped(self.q, item, self.stop)
 
 
-class _Execution:
+class Execution:
     """One Ray Data execution, its actor pool and its feed thread: the CPU
     nodes' batches of the epochs from `epoch` to ``last_epoch`` (the loader's
     ``epochs_per_pool``), from batch `start` of the first. It outlives a pass:
@@ -189,8 +252,9 @@ class _Execution:
     the consumer finished the last one (Ray Data starts a pool per
     execution, seconds: ray-project/ray#46479)."""
 
-    def __init__(self, loader: Loader, epoch: int, start: int, gen: int, rows: Any, spec_args: dict[str, Any]) -> None:
-        inner = loader._local
+    def __init__(self, loader: Loader, shared: OffloadShared, epoch: int, start: int, gen: int, rows: Any,
+                 spec_args: dict[str, Any]) -> None:
+        inner = shared.local
         self.gen = gen
         self.last_epoch = epoch + loader.epochs_per_pool - 1
         self.next = (epoch, start)  # where the consumer stands: a pass that begins here goes on with this execution
@@ -198,17 +262,17 @@ class _Execution:
         self.started = False  # handed over a batch yet ("auto" steering: the first one's wait is the start)
         self.head: Any = None  # the next item, taken from the queue and not yet handed over
         self.stop = threading.Event()
-        self.q: queue.Queue[Any] = _Signalling(inner.prefetch, loader._arrived)
+        self.q: queue.Queue[RemoteBatch | Failed | End] = _Signalling(inner.prefetch, shared.arrived)
         self.lost_reported: set[str] = set()
         o = inner.order
-        spec = _Spec(table=inner.table, num_samples=o.num_samples, batch_size=o.batch_size, shuffle=o.shuffle,
-                     seed=o.seed, rank=o.rank, world_size=o.world_size, drop_last=o.drop_last, epoch=epoch,
-                     transform=inner.transform, mode=inner.image_mode, on_error=inner.on_error,
-                     threads=max(1, int(loader.cpus_per_actor)), per_batch=True, gen=gen, **spec_args)
-        ds = _pipeline(rows, spec, loader.placement, actors=loader._actors or 1, cpus=loader.cpus_per_actor,
-                       batch_size=1)
-        self.watch = {n["NodeID"]: n for n in _nodes(loader.placement)}
-        self.feed = _RemoteFeed(ds, self.q, self.stop, inner.device.type == "cuda", inner.prefetch)
+        spec = ActorSpec(table=inner.table, num_samples=o.num_samples, batch_size=o.batch_size, shuffle=o.shuffle,
+                         seed=o.seed, rank=o.rank, world_size=o.world_size, drop_last=o.drop_last, epoch=epoch,
+                         transform=inner.transform, mode=inner.image_mode, on_error=inner.on_error,
+                         threads=max(1, int(loader.cpus_per_actor)), per_batch=True, gen=gen, **spec_args)
+        ds = actor_pipeline(rows, spec, loader.placement, actors=shared.actors or 1, cpus=loader.cpus_per_actor,
+                            batch_size=1)
+        self.watch = {n["NodeID"]: n for n in placed_nodes(loader.placement)}
+        self.feed = RemoteFeed(ds, self.q, self.stop, inner.device.type == "cuda", inner.prefetch)
         self.thread = threading.Thread(target=self.feed.run, name="gdsio-ray", daemon=True)
         self.thread.start()
         track_threads(self.stop, self.thread)  # stopped and joined at exit if still running
@@ -216,9 +280,9 @@ class _Execution:
     def continues(self, epoch: int, start: int) -> bool:
         return not self.failed and not self.stop.is_set() and (epoch, start) == self.next and epoch <= self.last_epoch
 
-    def peek(self, epoch: int) -> Any:
+    def peek(self, epoch: int) -> RemoteBatch | Failed | End | None:
         """The next item for a pass of `epoch` without taking it: None (not there yet), a batch of that epoch,
-        ("end",) (the execution ended, or its next batch is of a later epoch), or ("error", exc)."""
+        END (the execution ended, or its next batch is of a later epoch), or Failed."""
         while True:
             if self.head is None:
                 try:
@@ -232,15 +296,15 @@ class _Execution:
                         self.failed = True
                         raise RuntimeError("gdsio.data.ray.Loader: the remote feed ended without a result") from None
             head = self.head
-            if head[0] == "error":
+            if isinstance(head, Failed):
                 self.failed = True
-            if head[0] != "batch" or head[6] == epoch:
+            if not isinstance(head, RemoteBatch) or head.epoch == epoch:
                 return head
-            if head[6] > epoch:
-                return ("end",)
+            if head.epoch > epoch:
+                return END
             self.head = None  # an earlier epoch's batch (cannot happen: passes go forward): dropped
 
-    def take(self) -> Any:
+    def take(self) -> RemoteBatch | Failed | End | None:
         head, self.head = self.head, None
         return head
 
@@ -263,48 +327,51 @@ class _Execution:
         self.head = None
 
 
-class _OffloadPass:
+class OffloadPass:
     """One pass: the local producer's and the Ray feed's batches, merged in
     batch order. Its threads stop when it ends, on close(), on an exception
     in next() and when it is garbage collected; the Ray execution it reads
     from is the loader's, and goes on into the next pass when that one
     continues it (``epochs_per_pool``)."""
 
-    def __init__(self, loader: Loader, epoch: int, start: int, gen: int, ex: _Execution | None) -> None:
+    def __init__(self, loader: Loader, shared: OffloadShared, epoch: int, start: int, gen: int,
+                 ex: Execution | None) -> None:
         self._loader = loader
+        self._shared = shared
         self._epoch, self._gen = epoch, gen
         self._k, self._end = start, len(loader)
         self._closed = False
         self._last: float | None = None
         self._stop = threading.Event()
-        self._arrived = loader._arrived
-        self._budget = ByteBudget(loader._local.prefetch_bytes)
-        inner = loader._local
+        self._arrived = shared.arrived
+        self._budget = ByteBudget(shared.local.prefetch_bytes)
+        inner = shared.local
         self._local_head: Any = None
         self._queue: queue.Queue[Any] | None = None
         self._thread: threading.Thread | None = None
         self._ex = ex
         self._local_started = False
-        loader._meter.begin_pass(epoch, start)
+        shared.meter.begin_pass(epoch, start)
         share = loader.local_share
-        self._board = loader._board if share == "auto" else None
+        self._board = shared.board if share == "auto" else None
         if share == 1.0:
             mine: Callable[[int], bool] = lambda k: True  # noqa: E731
         elif share == "auto":
-            ray, board, ex_gen = _ray(), loader._board, ex.gen if ex is not None else -1
+            ray, board, ex_gen = import_ray(), shared.board, ex.gen if ex is not None else -1
             mine = lambda k: ray.get(board.owner.remote(ex_gen, epoch, k), timeout=loader.timeout) == "local"  # noqa: E731
         else:
-            mine = lambda k: _fixed_local(float(share), k)  # noqa: E731
+            mine = lambda k: fixed_local(float(share), k)  # noqa: E731
         # This node: gdsio.Loader's producer over the batches it keeps.
         if share != 0.0:
-            plan = dataclasses.replace(inner._plan(epoch, start), order=_LocalOrder(inner.order, mine), meter=loader._meter)
+            plan = dataclasses.replace(pass_plan(inner, epoch, start), order=_LocalOrder(inner.order, mine),
+                                       meter=shared.meter)
             self._queue = _Signalling(inner.prefetch, self._arrived)
             producer = Producer(plan, self._queue, self._stop, self._budget)
             self._thread = threading.Thread(target=producer.run, name="gdsio-loader", daemon=True)
             self._thread.start()
             track_threads(self._stop, self._thread)  # stopped and joined at exit if still running
 
-    def __iter__(self) -> "_OffloadPass":
+    def __iter__(self) -> "OffloadPass":
         return self
 
     def __next__(self) -> tuple[Any, Any]:
@@ -314,7 +381,7 @@ class _OffloadPass:
         try:
             while True:
                 if self._k >= self._end:
-                    self._loader._local._finished(self._gen, self._epoch)
+                    finished(self._shared.local, self._gen, self._epoch)
                     self._moved(self._epoch + 1, 0)
                     self.close()
                     raise StopIteration
@@ -324,7 +391,7 @@ class _OffloadPass:
                 self._moved(self._epoch, self._k)
                 if got is not None:
                     break
-                self._loader._local._consumed(self._gen, k)  # every sample of it skipped: nothing to yield
+                consumed(self._shared.local, self._gen, k)  # every sample of it skipped: nothing to yield
         except StopIteration:
             raise
         except BaseException:
@@ -333,10 +400,10 @@ class _OffloadPass:
         side, images, labels = got
         t1 = time.perf_counter()
         wait, wall = t1 - t0, t1 - (self._last if self._last is not None else t0)
-        self._loader._meter.consumed(wait, wall, int(images.shape[0]))
+        self._shared.meter.consumed(wait, wall, int(images.shape[0]))
         self._last = t1
         self._steer(side, wait, wall)
-        self._loader._local._consumed(self._gen, k)
+        consumed(self._shared.local, self._gen, k)
         return images, labels
 
     def _moved(self, epoch: int, k: int) -> None:
@@ -348,15 +415,15 @@ class _OffloadPass:
 
     # ---- merging the two streams --------------------------------------------------------
 
-    def _head(self, side: str) -> Any:
-        """The next item of a side, without taking it (None: not yet there; ("end",) once it ended)."""
+    def _head(self, side: str) -> ReadyBatch | EmptyBatch | RemoteBatch | End | None:
+        """The next item of a side, without taking it (None: not yet there; END once it ended); a Failed raises."""
         if side == "remote":
             if self._ex is None:
-                return ("end",)
+                return END
             head = self._ex.peek(self._epoch)
         else:
             if self._queue is None or self._thread is None:
-                return ("end",)
+                return END
             if self._local_head is None:
                 try:
                     self._local_head = self._queue.get_nowait()
@@ -367,12 +434,13 @@ class _OffloadPass:
                         except queue.Empty:
                             raise RuntimeError("gdsio.data.ray.Loader: the local producer ended without a result") from None
             head = self._local_head
-        if head is not None and head[0] == "error":
-            err = head[1]
+        if isinstance(head, Failed):
+            err = head.error
             if side == "remote":
                 lost = self._lost_nodes()
                 if lost and isinstance(err, Exception):
-                    err.add_note("gdsio.data.ray.Loader: lost during this epoch: " + ", ".join(_describe(n) for n in lost))
+                    err.add_note("gdsio.data.ray.Loader: lost during this epoch: "
+                                 + ", ".join(describe_node(n) for n in lost))
             raise err
         return head
 
@@ -391,10 +459,10 @@ class _OffloadPass:
             self._arrived.clear()
             heads = {side: self._head(side) for side in ("local", "remote")}
             for side, head in heads.items():
-                if head is not None and head[0] in ("batch", "empty") and head[1] == k:
+                if isinstance(head, (ReadyBatch, RemoteBatch, EmptyBatch)) and head.batch_no == k:
                     self._pop(side)
-                    return None if head[0] == "empty" else self._hand_over(side, head)
-            if all(h is not None and (h[0] == "end" or h[1] > k) for h in heads.values()):
+                    return None if isinstance(head, EmptyBatch) else self._hand_over(head)
+            if all(h is not None and (isinstance(h, End) or h.batch_no > k) for h in heads.values()):
                 return None  # both sides are past k: it had no sample left
             now = time.perf_counter()
             if now - waited_from > self._loader.timeout:
@@ -405,10 +473,10 @@ class _OffloadPass:
                 next_health = now + HEALTH_EVERY_S
             self._arrived.wait(POLL_S)
 
-    def _hand_over(self, side: str, head: tuple[Any, ...]) -> tuple[str, Any, Any]:
+    def _hand_over(self, head: ReadyBatch | RemoteBatch) -> tuple[str, Any, Any]:
         loader = self._loader
-        if side == "local":
-            _, k, images, labels, ready = head
+        if isinstance(head, ReadyBatch):  # this node's
+            images, labels, ready = head.images, head.labels, head.ready
             self._budget.release(batch_nbytes(images, labels))
             if ready is not None:  # CUDA: order the consumer's stream after the batch, no host sync
                 cur = torch.cuda.current_stream(loader.device)
@@ -416,20 +484,19 @@ class _OffloadPass:
                 for t in (images, labels):
                     if isinstance(t, torch.Tensor) and t.is_cuda:
                         t.record_stream(cur)
-            loader._sides.add("local", int(images.shape[0]))
-            return side, images, labels
-        _, k, images, labels, node, seconds, _ = head
+            self._shared.sides.add("local", int(images.shape[0]))
+            return "local", images, labels
+        images, labels = head.images, head.labels
         if loader.device.type == "cuda":  # from pinned memory, on the consumer's current stream
             images = images.to(loader.device, non_blocking=True)
             labels = labels.to(loader.device, non_blocking=True)
-        loader._sides.add("remote", int(images.shape[0]), node, seconds)
-        return side, images, labels
+        self._shared.sides.add("remote", int(images.shape[0]), head.node, head.seconds)
+        return "remote", images, labels
 
     def _steer(self, side: str, wait: float, wall: float) -> None:
         """local_share="auto": a batch the consumer waited for moves the share away from the side that made it.
         A side's first batch does not count: its wait is the start (of the pass for this node's producer, of the
         execution for the actor pool, seconds), not a sign that the side lags."""
-        loader = self._loader
         if self._board is None or self._ex is None:
             return
         if side == "remote":
@@ -439,9 +506,9 @@ class _OffloadPass:
         if first or wall <= 0 or wait < AUTO_WAITED * wall:
             return
         step = AUTO_STEP if side == "remote" else -AUTO_STEP
-        share = min(1.0, max(0.0, loader._share + step))
-        if share != loader._share:
-            loader._share = share
+        share = min(1.0, max(0.0, self._shared.share + step))
+        if share != self._shared.share:
+            self._shared.share = share
             self._board.set_share.remote(self._ex.gen, share)  # not waited for
 
     # ---- a lost node --------------------------------------------------------------------
@@ -449,7 +516,7 @@ class _OffloadPass:
     def _lost_nodes(self) -> list[dict[str, Any]]:
         if self._ex is None:
             return []
-        alive = {n["NodeID"] for n in _ray().nodes() if n.get("Alive")}
+        alive = {n["NodeID"] for n in import_ray().nodes() if n.get("Alive")}
         return [n for nid, n in self._ex.watch.items() if nid not in alive]
 
     def _check_nodes(self, k: int, waited: float) -> None:
@@ -460,13 +527,13 @@ class _OffloadPass:
         if not lost:
             return
         assert self._ex is not None
-        names = ", ".join(_describe(n) for n in lost)
-        left = _nodes(self._loader.placement)
+        names = ", ".join(describe_node(n) for n in lost)
+        left = placed_nodes(self._loader.placement)
         if left:
             new = [n for n in lost if n["NodeID"] not in self._ex.lost_reported]
             if new:
                 log.warning("gdsio.data.ray.Loader: lost %s in epoch %d; Ray remakes its batches on %d other node(s)",
-                            ", ".join(_describe(n) for n in new), self._epoch, len(left))
+                            ", ".join(describe_node(n) for n in new), self._epoch, len(left))
                 self._ex.lost_reported.update(n["NodeID"] for n in new)
             return
         self._ex.failed = True
@@ -486,7 +553,7 @@ class _OffloadPass:
             parts.append(f"remote feed {alive}, {self._ex.q.qsize()} batch(es) queued")
         lost = self._lost_nodes()
         if lost:
-            parts.append("lost: " + ", ".join(_describe(n) for n in lost))
+            parts.append("lost: " + ", ".join(describe_node(n) for n in lost))
         return "; ".join(parts)
 
     # ---- the end ------------------------------------------------------------------------

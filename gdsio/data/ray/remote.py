@@ -1,6 +1,11 @@
 """gdsio.data.ray, the remote side: where the actors run (custom resources or
 node labels), what each actor does (gdsio.Loader's producer on the CPU), the
-Ray Data pipeline over them, and ``dataset()``."""
+Ray Data pipeline over them, and ``dataset()``.
+
+Package-internal (not in ``__all__``; used by gdsio.data.ray.loader and
+gdsio.data.ray.passes): ``import_ray``, ``connected_ray``, ``Placement``,
+``placed_nodes``, ``describe_node``, ``ActorSpec``, ``actor_pipeline``,
+``pool_size`` and ``check_cpus``."""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ import numpy as np
 import torch
 
 from ..loader import Loader as _GdsioLoader
-from ..flow import BatchBuffers
+from ..flow import BatchBuffers, EmptyBatch, End, Failed
 from ..meter import Meter
 from ..producer import PassPlan, Producer
 from ..sampler import ShardedOrder
@@ -27,8 +32,9 @@ log = logging.getLogger("gdsio")
 EXTRA = 'pip install "gdsio[ray]"'
 
 
-def _ray() -> Any:
-    """The ray module, or an ImportError that names the extra to install."""
+def import_ray() -> Any:
+    """The ray module, or an ImportError that names the extra to install
+    (package-internal: gdsio.data.ray's modules import ray through it)."""
     try:
         import ray
         import ray.data  # noqa: F401 - the extra is ray[data]; a bare ray lacks it
@@ -37,8 +43,9 @@ def _ray() -> Any:
     return ray
 
 
-def _connected() -> Any:
-    ray = _ray()
+def connected_ray() -> Any:
+    """The ray module once connected to a cluster, else RuntimeError (package-internal: gdsio.data.ray.loader)."""
+    ray = import_ray()
     if not ray.is_initialized():
         raise RuntimeError(
             "gdsio.data.ray: connect to the Ray cluster first, e.g. ray.init(address='auto') on a node of it "
@@ -51,12 +58,14 @@ def _connected() -> Any:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Placement:
+class Placement:
+    """Where the actors run: custom resources and node labels (package-internal: gdsio.data.ray.loader, passes)."""
+
     resources: dict[str, float]  # custom resources each actor asks for
     labels: dict[str, str]  # node labels each actor's node must carry
 
     @classmethod
-    def parse(cls, resources: Any) -> "_Placement":
+    def parse(cls, resources: Any) -> "Placement":
         if resources is None:
             return cls({}, {})
         if not isinstance(resources, dict):
@@ -103,12 +112,13 @@ class _Placement:
         return ", ".join(parts) or "any node"
 
 
-def _nodes(placement: _Placement) -> list[dict[str, Any]]:
-    """The live nodes the placement selects."""
-    return [n for n in _ray().nodes() if n.get("Alive") and placement.matches(n)]
+def placed_nodes(placement: Placement) -> list[dict[str, Any]]:
+    """The live nodes the placement selects (package-internal: gdsio.data.ray.passes)."""
+    return [n for n in import_ray().nodes() if n.get("Alive") and placement.matches(n)]
 
 
-def _describe(node: dict[str, Any]) -> str:
+def describe_node(node: dict[str, Any]) -> str:
+    """A node, as errors and logs name it (package-internal: gdsio.data.ray.passes)."""
     return f"node {node['NodeID']} ({node.get('NodeManagerAddress', '?')})"
 
 
@@ -116,8 +126,9 @@ def _describe(node: dict[str, Any]) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Spec:
-    """What an actor needs to make batches: pickled once into each actor."""
+class ActorSpec:
+    """What an actor needs to make batches: pickled once into each actor
+    (package-internal: gdsio.data.ray.passes makes one per execution)."""
 
     table: Any  # SampleTable
     num_samples: int
@@ -178,7 +189,7 @@ class _Maker:
     producer on the CPU, so a batch is what ``gdsio.Loader(device="cpu")``
     makes for it, bit for bit."""
 
-    def __init__(self, spec: _Spec) -> None:
+    def __init__(self, spec: ActorSpec) -> None:
         import ray
 
         self.spec = spec
@@ -225,23 +236,24 @@ class _Maker:
         seconds = (time.perf_counter() - t0) / max(1, len(batches))
         while True:
             item = q.get_nowait()
-            if item[0] == "error":
-                raise item[1]
-            if item[0] == "end":
+            if isinstance(item, Failed):
+                raise item.error
+            if isinstance(item, End):
                 return
-            if item[0] == "empty":
+            if isinstance(item, EmptyBatch):
                 continue
-            _, k, images, labels, _ = item
+            k, images, labels = item.batch_no, item.images, item.labels  # a ReadyBatch
             n = int(images.shape[0])
             yield k, {
-                "epoch": np.full(n, epoch, np.int64), "batch_no": np.full(n, k, np.int64), "count": np.full(n, n, np.int64),
+                "epoch": np.full(n, epoch, np.int64), "batch_no": np.full(n, k, np.int64),
+                "count": np.full(n, n, np.int64),
                 "index": np.asarray(kept[k], np.int64), "label": labels.numpy().astype(np.int64, copy=False),
                 "image": _as_array(images), "node": np.full(n, self.node), "seconds": np.full(n, seconds),
             }
 
 
-def _actors(placement: _Placement, cpus: float, actors: Any, ranks: int = 1) -> int:
-    """The actor pool's size: `actors`, or the slots of the selected nodes
+def pool_size(placement: Placement, cpus: float, actors: Any, ranks: int = 1) -> int:
+    """The actor pool's size (package-internal: gdsio.data.ray.loader): `actors`, or the slots of the selected nodes
     shared among `ranks` pools (at least 1 each). An actor holds its CPUs
     until its pool's execution ends, so pools that together ask for more
     actors than the nodes hold wait for one another: the first to start can
@@ -250,9 +262,10 @@ def _actors(placement: _Placement, cpus: float, actors: Any, ranks: int = 1) -> 
         if not isinstance(actors, int) or isinstance(actors, bool) or actors < 1:
             raise ValueError(f"actors must be a positive int, got {actors!r}")
         return actors
-    n = sum(placement.slots(node, cpus) for node in _nodes(placement))
+    n = sum(placement.slots(node, cpus) for node in placed_nodes(placement))
     if n < 1:
-        nodes = [f"{_describe(x)}: {x.get('Resources')}, labels {x.get('Labels')}" for x in _ray().nodes() if x.get("Alive")]
+        nodes = [f"{describe_node(x)}: {x.get('Resources')}, labels {x.get('Labels')}" for x in import_ray().nodes()
+                 if x.get("Alive")]
         raise ValueError(f"resources: no live node of the cluster can hold an actor of {cpus:g} CPU(s) with {placement}; "
                          "the nodes are:\n  " + "\n  ".join(nodes))
     if n < ranks:
@@ -262,8 +275,10 @@ def _actors(placement: _Placement, cpus: float, actors: Any, ranks: int = 1) -> 
     return max(1, n // ranks)
 
 
-def _pipeline(rows: Any, spec: _Spec, placement: _Placement, *, actors: int, cpus: float, batch_size: int) -> Any:
-    ray = _ray()
+def actor_pipeline(rows: Any, spec: ActorSpec, placement: Placement, *, actors: int, cpus: float,
+                   batch_size: int) -> Any:
+    """`rows` through a pool of `actors` actors making gdsio's batches (package-internal: gdsio.data.ray.passes)."""
+    ray = import_ray()
     ds = rows.map_batches(
         _Maker, batch_size=batch_size, fn_constructor_args=(spec,),
         compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=cpus, **placement.remote_args(),
@@ -276,7 +291,8 @@ def _pipeline(rows: Any, spec: _Spec, placement: _Placement, *, actors: int, cpu
     return ds
 
 
-def _check_cpus(cpus: Any) -> float:
+def check_cpus(cpus: Any) -> float:
+    """cpus_per_actor, checked (package-internal: gdsio.data.ray.loader)."""
     if isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or cpus <= 0:
         raise ValueError(f"cpus_per_actor must be a positive number, got {cpus!r}")
     return float(cpus)
@@ -340,18 +356,19 @@ def dataset(
         ...                             resources={"gdsio-role": "preprocess"})
         >>> for batch in ds.iter_batches(batch_size=256): ...   # batch["image"], batch["label"]
     """
-    ray = _connected()
+    ray = connected_ray()
     # gdsio.Loader checks the arguments and lists the samples; it starts no thread until iterated.
     ref = _GdsioLoader(source, batch_size, transform=transform, device="cpu", shuffle=shuffle, seed=seed,
                        on_error=on_error, kind=kind, image_mode=image_mode, record_shape=record_shape,
                        record_dtype=record_dtype)
     if not isinstance(epoch, int) or isinstance(epoch, bool) or epoch < 0:
         raise ValueError(f"epoch must be a non-negative int, got {epoch!r}")
-    cpus = _check_cpus(cpus_per_actor)
-    placement = _Placement.parse(resources)
+    cpus = check_cpus(cpus_per_actor)
+    placement = Placement.parse(resources)
     o = ref.order
-    spec = _Spec(table=ref.table, num_samples=o.num_samples, batch_size=o.batch_size, shuffle=o.shuffle, seed=o.seed,
-                 rank=0, world_size=1, drop_last=False, epoch=epoch, transform=transform, mode=image_mode,
-                 on_error=on_error, threads=max(1, int(cpus)), per_batch=False)
+    spec = ActorSpec(table=ref.table, num_samples=o.num_samples, batch_size=o.batch_size, shuffle=o.shuffle,
+                     seed=o.seed, rank=0, world_size=1, drop_last=False, epoch=epoch, transform=transform,
+                     mode=image_mode, on_error=on_error, threads=max(1, int(cpus)), per_batch=False)
     rows = ray.data.range(len(ref.table))
-    return _pipeline(rows, spec, placement, actors=_actors(placement, cpus, actors), cpus=cpus, batch_size=batch_size)
+    return actor_pipeline(rows, spec, placement, actors=pool_size(placement, cpus, actors), cpus=cpus,
+                          batch_size=batch_size)
