@@ -103,7 +103,9 @@ class RandomResizedCrop(BatchTransform):
         aspect = np.exp(lr[0] + (lr[1] - lr[0]) * u[..., 1])
         return fraction, aspect, u[..., 2], u[..., 3]
 
-    def _boxes_for(self, images: Any, salt: int) -> np.ndarray:
+    def boxes_for(self, images: Any, salt: int) -> np.ndarray:
+        """The boxes of a batch (its sizes, current_batch()'s draws and decoded
+        regions); package-internal: Compose's fused path (gdsio.transforms.classes) calls it too."""
         sizes = image_sizes(images)
         info = info_for(len(sizes))
         if info.regions is None:
@@ -123,12 +125,13 @@ class RandomResizedCrop(BatchTransform):
         return boxes
 
     def decode_boxes(self, info: BatchInfo) -> Callable[[int, int, int], tuple[int, int, int, int]] | None:
-        return self._box_drawer(info, salt_of(self, -1))
+        return self.box_drawer(info, salt_of(self, -1))
 
-    def _box_drawer(self, info: BatchInfo, salt: int) -> Callable[[int, int, int], tuple[int, int, int, int]]:
+    def box_drawer(self, info: BatchInfo, salt: int) -> Callable[[int, int, int], tuple[int, int, int, int]]:
         """boxes() one image at a time, for a reader thread that knows one
         image's size: the draws, which do not depend on the size, are made for
-        the whole batch here; each call computes one image's box from its row."""
+        the whole batch here; each call computes one image's box from its row.
+        Package-internal: Compose.decode_boxes (gdsio.transforms.classes) calls it too."""
         fraction, aspect, u_top, u_left = (t.tolist() for t in self._tries(uniforms(info, salt, 40)))
 
         def box(k: int, h: int, w: int) -> tuple[int, int, int, int]:
@@ -137,7 +140,7 @@ class RandomResizedCrop(BatchTransform):
         return box
 
     def _apply(self, images: Any, salt: int) -> Any:
-        boxes = self._boxes_for(images, salt)
+        boxes = self.boxes_for(images, salt)
         seq = list(images) if isinstance(images, (list, tuple)) or images.dim() == 4 else [images]
         out = F.resized_crop_flip_normalize(seq, boxes, False, list(self.size), None, None, dtype=torch.uint8,
                                             interpolation=self.interpolation, antialias=self.antialias,

@@ -179,7 +179,7 @@ class Compose(BatchTransform):
     def decode_boxes(self, info: BatchInfo) -> Callable[[int, int, int], tuple[int, int, int, int]] | None:
         first = self.transforms[0] if self.transforms else None
         if isinstance(first, RandomResizedCrop):  # the same draws in the fused and the unfused path
-            return first._box_drawer(info, salt_of(first, 0))
+            return first.box_drawer(info, salt_of(first, 0))
         return None
 
     def _apply(self, images: Any, salt: int) -> Any:
@@ -207,7 +207,7 @@ class Compose(BatchTransform):
         sizes = image_sizes(images)
         n = len(sizes)
         if isinstance(f.geometry, RandomResizedCrop):
-            boxes = f.geometry._boxes_for(images, f.geometry_salt)
+            boxes = f.geometry.boxes_for(images, f.geometry_salt)
         elif isinstance(f.geometry, CenterCrop):
             ch, cw = f.geometry.size
             if any(ch > h or cw > w for h, w in sizes):

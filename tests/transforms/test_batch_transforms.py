@@ -81,7 +81,7 @@ def test_random_resized_crop_equals_pillow_crop_then_resize():
     info = BatchInfo(0, 0, np.arange(len(imgs)))
     with batch_context(info):
         out = t(imgs)
-        boxes = t._boxes_for(imgs, _salt(t, -1))
+        boxes = t.boxes_for(imgs, _salt(t, -1))
     assert out.shape == (len(imgs), 3, 24, 20) and out.dtype == torch.uint8
     for img, (top, left, h, w), o in zip(imgs, boxes.tolist(), out):
         pil = Image.fromarray(img.permute(1, 2, 0).numpy()).crop((left, top, left + w, top + h))
