@@ -9,12 +9,10 @@ output names are checked by the core.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import _core
-
-if TYPE_CHECKING:  # layout.py imports SAMPLE_BYTES from here
-    from .layout import PixelLayout
+from .layout import SAMPLE_BYTES, PixelLayout  # SAMPLE_BYTES lives with the layouts; it is exported here too
 
 __all__ = [
     "CONVERT",
@@ -33,7 +31,6 @@ __all__ = [
 SAMPLE = dict(_core.Sample.__members__)
 OUT = dict(_core.OutType.__members__)
 CONVERT = dict(_core.Convert.__members__)
-SAMPLE_BYTES = {name: _core.sample_bytes(v) for name, v in SAMPLE.items()}
 
 # csrc/image/nvjpeg_shim.hpp, enum class JpegBackend, by jpeg_backend_name():
 # the names nvjpeg_decode_batch takes, and DecodeInfo.backend reports.

@@ -9,9 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from .core_types import SAMPLE_BYTES
+from .. import _core
 
-__all__ = ["PixelLayout", "channel_plan", "dtype_name", "interleaved_layout", "planar_layout"]
+__all__ = ["SAMPLE_BYTES", "PixelLayout", "channel_plan", "dtype_name", "interleaved_layout", "planar_layout"]
+
+# The bytes of one sample of each kind the core reads (by the bound enum's names: "u8", "u16le", ...).
+SAMPLE_BYTES = {name: _core.sample_bytes(v) for name, v in _core.Sample.__members__.items()}
 
 _DTYPES = ("uint8", "uint16", "float32")
 
