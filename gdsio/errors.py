@@ -55,6 +55,13 @@ class SampleError(RuntimeError):
         super().__init__(message)
         self.index = index
         self.path = path
+        self._message = message
+
+    def __str__(self) -> str:
+        # The message as gdsio made it: Ray Data appends its retry advice to an
+        # exception's args on its way out of an actor, and the words stay gdsio.Loader's.
+        message = getattr(self, "_message", None)
+        return message if isinstance(message, str) else super().__str__()
 
     def __reduce__(self) -> tuple[object, ...]:
         # Picklable, so it crosses processes (a Ray actor on a CPU node, a worker):

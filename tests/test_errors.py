@@ -282,3 +282,15 @@ def test_a_directory_and_a_fifo_name_their_path_once(tmp_path):
         with pytest.raises(exc, match=what) as ei:
             gdsio.read(path, device="cpu")
         assert ei.value.filename == path and str(ei.value).count(path) == 1, str(ei.value)
+
+
+def test_a_sample_errors_words_survive_a_wrapper_that_rewrites_args():
+    """Ray Data appends its retry advice to an exception's args on its way out of an
+    actor; a SampleError still says what gdsio said, and pickles as such."""
+    import pickle
+
+    e = gdsio.SampleError("sample 2 ('a.jpg'): not a JPEG", index=2, path="a.jpg")
+    e.args = (e.args[0] + "\nFailed to apply UDF transform after 1/1 attempts.",)
+    assert str(e) == "sample 2 ('a.jpg'): not a JPEG"
+    back = pickle.loads(pickle.dumps(e))
+    assert type(back) is gdsio.SampleError and str(back) == str(e) and (back.index, back.path) == (2, "a.jpg")

@@ -495,8 +495,13 @@ def test_bad_samples_on_the_cpu_nodes_skip_or_raise_as_gdsio_loader(cluster, tmp
     got = list(ray_loader(str(root), 4, local_share=0.0, on_error="skip"))
     assert_same(got, cpu_batches(str(root), 4, 0, on_error="skip"))
     assert sum(len(x) for x, _ in got) == 5
-    with pytest.raises(SampleError, match=bad.name):
+    with pytest.raises(SampleError, match=bad.name) as e:
         list(ray_loader(str(root), 4, local_share=0.0))
+    # gdsio's own SampleError, as gdsio.Loader raises it: not Ray's RayTaskError subclass wrapping it.
+    assert type(e.value) is SampleError and e.value.path.endswith(bad.name), type(e.value).__mro__
+    with pytest.raises(SampleError) as local:
+        list(gd.Loader(str(root), 4, device="cpu"))
+    assert str(e.value) == str(local.value)  # gdsio.Loader's words, not Ray's around them
 
 
 # ---- nodes lost mid-epoch ---------------------------------------------------------------

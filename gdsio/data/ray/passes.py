@@ -27,7 +27,7 @@ from ..loader import consumed, finished, pass_plan
 from ..meter import Meter
 from ..producer import Producer
 from ..sampler import ShardedOrder
-from .remote import actor_pipeline, ActorSpec, describe_node, import_ray, placed_nodes
+from .remote import actor_pipeline, ActorSpec, describe_node, import_ray, placed_nodes, unwrapped_sample_error
 
 if TYPE_CHECKING:
     from ..loader import Loader as GdsioLoader
@@ -192,7 +192,7 @@ class RemoteFeed:
                                    f"({have} of {int(parts[0]['count'][0])} rows)")
             self._put(END)
         except BaseException as e:  # reaches the consumer, which re-raises it
-            self._put(Failed(e))
+            self._put(Failed(unwrapped_sample_error(e)))
 
     def _batch(self, parts: list[dict[str, np.ndarray]]) -> RemoteBatch:
         images = self._tensor([p["image"] for p in parts])

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
+from ...errors import SampleError
 from ..loader import Loader as _GdsioLoader
 from ..flow import BatchBuffers, EmptyBatch, End, Failed
 from ..meter import Meter
@@ -289,6 +290,19 @@ def actor_pipeline(rows: Any, spec: ActorSpec, placement: Placement, *, actors: 
     # A bad sample raises gdsio's SampleError naming the file, as gdsio.Loader does, not Ray's wrapper of it.
     ds.context.raise_original_map_exception = True
     return ds
+
+
+def unwrapped_sample_error(e: BaseException) -> BaseException:
+    """A SampleError an actor raised, as gdsio.Loader raises it (package-internal:
+    gdsio.data.ray.passes). Ray hands an actor's exception over as a subclass of
+    both RayTaskError and its type, with the original as ``cause``: ``except
+    SampleError`` catches either, but the type, the message and ``path`` are the
+    original's only. Any other exception is handed on as Ray gives it (its remote
+    traceback is the one place that says where a user's transform failed)."""
+    cause = getattr(e, "cause", None)
+    if isinstance(e, SampleError) and type(e) is not SampleError and isinstance(cause, SampleError):
+        return cause
+    return e
 
 
 def check_cpus(cpus: Any) -> float:
