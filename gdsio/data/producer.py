@@ -26,7 +26,7 @@ import torch
 from .. import _core
 from ..config import current
 from ..errors import SampleError
-from ..image.batch import options
+from ..image.batch import Item, options
 from ..io import File, read
 from ..tensors import load_npy
 from . import decode
@@ -173,7 +173,7 @@ class Producer:
         """Cache keys: (kind, path, byte offset, image mode), shareable between loaders."""
         t = self.plan.table
         files = t.file_of(idx).tolist()
-        offs = t.offset_of(idx).tolist() if t.starts is not None else [0] * len(files)
+        offs = t.offset_of(idx).tolist() if t.starts is not None or t.ranges is not None else [0] * len(files)
         mode = self.plan.mode if t.kind == "image" else None
         return [(t.kind, t.files.paths[f], off, mode) for f, off in zip(files, offs)]
 
@@ -286,8 +286,11 @@ class Producer:
         """Reader thread: one npy tensor, or one image (decoded here on the CPU;
         on a GPU its header and bytes, decoded later with the whole batch)."""
         path = self._local(self.plan.table.files.paths[index])
+        ranges = self.plan.table.ranges
         with self._on(0):
-            if self.plan.table.kind == "npy":
+            if ranges is not None:  # a shard's member: one ranged read, decoded as a whole file's bytes would be
+                t, st = self._read_member(path, int(ranges[index, 0]), int(ranges[index, 1]))
+            elif self.plan.table.kind == "npy":
                 t, st = load_npy(path, device=self.plan.device, return_stats=True)
             elif self.cuda:  # an image for the GPU: its header on the host, its bytes to the device
                 t = decode.read_image(path, self.image_setup)
@@ -307,6 +310,17 @@ class Producer:
                 t, backend = decode.decode_one(t, self.plan.device, self.plan.mode)
                 self.plan.meter.decoded(backend)
         return t, ev
+
+    def _read_member(self, path: str, offset: int, size: int) -> tuple[Any, Any]:
+        """A tar shard's image member: its bytes by one ranged read into host
+        memory; on a GPU as a batch item that decode.decode_items decodes with
+        the batch (the device-bitstream path for shards is not built yet)."""
+        data, st = read(path, offset=offset, size=size, device="cpu", return_stats=True)
+        if data.numel() != size:
+            raise OSError(f"{path}: short read of a shard member ({data.numel()} of {size} bytes at {offset})")
+        if self.cuda:
+            return Item(0, f"{path}@{offset}", data, size), st
+        return data, st
 
     # ---- one batch --------------------------------------------------------------
 

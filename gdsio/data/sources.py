@@ -10,7 +10,9 @@ A source becomes a ``SampleTable``: the files, a label per file, and for raw
 records how many records each file holds. Sample ``i`` is resolved to
 (file, byte offset) with a binary search over per-file record counts, so a
 single file of 50 million records costs two small arrays, not 50 million
-entries.
+entries. Tar shards in the WebDataset layout (a path, list, glob or brace
+range of ``.tar`` files, with kind "auto" or "image"; gdsio.data.shards)
+give one sample per image member: (shard, byte offset, length, label).
 
 One rule for a source with nothing to load: one that names nothing (a
 missing path, no such bucket, an s3:// prefix with no object: S3 has no empty
@@ -41,6 +43,7 @@ import torch
 from ..image import formats
 from ..io import File, s3
 from ..io.urls import is_url, scheme_of, split_s3
+from . import shards
 
 __all__ = ["IMAGE_EXTENSIONS", "KINDS", "NPY_EXTENSIONS", "UNLABELED", "FileList", "SampleTable", "scan"]
 
@@ -267,6 +270,10 @@ class SampleTable:
     record_shape: tuple[int, ...] = ()
     record_dtype: Any = None
     record_bytes: int = 0
+    # Tar shards: sample i is bytes ranges[i, 0] to ranges[i, 0] + ranges[i, 1] of
+    # files.paths[i] (its shard), the image member members[i].
+    ranges: np.ndarray | None = None
+    members: list[str] | None = None
 
     def __len__(self) -> int:
         return int(self.starts[-1]) if self.starts is not None else len(self.files.paths)
@@ -282,7 +289,9 @@ class SampleTable:
         return np.searchsorted(self.starts, indices, side="right") - 1
 
     def offset_of(self, indices: np.ndarray) -> np.ndarray:
-        """Raw records: the byte offset of each sample in its file."""
+        """Raw records and shards: the byte offset of each sample in its file."""
+        if self.ranges is not None:
+            return self.ranges[np.asarray(indices, np.int64), 0]
         assert self.starts is not None
         idx = np.asarray(indices, np.int64)
         return (idx - self.starts[self.file_of(idx)]) * self.record_bytes
@@ -294,6 +303,8 @@ class SampleTable:
         """'path' or 'path, record k' for messages."""
         f = int(self.file_of(np.asarray([index]))[0])
         path = self.files.paths[f]
+        if self.members is not None:
+            return f"{path}, member {self.members[index]}"
         if self.starts is None:
             return path
         return f"{path}, record {index - int(self.starts[f])}"
@@ -357,7 +368,8 @@ def scan(
     record_dtype: Any = None,
     extensions: Sequence[str] | None = None,
 ) -> SampleTable:
-    """Lists the samples of `source` (see the module docstring). ``extensions``
+    """Lists the samples of `source` (see the module docstring; tar shards:
+    gdsio.data.shards). ``extensions``
     defaults by kind: image files for ``image``, ``.npy`` for ``npy``, both for
     ``auto`` (which then infers the kind from what it found; other files are
     ignored), every non-hidden file for ``raw``."""
@@ -367,6 +379,10 @@ def scan(
         raise ValueError("kind='raw' needs record_shape, e.g. record_shape=(3, 32, 32)")
     if kind != "raw" and record_shape is not None:
         raise ValueError(f"record_shape applies to kind='raw' only (kind is {kind!r})")
+    if kind in ("auto", "image") and extensions is None and shards.is_shard_source(source):
+        paths, offsets, sizes, labels, members = shards.shard_samples(shards.expand_shards(source))
+        return SampleTable("image", FileList(paths, labels), ranges=np.asarray([offsets, sizes], np.int64).T.copy(),
+                           members=members)
     if extensions is None:
         # auto: image and .npy files (other files, a README, are ignored); raw: every non-hidden file.
         extensions = {"image": IMAGE_EXTENSIONS, "npy": NPY_EXTENSIONS,

@@ -1,0 +1,400 @@
+"""Tar shards in the WebDataset layout, on a local disk, and their index.
+
+A shard is a POSIX tar (ustar, GNU or pax headers, as Python's ``tarfile``
+reads them). A sample is the run of members sharing a key: the member path
+up to the first dot of its base name (``train/n01440764_10026.jpg`` has key
+``train/n01440764_10026`` and field ``jpg``; ``a/b.seg.png`` has key ``a/b``
+and field ``seg.png``, a png: a member's type is its last extension, case
+aside). A sample's members are contiguous, as webdataset
+requires: a key met again after another key, or the same member twice, is a
+duplicate and an error. Per sample gdsio keeps:
+
+- the image: the first member whose field ends in an image extension
+  (``IMAGE_EXTENSIONS``: jpg, jpeg, png, webp, ppm, pgm, pbm, bmp, tif,
+  tiff, ...), as the shard path, the byte offset of its data in the shard
+  and its size: one ranged read gives its encoded bytes;
+- the label, from the first of: a ``cls`` member (an integer in text), a
+  ``json`` member holding an object with an integer ``"label"`` or ``"cls"``
+  key (in that order), a ``txt`` member that holds an integer (a ``txt``
+  that does not, a caption, is no label). Shards whose samples carry no
+  label at all are unlabeled (``UNLABELED``); a dataset where some samples
+  have a label and others not is an error naming the sample.
+
+Directories in a shard are skipped; any other non-regular member (a link, a
+device) is an error. ``npy`` members are recognised but not yet loaded: a
+sample whose only data is ``npy`` is refused with a ValueError.
+
+The index. Finding the members needs a sequential scan of the tar headers
+(never the image bodies; the small label members are read), so the result
+is written beside the shard as ``<shard>.idx.json`` (written to a temporary
+file in the same folder, then renamed: a reader never sees half of one) and
+read by the next scan while it still describes the shard. Its format, a
+JSON object::
+
+    {"format": "gdsio-wds-index", "version": 1,
+     "shard_size": 1048576, "shard_mtime_ns": 1733230000000000000,
+     "members": [[name, data_offset, size], ...],        # every regular member, in tar order
+     "samples": [[key, image_member, label], ...]}       # image_member indexes "members"; label -1: none
+
+An index whose ``shard_size`` or ``shard_mtime_ns`` differ from the shard's
+``os.stat`` (the shard was rewritten) is stale and rebuilt; one that does not
+parse is rebuilt too. Where the folder is read-only the index is kept in this
+process's memory (and a log line says so).
+
+Sources: a path, a list of paths, a glob (``shards/*.tar``) and brace ranges
+(``shard-{000000..000009}.tar``: zero-padded to the width of the first
+bound; ``{a,b}`` lists too), expanded here.
+
+>>> paths = expand_shards("shards/shard-{000000..000003}.tar")
+>>> index = shard_index(paths[0])
+>>> index.samples[0]       # ShardSample(key, offset, size, label)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob as _glob
+import json
+import logging
+import os
+import re
+import tarfile
+import tempfile
+import threading
+from typing import Any, Sequence
+
+from ..image import formats
+
+__all__ = ["INDEX_SUFFIX", "ShardIndex", "ShardSample", "expand_shards", "is_shard_source", "key_and_field",
+           "label_of", "scan_shard", "shard_index", "shard_samples"]
+
+log = logging.getLogger("gdsio.data")
+
+INDEX_SUFFIX = ".idx.json"
+_FORMAT = "gdsio-wds-index"
+_VERSION = 1
+_LABEL_BYTES = 1 << 16  # a label member larger than this is not a label: refused, not read
+_IMAGE_FIELDS = tuple(e.lstrip(".").lower() for e in formats.file_extensions())
+_BRACE = re.compile(r"\{([^{}]*)\}")
+
+# Indexes of shards whose folder could not be written: (path, size, mtime_ns) -> ShardIndex.
+_memory: dict[tuple[str, int, int], "ShardIndex"] = {}
+_memory_lock = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardSample:
+    """One sample of a shard: its key, its image's byte range and its label (-1: none)."""
+
+    key: str
+    member: str  # the image member's name
+    offset: int
+    size: int
+    label: int
+
+
+@dataclasses.dataclass
+class ShardIndex:
+    """The members and samples of one shard (see the module docstring)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    members: list[tuple[str, int, int]]
+    samples: list[ShardSample]
+
+    def to_json(self) -> dict[str, Any]:
+        where = {name: k for k, (name, _, _) in enumerate(self.members)}
+        return {"format": _FORMAT, "version": _VERSION, "shard_size": self.size, "shard_mtime_ns": self.mtime_ns,
+                "members": [list(m) for m in self.members],
+                "samples": [[s.key, where[s.member], s.label] for s in self.samples]}
+
+    @classmethod
+    def from_json(cls, path: str, obj: Any) -> "ShardIndex":
+        """Raises ValueError (or KeyError, TypeError, IndexError) on an index not in this format."""
+        if not isinstance(obj, dict) or obj.get("format") != _FORMAT or obj.get("version") != _VERSION:
+            raise ValueError("not a gdsio shard index of this version")
+        members = [(str(n), int(o), int(s)) for n, o, s in obj["members"]]
+        samples = []
+        for key, m, label in obj["samples"]:
+            name, off, size = members[int(m)]
+            samples.append(ShardSample(str(key), name, off, size, int(label)))
+        return cls(path, int(obj["shard_size"]), int(obj["shard_mtime_ns"]), members, samples)
+
+
+def key_and_field(name: str) -> tuple[str, str]:
+    """A member name -> (key, field), split at the first dot of the base name."""
+    slash = name.rfind("/")
+    dot = name.find(".", slash + 1)
+    if dot < 0:
+        return name, ""
+    return name[:dot], name[dot + 1:]
+
+
+def _expand_braces(text: str) -> list[str]:
+    m = _BRACE.search(text)
+    if m is None:
+        return [text]
+    body = m.group(1)
+    rng = re.fullmatch(r"(\d+)\.\.(\d+)", body)
+    if rng:
+        lo, hi = int(rng.group(1)), int(rng.group(2))
+        if hi < lo:
+            raise ValueError(f"source '{text}': the brace range {{{body}}} runs backwards")
+        width = len(rng.group(1))
+        parts = [str(k).zfill(width) for k in range(lo, hi + 1)]
+    elif "," in body:
+        parts = body.split(",")
+    else:
+        raise ValueError(f"source '{text}': cannot expand {{{body}}} (use {{000000..000009}} or {{a,b}})")
+    return [out for p in parts for out in _expand_braces(text[: m.start()] + p + text[m.end():])]
+
+
+def is_shard_source(source: Any) -> bool:
+    """Whether `source` names tar shards: a path, glob or brace pattern ending
+    in ``.tar``, or a non-empty list of such paths (never URLs: remote shards
+    are not read yet)."""
+    if isinstance(source, (str, os.PathLike)) and not isinstance(source, bytes):
+        text = os.fspath(source)
+        return "://" not in text and text.lower().endswith(".tar")
+    if isinstance(source, (list, tuple)) and source:
+        return all(isinstance(p, (str, os.PathLike)) and is_shard_source(p) for p in source)
+    return False
+
+
+def expand_shards(source: Any) -> list[str]:
+    """The shard paths of `source` (see the module docstring), in order:
+    brace ranges expanded in order, globs sorted, lists as given.
+
+    Raises:
+        FileNotFoundError: a named shard does not exist; a glob matches nothing.
+        ValueError: a brace pattern that cannot be expanded.
+    """
+    items = [os.fspath(p) for p in source] if isinstance(source, (list, tuple)) else [os.fspath(source)]
+    out: list[str] = []
+    for item in items:
+        for path in _expand_braces(item):
+            if _glob.has_magic(path):
+                found = sorted(p for p in _glob.glob(path, recursive=True) if os.path.isfile(p))
+                if not found:
+                    raise FileNotFoundError(f"source '{path}': no shard matches")
+                out.extend(found)
+            elif not os.path.isfile(path):
+                raise FileNotFoundError(f"shard '{path}' does not exist or is not a file")
+            else:
+                out.append(path)
+    return out
+
+
+def label_of(field: str, data: bytes, where: str) -> int | None:
+    """The label a member holds (see the module docstring), or None: it holds
+    none. Raises ValueError naming `where` for a ``cls`` or ``json`` label that
+    is not an integer."""
+    text = data.decode("utf-8", errors="replace").strip()
+    if field == "cls":
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"{where}: a cls member must hold an integer label; got {text[:40]!r}") from None
+    if field == "txt":
+        return int(text) if re.fullmatch(r"[+-]?\d+", text) else None
+    if field == "json":
+        try:
+            obj = json.loads(text)
+        except ValueError as e:
+            raise ValueError(f"{where}: not valid JSON ({e})") from None
+        for name in ("label", "cls"):
+            if isinstance(obj, dict) and name in obj:
+                value = obj[name]
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise ValueError(f"{where}: its JSON {name!r} must be an integer label; got {value!r}")
+                return value
+    return None
+
+
+def _is_image(field: str) -> bool:
+    return field.rsplit(".", 1)[-1].lower() in _IMAGE_FIELDS
+
+
+class _Sample:
+    """A sample being gathered during the scan."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.names: set[str] = set()
+        self.image: tuple[str, int, int] | None = None
+        self.labels: dict[str, int | None] = {}
+        self.npy = False
+
+
+def _finish(path: str, s: _Sample, out: list[ShardSample]) -> None:
+    if s.image is None:
+        what = "only npy data (npy members are not loaded yet)" if s.npy else "no image member"
+        raise ValueError(f"shard '{path}': sample '{s.key}' has {what} (members: {', '.join(sorted(s.names))}; "
+                         f"image fields: {', '.join(_IMAGE_FIELDS)})")
+    label = next((s.labels[f] for f in ("cls", "json", "txt") if s.labels.get(f) is not None), None)
+    name, off, size = s.image
+    out.append(ShardSample(s.key, name, off, size, -1 if label is None else label))
+
+
+def scan_shard(path: str) -> ShardIndex:
+    """The index of one shard by a sequential scan of its headers.
+
+    Raises:
+        ValueError: a corrupt header, a truncated shard, duplicate keys, a
+            non-regular member, a sample without an image; naming the shard and the member.
+        OSError: the shard cannot be read.
+    """
+    st = os.stat(path)
+    members: list[tuple[str, int, int]] = []
+    samples: list[ShardSample] = []
+    seen: set[str] = set()
+    cur: _Sample | None = None
+    with open(path, "rb") as raw:
+        try:
+            tf = tarfile.open(fileobj=raw, mode="r:")
+        except tarfile.ReadError as e:
+            raise ValueError(f"shard '{path}': not a tar file, or a corrupt first header ({e})") from None
+        last = "(the first member)"
+        end = 0
+        while True:
+            try:
+                info = tf.next()
+            except tarfile.ReadError as e:
+                raise ValueError(f"shard '{path}': corrupt or truncated after member '{last}' ({e})") from None
+            if info is None:
+                break
+            end = info.offset_data + ((info.size + 511) // 512) * 512 if info.isreg() else info.offset_data
+            if info.isdir():
+                last = info.name
+                continue
+            if not info.isreg():
+                raise ValueError(f"shard '{path}': member '{info.name}' is not a regular file (tar type "
+                                 f"{info.type!r}); a WebDataset shard holds files")
+            if info.offset_data + info.size > st.st_size:
+                raise ValueError(f"shard '{path}': truncated: member '{info.name}' ends at byte "
+                                 f"{info.offset_data + info.size}, the shard holds {st.st_size}")
+            last = info.name
+            key, field = key_and_field(info.name)
+            if cur is None or key != cur.key:
+                if cur is not None:
+                    _finish(path, cur, samples)
+                if key in seen:
+                    raise ValueError(f"shard '{path}': duplicate key '{key}' at member '{info.name}' (a sample's "
+                                     "members must be contiguous and its key unique)")
+                seen.add(key)
+                cur = _Sample(key)
+            if info.name in cur.names:
+                raise ValueError(f"shard '{path}': duplicate member '{info.name}'")
+            cur.names.add(info.name)
+            members.append((info.name, info.offset_data, info.size))
+            where = f"shard '{path}', member '{info.name}'"
+            field = field.rsplit(".", 1)[-1].lower()  # what the member is: the last extension ("seg.png": png)
+            if _is_image(field):
+                if cur.image is None:
+                    cur.image = (info.name, info.offset_data, info.size)
+            elif field == "npy":
+                cur.npy = True
+            elif field in ("cls", "txt", "json"):
+                if info.size > _LABEL_BYTES:
+                    if field != "txt":  # a long txt is a caption
+                        raise ValueError(f"{where}: a {field} label of {info.size} bytes (at most {_LABEL_BYTES})")
+                    continue
+                raw.seek(info.offset_data)
+                data = raw.read(info.size)
+                if len(data) != info.size:
+                    raise ValueError(f"shard '{path}': truncated in member '{info.name}'")
+                cur.labels[field] = label_of(field, data, where)
+        if cur is not None:
+            _finish(path, cur, samples)
+        # tarfile ends its listing quietly at a header it cannot parse: what follows the
+        # last member must be the end-of-archive zero blocks, or nothing.
+        raw.seek(end)
+        tail = raw.read(512)
+        if tail.strip(b"\0"):
+            raise ValueError(f"shard '{path}': corrupt tar header at byte {end} (after member '{last}')")
+    if not samples:
+        raise ValueError(f"shard '{path}' holds no sample")
+    return ShardIndex(path, st.st_size, st.st_mtime_ns, members, samples)
+
+
+def _read_index(path: str, size: int, mtime_ns: int) -> ShardIndex | None:
+    try:
+        with open(path + INDEX_SUFFIX, encoding="utf-8") as f:
+            index = ShardIndex.from_json(path, json.load(f))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
+        log.info("gdsio: rebuilding the index of shard '%s' (%s%s: %s)", path, path, INDEX_SUFFIX, e)
+        return None
+    if (index.size, index.mtime_ns) != (size, mtime_ns):
+        log.info("gdsio: the index of shard '%s' is stale (the shard changed): rebuilding it", path)
+        return None
+    return index
+
+
+def _write_index(index: ShardIndex) -> bool:
+    folder = os.path.dirname(os.path.abspath(index.path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=folder)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(index.to_json(), f, separators=(",", ":"))
+        os.replace(tmp, index.path + INDEX_SUFFIX)
+        return True
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+
+
+def shard_index(path: str, write: bool = True) -> ShardIndex:
+    """The index of the shard at `path`: read from beside it when present and
+    current, else built by a scan and (with `write`) written beside it, or
+    kept in memory where that fails. Raises as ``scan_shard``."""
+    st = os.stat(path)
+    index = _read_index(path, st.st_size, st.st_mtime_ns)
+    if index is not None:
+        return index
+    key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    with _memory_lock:
+        index = _memory.get(key)
+    if index is not None:
+        return index
+    index = scan_shard(path)
+    if write and not _write_index(index):
+        log.info("gdsio: cannot write the index of shard '%s' beside it (read-only folder?); "
+                 "keeping it in memory for this process", path)
+        with _memory_lock:
+            _memory[key] = index
+    return index
+
+
+def shard_samples(paths: Sequence[str]) -> tuple[list[str], list[int], list[int], list[int], list[str]]:
+    """The samples of the shards, in order, as columns: (shard path, image
+    offset, image size, label, member name) per sample.
+
+    Raises:
+        ValueError: a malformed shard (as ``scan_shard``); a dataset where some
+            samples have a label and others not, naming the first of the minority.
+    """
+    cols: tuple[list[Any], ...] = ([], [], [], [], [])
+    labeled: tuple[str, str] | None = None
+    unlabeled: tuple[str, str] | None = None
+    for path in paths:
+        for s in shard_index(path).samples:
+            for col, v in zip(cols, (path, s.offset, s.size, s.label, s.member)):
+                col.append(v)
+            if s.label < 0 and unlabeled is None:
+                unlabeled = (path, s.member)
+            elif s.label >= 0 and labeled is None:
+                labeled = (path, s.member)
+    if labeled is not None and unlabeled is not None:
+        raise ValueError(f"shard '{unlabeled[0]}': sample of member '{unlabeled[1]}' has no label (no cls, json "
+                         f"'label'/'cls' or integer txt member), while others have one (e.g. '{labeled[1]}' in "
+                         f"'{labeled[0]}')")
+    return cols  # type: ignore[return-value]
