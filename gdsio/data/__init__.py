@@ -15,6 +15,7 @@ from .dataset import SampleDataset
 from ..errors import SampleError
 from .loader import Loader
 from .sampler import ShardedOrder
+from .shard_write import write_shards
 from .sources import UNLABELED, FileList, SampleTable, scan
 from ..transforms.classes import (
     IMAGENET_MEAN,
@@ -63,6 +64,7 @@ __all__ = [
     "batch_context",
     "current_batch",
     "scan",
+    "write_shards",
 ]
 
 

@@ -1,4 +1,4 @@
-"""The ``gdsio`` command: ``bench``, ``doctor``, ``info`` and ``demo``.
+"""The ``gdsio`` command: ``bench``, ``doctor``, ``info``, ``demo`` and ``shards write``.
 
     gdsio demo                                  # the main job: the loader on generated JPEGs
     gdsio bench --sizes 1M,64M,1G --repeat 5 --json out.json --plot out.png
@@ -7,6 +7,7 @@
     gdsio demo s3://bucket/train/               # an ImageFolder of objects
     gdsio doctor /data --json
     gdsio info --json
+    gdsio shards write imagenet/train shards/ --shard-bytes 256M   # WebDataset tar shards
 
 Option names are the settings' names (``--threads``, ``--chunk-bytes``,
 ``--staging-buffers``, ``--direct-io``, ``--huge-pages``, ``--remote-concurrency``,
@@ -27,6 +28,8 @@ import json
 import os
 import sys
 from typing import Any, Sequence
+
+from tqdm import tqdm
 
 import gdsio
 
@@ -169,6 +172,18 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--batch-size", type=_positive_int, default=32, help="images per batch (default 32)")
     m.add_argument("--no-train", action="store_true", help="time the loader alone, without the small CNN step")
     m.set_defaults(func=_cmd_demo)
+
+    s = sub.add_parser("shards", **exits, help="WebDataset tar shards: write them from an ImageFolder")
+    ssub = s.add_subparsers(dest="shards_command", metavar="ACTION", required=True)
+    w = ssub.add_parser("write", **exits, help="write an ImageFolder's images (bytes as they are) into tar shards",
+                        description="Writes SRC (an ImageFolder) into DST/shard-000000.tar, ... in the WebDataset "
+                                    "layout (<key>.<ext> and <key>.cls members), each with its index beside it; "
+                                    "gdsio.Loader and the webdataset library read them.")
+    w.add_argument("src", metavar="SRC", help="an ImageFolder (class sub-folders of images)")
+    w.add_argument("dst", metavar="DST", help="the folder for the shards (made if missing)")
+    w.add_argument("--shard-bytes", type=parse_bytes, default=256 << 20, metavar="BYTES",
+                   help="bytes per shard, e.g. 256M (default 256M)")
+    w.set_defaults(func=_cmd_shards_write)
 
     o = sub.add_parser("offload-plan", **exits, help="how many CPU-only nodes keep a GPU node fed, and the cost per step",
                        description="From the measured decode+augment cost per image on one CPU core, the GPU's step "
@@ -322,6 +337,31 @@ def _cmd_offload_plan(args: argparse.Namespace, argv: Sequence[str]) -> int:
                         local_cores=args.local_cores, node_cores=args.node_cores, gpu_node_price=args.gpu_node_price,
                         cpu_node_price=args.cpu_node_price, headroom=args.headroom)
     print(json.dumps(dataclasses.asdict(plan), indent=2) if args.json else str(plan))
+    return 0
+
+
+def _cmd_shards_write(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from ..data.shard_write import write_shards  # loads gdsio.data: only for this command
+
+    if not os.path.isdir(args.src):
+        raise _Error(f"no such folder: '{args.src}' (SRC is an ImageFolder: class sub-folders of images)")
+    if args.shard_bytes <= 0:
+        raise _Error(f"--shard-bytes must be positive; got {args.shard_bytes}")
+    bar = tqdm(desc="shards write", unit="img", file=sys.stderr) if demo._isatty(sys.stderr) else None
+    last = [0]
+
+    def progress(done: int) -> None:
+        if bar is not None:
+            bar.update(done - last[0])
+        last[0] = done
+
+    try:
+        paths = write_shards(args.src, args.dst, shard_bytes=args.shard_bytes, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    pattern = os.path.join(args.dst, f"shard-{{000000..{len(paths) - 1:06d}}}.tar")
+    print(f"{last[0]} images in {len(paths)} shards: {pattern}")
     return 0
 
 
