@@ -103,6 +103,22 @@ def test_labels_from_cls_json_txt(tmp_path):
             assert f.read(s.size) == {"a": b"A", "b": b"BB", "c": b"CCC", "d/e": b"DDDD"}[s.key]
 
 
+@pytest.mark.parametrize("fmt", [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
+def test_long_names_in_gnu_and_pax_headers(tmp_path, fmt):
+    key = "d" * 90 + "/" + "k" * 120  # longer than a ustar name field: a GNU longname or a pax header
+    p = tmp_path / "long.tar"
+    with tarfile.open(p, "w", format=fmt) as tf:
+        for name, data in [(key + ".JPG", b"IMG"), (key + ".cls", b"9")]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    (s,) = sh.scan_shard(str(p)).samples
+    assert (s.key, s.member, s.label) == (key, key + ".JPG", 9)
+    with open(p, "rb") as f:
+        f.seek(s.offset)
+        assert f.read(s.size) == b"IMG"
+
+
 def test_index_is_written_read_and_rebuilt_when_stale(tmp_path, caplog):
     p = str(tar_of(tmp_path / "s.tar", [("a.jpg", b"A"), ("a.cls", b"1")]))
     first = sh.shard_index(p)
