@@ -262,7 +262,9 @@ def _no_samples(where: str, extensions: Sequence[str] | None, detail: str = "", 
 @dataclasses.dataclass
 class SampleTable:
     """Samples of one kind. For ``raw``, file ``f`` holds records
-    ``starts[f]`` to ``starts[f+1]-1``; for the other kinds a file is a sample."""
+    ``starts[f]`` to ``starts[f+1]-1``; for the other kinds a file is a
+    sample, and for tar shards (``ranges`` set) entry ``i`` of the files is
+    sample ``i``'s shard, read at its byte range."""
 
     kind: str
     files: FileList
@@ -300,7 +302,7 @@ class SampleTable:
         return self.files.labels[self.file_of(indices)]
 
     def describe(self, index: int) -> str:
-        """'path' or 'path, record k' for messages."""
+        """'path', 'path, record k' or 'shard, member name' for messages."""
         f = int(self.file_of(np.asarray([index]))[0])
         path = self.files.paths[f]
         if self.members is not None:
