@@ -205,6 +205,11 @@ def test_loader_over_shards_equals_the_image_folder(tmp_path):
     b2 = Loader(brace, 4, device="cpu", shuffle=True, seed=2)
     b2.load_state_dict(state)
     same(batches(a)[1:], batches(b2))
+    # One ranged read per sample: the bytes read are the image members', never whole shards.
+    once = Loader(paths, 4, device="cpu")
+    batches(once)
+    st = once.stats()
+    assert st.bytes_read == int(gd.scan(paths).ranges[:, 1].sum()) and st.io_backends == {"posix": 15}
     # A random crop (on the CPU, JPEGs decoded for their box only) and on_error="skip": the same batches.
     tf = gd.Compose([gd.RandomResizedCrop(6), gd.RandomHorizontalFlip()])
     same(batches(Loader(folder, 4, device="cpu", shuffle=True, seed=3, transform=tf, on_error="skip")),
