@@ -183,8 +183,9 @@ def gdsio_read(path, offset, size):
 
 def test_loader_over_shards_equals_the_image_folder(tmp_path):
     folder = make_folder(tmp_path / "img")
-    paths = write_shards(folder, tmp_path / "shards", shard_bytes=4000)
-    assert len(paths) > 2 and all(os.path.exists(p + sh.INDEX_SUFFIX) for p in paths)
+    paths = write_shards(folder, tmp_path / "shards", shard_bytes=12000)
+    per_shard = [len(sh.shard_index(p).samples) for p in paths]
+    assert len(paths) > 2 and max(per_shard) > 2 and sum(per_shard) == 15 and all(os.path.exists(p + sh.INDEX_SUFFIX) for p in paths)
     brace = str(tmp_path / "shards" / f"shard-{{000000..{len(paths) - 1:06d}}}.tar")
     for source in (brace, paths, str(tmp_path / "shards" / "*.tar")):
         for kw in (dict(shuffle=True, seed=5), dict(shuffle=False), dict(shuffle=True, seed=1, rank=1, world_size=2)):
@@ -210,6 +211,13 @@ def test_loader_over_shards_equals_the_image_folder(tmp_path):
     batches(once)
     st = once.stats()
     assert st.bytes_read == int(gd.scan(paths).ranges[:, 1].sum()) and st.io_backends == {"posix": 15}
+    # A cache keys each sample by its shard and offset: the second epoch, from the cache, is the folder's too.
+    cached = Loader(brace, 4, device="cpu", shuffle=True, seed=6, cache=gd.Cache(bytes="4M", where="cpu"))
+    plain = Loader(folder, 4, device="cpu", shuffle=True, seed=6)
+    for epoch in (0, 1):
+        cached.set_epoch(epoch)
+        plain.set_epoch(epoch)
+        same(batches(plain), batches(cached))
     # A random crop (on the CPU, JPEGs decoded for their box only) and on_error="skip": the same batches.
     tf = gd.Compose([gd.RandomResizedCrop(6), gd.RandomHorizontalFlip()])
     same(batches(Loader(folder, 4, device="cpu", shuffle=True, seed=3, transform=tf, on_error="skip")),
@@ -311,7 +319,8 @@ def test_gdsio_writes_what_webdataset_reads(tmp_path):
     wds = pytest.importorskip("webdataset")
     folder = make_folder(tmp_path / "img", classes=2, per_class=4)
     files = gd.scan(folder).files
-    paths = write_shards(files, tmp_path / "out", shard_bytes=3000)
+    paths = write_shards(files, tmp_path / "out", shard_bytes=8000)
+    assert 1 < len(paths) < len(files.paths)  # several shards of several samples
     got = wds_read(wds, paths)
     assert [int(s["cls"]) for s in got] == files.labels.tolist()
     assert [s["__key__"] for s in got] == [f"{k:09d}" for k in range(len(files.paths))]
@@ -331,7 +340,7 @@ def test_gdsio_writes_what_webdataset_reads(tmp_path):
 
 def test_cli_shards_write(tmp_path, capsys):
     folder = make_folder(tmp_path / "img", classes=2, per_class=3)
-    assert main(["shards", "write", str(folder), str(tmp_path / "out"), "--shard-bytes", "4K"]) == 0
+    assert main(["shards", "write", str(folder), str(tmp_path / "out"), "--shard-bytes", "8K"]) == 0
     out = capsys.readouterr().out
     written = sorted(tmp_path.joinpath("out").glob("*.tar"))
     assert len(written) > 1 and f"{len(written)} shards" in out
