@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import logging
 import threading
 from typing import Any, Callable
 
@@ -12,9 +13,11 @@ from ..loader import Loader as _GdsioLoader
 from ..loader import begin_pass, running_pass, track_pass
 from ..meter import LoaderStats, Meter
 from .passes import AUTO_START, Board, Execution, fixed_local, OffloadPass, OffloadShared
-from .remote import check_cpus, connected_ray, import_ray, Placement, pool_size
+from .remote import check_cpus, connected_ray, import_ray, placed_nodes, Placement, pool_size
 
 __all__ = ["Loader", "OffloadStats"]
+
+log = logging.getLogger("gdsio")
 
 
 @dataclasses.dataclass
@@ -29,6 +32,10 @@ class OffloadStats(LoaderStats):
     transform on ``cpus_per_actor`` cores): the cost ``gdsio offload-plan`` takes.
     remote_pools: Ray Data executions (each with its actor pool) started by the
     loader so far: one per pass, or one per ``epochs_per_pool`` epochs.
+    finished_here: epoch -> the batch number from which this node made every
+    batch of that epoch, as the CPU nodes were lost during it (or none was
+    live when its pass began); empty when the CPU nodes made their share.
+    remote_lost: the Ray node ids of the CPU nodes lost in those epochs.
     """
 
     local_samples: int = 0
@@ -37,6 +44,8 @@ class OffloadStats(LoaderStats):
     local_share: float = 1.0
     remote_ms_per_sample: float | None = None
     remote_pools: int = 0
+    finished_here: dict[int, int] = dataclasses.field(default_factory=dict)
+    remote_lost: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def path(self) -> str:
@@ -49,6 +58,9 @@ class OffloadStats(LoaderStats):
     def __str__(self) -> str:
         made = (f"; path {self.path}: made here {self.local_samples}, on CPU nodes {self.remote_samples} "
                 f"({len(self.remote_nodes)} node(s), {self.remote_pools} actor pool(s)), local_share {self.local_share:.2f}")
+        if self.finished_here:
+            epochs = ", ".join(f"epoch {e} from batch {k}" for e, k in self.finished_here.items())
+            made += (f"; CPU nodes lost ({', '.join(self.remote_lost) or 'none live'}): made here {epochs}")
         return super().__str__() + made
 
 
@@ -65,6 +77,8 @@ class _Sides:
             self.remote = 0
             self.nodes: dict[str, int] = {}
             self.remote_s = 0.0
+            self.finished_here: dict[int, int] = {}
+            self.lost: list[str] = []
 
     def add(self, side: str, samples: int, node: str | None = None, seconds: float = 0.0) -> None:
         with self._lock:
@@ -75,6 +89,13 @@ class _Sides:
                 self.remote_s += seconds
                 if node is not None:
                     self.nodes[node] = self.nodes.get(node, 0) + samples
+
+    def went_local(self, epoch: int, k: int, lost: list[str]) -> None:
+        """From batch k of `epoch` this node makes every batch (the CPU nodes `lost`, or none live)."""
+        with self._lock:
+            self.finished_here[epoch] = min(k, self.finished_here.get(epoch, k))
+            self.lost += [n for n in lost if n not in self.lost]
+
 
 def _parse_share(v: Any) -> float | str:
     if v == "auto" and isinstance(v, str):
@@ -125,9 +146,13 @@ class Loader:
             the last stopped (set_epoch to another epoch, a state loaded, a
             pass left mid-epoch: a new execution starts) or ``close()``.
             The input rows (1-2 ms each to make on the driver) cover N epochs.
-        timeout: seconds the consumer waits for one batch before raising
-            (a lost CPU node with no live node to replace it raises sooner,
-            naming the node).
+        timeout: seconds the consumer waits for one batch before raising.
+            Losing every CPU node mid-epoch (or Ray failing the execution
+            with a node's loss) does not raise: this node makes the rest of
+            the epoch, in order, the same batches, and ``stats()`` says so
+            (``finished_here``, ``remote_lost``). The next pass starts a new
+            actor pool if a node with `resources` is live again, else it
+            makes every batch here (and says so).
 
     Raises:
         ImportError: ray[data] is not installed (names ``gdsio[ray]``).
@@ -241,7 +266,8 @@ class Loader:
                                local_samples=s.local, remote_samples=s.remote, remote_nodes=dict(s.nodes),
                                local_share=self._shared.share,
                                remote_ms_per_sample=1e3 * s.remote_s / s.remote if s.remote else None,
-                               remote_pools=self._pools)
+                               remote_pools=self._pools, finished_here=dict(s.finished_here),
+                               remote_lost=list(s.lost))
         if reset:
             self._shared.meter.reset()
             self._shared.sides.reset()
@@ -255,9 +281,17 @@ class Loader:
         if ex is not None and not ex.continues(epoch, start):
             ex.close()
             ex = self._exec = None
+        all_here = False
         if ex is None and self.local_share != 1.0:
-            ex = self._exec = self._execution(epoch, start)
-        p = OffloadPass(self, self._shared, epoch, start, gen, ex)
+            # CPU nodes lost in an earlier pass: a new pool when one is live again, else this pass is all made here.
+            all_here = not placed_nodes(self.placement)
+            if all_here:
+                log.warning("gdsio.data.ray.Loader: no live node has %s: this node makes all of epoch %d from "
+                            "batch %d", self.placement, epoch, start)
+                self._shared.sides.went_local(epoch, start, [])
+            else:
+                ex = self._exec = self._execution(epoch, start)
+        p = OffloadPass(self, self._shared, epoch, start, gen, ex, all_here=all_here)
         track_pass(self._local, p)  # a new pass of either kind stops this one
         return p
 

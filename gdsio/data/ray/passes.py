@@ -1,7 +1,7 @@
 """One pass of gdsio.data.ray.Loader: the local producer's and the Ray feed's
 batches merged in batch order, the "auto" board that decides each batch's
 owner once, and the watch on the CPU nodes (a lost one is named, never waited
-for without bound).
+for without bound; with every one lost, this node makes the rest of the epoch).
 
 Package-internal (``__all__`` is empty; used by gdsio.data.ray.loader):
 ``OffloadShared``, ``Board``, ``Execution``, ``OffloadPass``, ``fixed_local``,
@@ -27,7 +27,8 @@ from ..loader import consumed, finished, pass_plan
 from ..meter import Meter
 from ..producer import Producer
 from ..sampler import ShardedOrder
-from .remote import actor_pipeline, ActorSpec, describe_node, import_ray, placed_nodes, unwrapped_sample_error
+from .remote import (actor_pipeline, ActorSpec, dataset_executor, describe_node, import_ray, node_loss, placed_nodes,
+                     unwrapped_sample_error)
 
 if TYPE_CHECKING:
     from ..loader import Loader as GdsioLoader
@@ -41,26 +42,7 @@ AUTO_START = 0.5  # local_share="auto" starts here, then follows the waits
 AUTO_STEP = 0.05  # how far one waited-for batch moves the share
 AUTO_WAITED = 0.1  # a batch "was waited for" when the wait is this share of the step
 HEALTH_EVERY_S = 2.0  # while waiting for a remote batch, how often the nodes are looked at
-
-# Ray Data has no public call to end a running execution from another thread;
-# its Dataset's private ``_current_executor`` has one. Used only on the Ray
-# versions it was checked on: [from, before), from gdsio[ray]'s floor (2.60).
-# Elsewhere the feed is left to end with its dataset (its thread is a daemon).
-RAY_EXECUTOR_CHECKED = ((2, 60), (3, 0))
-
-
-def _dataset_executor(ds: Any, ray_version: str) -> Any:
-    """Ray Data's running executor of `ds`, or None where this Ray's version
-    is not one whose private ``Dataset._current_executor`` was checked."""
-    try:
-        version = tuple(int(part) for part in ray_version.split(".")[:2])
-    except ValueError:
-        return None
-    lo, hi = RAY_EXECUTOR_CHECKED
-    if not lo <= version < hi:
-        return None
-    return getattr(ds, "_current_executor", None)
-
+NODE_DEAD_WAIT_S = 30.0  # Ray said work was lost with a node: how long its node may take to show as dead
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RemoteBatch:
@@ -227,7 +209,7 @@ class RemoteFeed:
         public call for it; its executor's own shutdown, on the Ray versions
         checked (``RAY_EXECUTOR_CHECKED``). False where it could not: the feed's
         daemon thread then ends with its dataset."""
-        executor = _dataset_executor(self.ds, import_ray().__version__)
+        executor = dataset_executor(self.ds, import_ray().__version__)
         if executor is None:
             log.info("gdsio.data.ray.Loader: no checked way to end this Ray's dataset execution; its feed thread "
                      "(a daemon) ends with it")
@@ -335,7 +317,7 @@ class OffloadPass:
     continues it (``epochs_per_pool``)."""
 
     def __init__(self, loader: Loader, shared: OffloadShared, epoch: int, start: int, gen: int,
-                 ex: Execution | None) -> None:
+                 ex: Execution | None, all_here: bool = False) -> None:
         self._loader = loader
         self._shared = shared
         self._epoch, self._gen = epoch, gen
@@ -345,16 +327,16 @@ class OffloadPass:
         self._stop = threading.Event()
         self._arrived = shared.arrived
         self._budget = ByteBudget(shared.local.prefetch_bytes)
-        inner = shared.local
         self._local_head: Any = None
         self._queue: queue.Queue[Any] | None = None
         self._thread: threading.Thread | None = None
         self._ex = ex
         self._local_started = False
+        self._switches = 0  # times this pass went over to making every batch here (the CPU nodes lost)
         shared.meter.begin_pass(epoch, start)
         share = loader.local_share
         self._board = shared.board if share == "auto" else None
-        if share == 1.0:
+        if share == 1.0 or all_here:
             mine: Callable[[int], bool] = lambda k: True  # noqa: E731
         elif share == "auto":
             ray, board, ex_gen = import_ray(), shared.board, ex.gen if ex is not None else -1
@@ -362,14 +344,19 @@ class OffloadPass:
         else:
             mine = lambda k: fixed_local(float(share), k)  # noqa: E731
         # This node: gdsio.Loader's producer over the batches it keeps.
-        if share != 0.0:
-            plan = dataclasses.replace(pass_plan(inner, epoch, start), order=_LocalOrder(inner.order, mine),
-                                       meter=shared.meter)
-            self._queue = _Signalling(inner.prefetch, self._arrived)
-            producer = Producer(plan, self._queue, self._stop, self._budget)
-            self._thread = threading.Thread(target=producer.run, name="gdsio-loader", daemon=True)
-            self._thread.start()
-            track_threads(self._stop, self._thread)  # stopped and joined at exit if still running
+        if share != 0.0 or all_here:
+            self._start_local(start, mine)
+
+    def _start_local(self, start: int, mine: Callable[[int], bool]) -> None:
+        """This node's producer: gdsio.Loader's pipeline over the batches from `start` that `mine` keeps."""
+        inner = self._shared.local
+        plan = dataclasses.replace(pass_plan(inner, self._epoch, start), order=_LocalOrder(inner.order, mine),
+                                   meter=self._shared.meter)
+        self._queue = _Signalling(inner.prefetch, self._arrived)
+        producer = Producer(plan, self._queue, self._stop, self._budget)
+        self._thread = threading.Thread(target=producer.run, name="gdsio-loader", daemon=True)
+        self._thread.start()
+        track_threads(self._stop, self._thread)  # stopped and joined at exit if still running
 
     def __iter__(self) -> "OffloadPass":
         return self
@@ -437,7 +424,12 @@ class OffloadPass:
         if isinstance(head, Failed):
             err = head.error
             if side == "remote":
-                lost = self._lost_nodes()
+                # Ray's word that the work went with its node, or a failure once no CPU node is left: the rest
+                # of the epoch is made here. Any other error (a SampleError above all) raises, as gdsio.Loader's.
+                lost = self._lost_nodes(NODE_DEAD_WAIT_S if node_loss(err) else 0.0)
+                if node_loss(err) or (lost and not placed_nodes(self._loader.placement)):
+                    self._finish_here(lost, f"{type(err).__name__}: {err}")
+                    return END
                 if lost and isinstance(err, Exception):
                     err.add_note("gdsio.data.ray.Loader: lost during this epoch: "
                                  + ", ".join(describe_node(n) for n in lost))
@@ -457,7 +449,10 @@ class OffloadPass:
         next_health = waited_from + HEALTH_EVERY_S
         while True:
             self._arrived.clear()
+            switches = self._switches
             heads = {side: self._head(side) for side in ("local", "remote")}
+            if self._switches != switches:
+                continue  # the CPU nodes were lost meanwhile: this node's new producer makes batch k
             for side, head in heads.items():
                 if isinstance(head, (ReadyBatch, RemoteBatch, EmptyBatch)) and head.batch_no == k:
                     self._pop(side)
@@ -469,8 +464,9 @@ class OffloadPass:
                 raise TimeoutError(f"gdsio.data.ray.Loader: batch {k} of epoch {self._epoch} did not come within "
                                    f"{self._loader.timeout:g} s (timeout=); {self._status()}")
             if heads["remote"] is None and now >= next_health:
-                self._check_nodes(k, now - waited_from)
                 next_health = now + HEALTH_EVERY_S
+                if self._check_nodes():
+                    continue
             self._arrived.wait(POLL_S)
 
     def _hand_over(self, head: ReadyBatch | RemoteBatch) -> tuple[str, Any, Any]:
@@ -513,21 +509,24 @@ class OffloadPass:
 
     # ---- a lost node --------------------------------------------------------------------
 
-    def _lost_nodes(self) -> list[dict[str, Any]]:
-        if self._ex is None:
-            return []
-        alive = {n["NodeID"] for n in import_ray().nodes() if n.get("Alive")}
-        return [n for nid, n in self._ex.watch.items() if nid not in alive]
+    def _lost_nodes(self, wait_s: float = 0.0) -> list[dict[str, Any]]:
+        """The execution's nodes not alive, waiting up to `wait_s` for one (Ray's word of a loss can come first)."""
+        deadline = time.monotonic() + wait_s
+        while self._ex is not None:
+            alive = {n["NodeID"] for n in import_ray().nodes() if n.get("Alive")}
+            lost = [n for nid, n in self._ex.watch.items() if nid not in alive]
+            if lost or time.monotonic() >= deadline:
+                return lost
+            time.sleep(POLL_S)
+        return []
 
-    def _check_nodes(self, k: int, waited: float) -> None:
-        """While a remote batch is awaited: a lost node with another to take
-        its work is logged (Ray remakes its batches there); with none left,
-        raises, naming the node, rather than waiting for ever."""
+    def _check_nodes(self) -> bool:
+        """While a remote batch is awaited: a lost node with another to take its work is logged (Ray remakes
+        its batches there); with none left, this node makes the rest of the epoch (True: it does now)."""
         lost = self._lost_nodes()
         if not lost:
-            return
+            return False
         assert self._ex is not None
-        names = ", ".join(describe_node(n) for n in lost)
         left = placed_nodes(self._loader.placement)
         if left:
             new = [n for n in lost if n["NodeID"] not in self._ex.lost_reported]
@@ -535,13 +534,24 @@ class OffloadPass:
                 log.warning("gdsio.data.ray.Loader: lost %s in epoch %d; Ray remakes its batches on %d other node(s)",
                             ", ".join(describe_node(n) for n in new), self._epoch, len(left))
                 self._ex.lost_reported.update(n["NodeID"] for n in new)
-            return
-        self._ex.failed = True
-        raise RuntimeError(
-            f"gdsio.data.ray.Loader: lost {names} in epoch {self._epoch} (batch {k} awaited for {waited:.0f} s), and no "
-            f"live node has {self._loader.placement} to remake its batches; add such a node, or pass local_share=1.0 "
-            "to make every batch on this node"
-        )
+            return False
+        self._finish_here(lost, f"no live node has {self._loader.placement}")
+        return True
+
+    def _finish_here(self, lost: list[dict[str, Any]], why: str) -> None:
+        """The CPU nodes are lost: ends the execution; a new producer here makes every batch from the awaited one
+        to the epoch's end, in order (the old one's queued batches are dropped: remade, they are the same)."""
+        k, ex = self._k, self._ex
+        assert ex is not None
+        ex.failed, self._ex = True, None
+        ex.close()
+        self._stop_local()
+        self._stop, self._budget = threading.Event(), ByteBudget(self._shared.local.prefetch_bytes)
+        self._start_local(k, lambda _k: True)
+        self._switches += 1
+        self._shared.sides.went_local(self._epoch, k, [n["NodeID"] for n in lost])
+        log.warning("gdsio.data.ray.Loader: lost the CPU nodes (%s; %s) in epoch %d: this node makes batches %d-%d "
+                    "of it", ", ".join(describe_node(n) for n in lost) or "none named", why, self._epoch, k, self._end - 1)
 
     def _status(self) -> str:
         parts = []
@@ -564,6 +574,12 @@ class OffloadPass:
         if self._closed:
             return
         self._closed = True
+        self._stop_local()
+        ex = self._ex
+        if ex is not None and (ex.failed or ex.next != (self._epoch + 1, 0) or ex.next[0] > ex.last_epoch):
+            ex.close()
+
+    def _stop_local(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=60)
@@ -576,9 +592,6 @@ class OffloadPass:
                 except queue.Empty:
                     break
         self._local_head = None
-        ex = self._ex
-        if ex is not None and (ex.failed or ex.next != (self._epoch + 1, 0) or ex.next[0] > ex.last_epoch):
-            ex.close()
 
     def __del__(self) -> None:
         self._closed = True

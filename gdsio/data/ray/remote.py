@@ -5,7 +5,7 @@ Ray Data pipeline over them, and ``dataset()``.
 Package-internal (not in ``__all__``; used by gdsio.data.ray.loader and
 gdsio.data.ray.passes): ``import_ray``, ``connected_ray``, ``Placement``,
 ``placed_nodes``, ``describe_node``, ``ActorSpec``, ``actor_pipeline``,
-``pool_size`` and ``check_cpus``."""
+``pool_size``, ``check_cpus``, ``node_loss`` and ``dataset_executor``."""
 
 from __future__ import annotations
 
@@ -289,6 +289,7 @@ def actor_pipeline(rows: Any, spec: ActorSpec, placement: Placement, *, actors: 
     ds.context.execution_options.preserve_order = True
     # A bad sample raises gdsio's SampleError naming the file, as gdsio.Loader does, not Ray's wrapper of it.
     ds.context.raise_original_map_exception = True
+    _keep_executor(ds)
     return ds
 
 
@@ -303,6 +304,69 @@ def unwrapped_sample_error(e: BaseException) -> BaseException:
     if isinstance(e, SampleError) and type(e) is not SampleError and isinstance(cause, SampleError):
         return cause
     return e
+
+
+# Ray's words for work lost with its node (the node, an actor or worker on it, an object it held);
+# ObjectFreedError (freed by its owner) is not.
+_NODE_LOSS = ("NodeDiedError", "RayActorError", "WorkerCrashedError", "ObjectLostError")
+
+
+def node_loss(e: BaseException) -> bool:
+    """Whether `e`, or an exception it wraps, is Ray saying that work was lost
+    with a node (package-internal: gdsio.data.ray.passes finishes the epoch on
+    this node then). A SampleError never is: a bad sample raises wherever it is made."""
+    exceptions = import_ray().exceptions
+    kinds = tuple(getattr(exceptions, name) for name in _NODE_LOSS if hasattr(exceptions, name))
+    seen: set[int] = set()
+    todo: list[Any] = [e]
+    while todo:
+        x = todo.pop()
+        if not isinstance(x, BaseException) or id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, SampleError):
+            return False
+        if isinstance(x, kinds) and not isinstance(x, getattr(exceptions, "ObjectFreedError", ())):
+            return True
+        todo += [getattr(x, "cause", None), x.__cause__, x.__context__]
+    return False
+
+
+# Ray Data has no public call to end a running execution from another thread;
+# its Dataset's private ``_current_executor`` has one. Used only on the Ray
+# versions it was checked on: [from, before), from gdsio[ray]'s floor (2.60).
+# Elsewhere the feed is left to end with its dataset (its thread is a daemon).
+RAY_EXECUTOR_CHECKED = ((2, 60), (3, 0))
+
+
+def dataset_executor(ds: Any, ray_version: str) -> Any:
+    """Ray Data's running executor of `ds`, or None where this Ray's version
+    is not one whose private ``Dataset._current_executor`` was checked
+    (package-internal: gdsio.data.ray.passes ends a feed's execution with it)."""
+    try:
+        version = tuple(int(part) for part in ray_version.split(".")[:2])
+    except ValueError:
+        return None
+    lo, hi = RAY_EXECUTOR_CHECKED
+    if not lo <= version < hi:
+        return None
+    return getattr(ds, "_current_executor", None) or getattr(ds, "_gdsio_executor", None)
+
+
+def _keep_executor(ds: Any) -> None:
+    """Keeps the executor Ray Data makes to run `ds` as ``ds._gdsio_executor``:
+    ``_current_executor`` is set only once its first block has come, and a
+    feed whose nodes were all lost before that must be ended too. Private,
+    like it: read only by ``dataset_executor``, on the versions checked."""
+    make = getattr(ds, "_create_executor", None)
+    if make is None:
+        return
+
+    def create() -> Any:
+        ds._gdsio_executor = make()
+        return ds._gdsio_executor
+
+    ds._create_executor = create
 
 
 def check_cpus(cpus: Any) -> float:
