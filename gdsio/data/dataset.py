@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from .. import image
-from ..io import read_into
+from ..io import read, read_into
 from ..tensors import load_npy
 from .sources import SampleTable
 
@@ -97,6 +97,10 @@ class SampleDataset:
         k = _index(i, len(self))
         t = self._table
         path, label = self.samples[k]
+        if t.kind == "image" and t.ranges is not None:  # a tar shard's member: its bytes, decoded as a file's
+            offset, size = (int(v) for v in t.ranges[k])
+            data = read(path, offset=offset, size=size, device="cpu")
+            return image.decode(data, device=self._device, mode=self._mode), label
         if t.kind == "image":
             return image.read(path, device=self._device, mode=self._mode), label
         if t.kind == "npy":

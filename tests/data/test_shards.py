@@ -349,3 +349,16 @@ def test_cli_shards_write(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nope" in err
     assert main(["shards", "write", str(folder), str(tmp_path / "o3"), "--shard-bytes", "lots"]) == 2
+
+
+def test_the_datasets_samples_of_shards_are_the_folders(tmp_path):
+    """loader.dataset[i] (what DataLoader code indexes) reads a shard member's bytes,
+    not the whole tar: the same image and label as the ImageFolder's sample i."""
+    folder = make_folder(tmp_path / "img")
+    write_shards(folder, tmp_path / "shards", shard_bytes=12000)
+    a = Loader(folder, 4, device="cpu").dataset
+    b = Loader(str(tmp_path / "shards" / "*.tar"), 4, device="cpu").dataset
+    assert len(a) == len(b) == 15
+    for i in range(15):
+        (x, y), (bx, by) = a[i], b[i]
+        assert y == by and torch.equal(x, bx)
