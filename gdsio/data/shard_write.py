@@ -22,23 +22,12 @@ import tarfile
 from typing import Any, Callable
 
 from . import shards
-from .sources import IMAGE_EXTENSIONS, UNLABELED, FileList
+from .sources import IMAGE_EXTENSIONS, UNLABELED, file_list_of
 
 __all__ = ["SHARD_NAME", "write_shards"]
 
 SHARD_NAME = "shard-{:06d}.tar"
 _HEADER = 512  # a ustar header; the data is padded to 512 bytes, and a shard ends with 1024 zero bytes
-
-
-def _files_of(source: Any) -> FileList:
-    if isinstance(source, FileList):
-        return source
-    if isinstance(source, (str, os.PathLike)):
-        return FileList.from_folder(os.fspath(source), IMAGE_EXTENSIONS)
-    if isinstance(source, (list, tuple)):
-        return FileList.from_paths(source)
-    raise TypeError(f"source must be an ImageFolder path, a list of (path, label) pairs or paths, or a "
-                    f"gdsio.data.FileList; got {type(source).__name__}")
 
 
 def _member(name: str, size: int) -> tarfile.TarInfo:
@@ -52,8 +41,9 @@ def write_shards(source: Any, dst: str | os.PathLike[str], *, shard_bytes: int =
     """Writes the images of `source` into tar shards in `dst` (see the module docstring).
 
     Args:
-        source: an ImageFolder path (labels from the sorted class folders), a
-            list of ``(path, label)`` pairs or of paths (unlabeled), or a FileList.
+        source: any source gdsio.Loader takes: an ImageFolder path (labels
+            from the sorted class folders), a glob, a list of ``(path, label)``
+            pairs or of paths (unlabeled), a FileList, a torchvision ImageFolder.
         dst: the folder for the shards (made if missing; shards already there
             with the same names are replaced).
         shard_bytes: the size a shard grows to before the next one starts.
@@ -69,7 +59,7 @@ def write_shards(source: Any, dst: str | os.PathLike[str], *, shard_bytes: int =
     """
     if isinstance(shard_bytes, bool) or not isinstance(shard_bytes, int) or shard_bytes <= 0:
         raise ValueError(f"shard_bytes must be a positive int; got {shard_bytes!r}")
-    files = _files_of(source)
+    files = file_list_of(source, IMAGE_EXTENSIONS)
     if not files.paths:
         raise ValueError("source: no image to write")
     exts = []

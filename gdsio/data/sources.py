@@ -312,7 +312,8 @@ class SampleTable:
         return f"{path}, record {index - int(self.starts[f])}"
 
 
-def _to_file_list(source: Any, extensions: Sequence[str] | None) -> FileList:
+def file_list_of(source: Any, extensions: Sequence[str] | None) -> FileList:
+    """The files of any source the Loader takes (package-internal: also gdsio.data.shard_write)."""
     if isinstance(source, FileList):
         return source
     if isinstance(source, str) and is_url(source):
@@ -389,7 +390,7 @@ def scan(
         # auto: image and .npy files (other files, a README, are ignored); raw: every non-hidden file.
         extensions = {"image": IMAGE_EXTENSIONS, "npy": NPY_EXTENSIONS,
                       "auto": IMAGE_EXTENSIONS + NPY_EXTENSIONS}.get(kind)
-    files = _to_file_list(source, extensions)
+    files = file_list_of(source, extensions)
     if isinstance(source, (str, os.PathLike)):
         where = f"'{os.fspath(source)}'"
     elif isinstance(source, (list, tuple, FileList)):

@@ -426,8 +426,8 @@ class OffloadPass:
             if side == "remote":
                 # Ray's word that the work went with its node, or a failure once no CPU node is left: the rest
                 # of the epoch is made here. Any other error (a SampleError above all) raises, as gdsio.Loader's.
-                lost = self._lost_nodes(NODE_DEAD_WAIT_S if node_loss(err) else 0.0)
-                if node_loss(err) or (lost and not placed_nodes(self._loader.placement)):
+                lost = self._lost_nodes(NODE_DEAD_WAIT_S if (gone := node_loss(err)) else 0.0)
+                if gone or (lost and not placed_nodes(self._loader.placement)):
                     self._finish_here(lost, f"{type(err).__name__}: {err}")
                     return END
                 if lost and isinstance(err, Exception):
