@@ -46,7 +46,7 @@ import time
 import urllib.parse
 from typing import Callable
 
-from .urls import display
+from .urls import display, request_url
 
 __all__ = ["Counters", "Location", "MAX_REDIRECTS", "Origin", "Response", "RetryPolicy", "error_for_status",
            "pool_for", "transfer"]
@@ -110,6 +110,13 @@ class Location:
         self.url = url
         self.current = url
         self.follow = follow
+        # Whether `current` may get the Basic credentials given for `url` (decided once a hop).
+        self.send_auth = True
+
+    def go(self, url: str) -> None:
+        """Where the next requests go (a redirect's target, or `url` again)."""
+        self.current = url
+        self.send_auth = url == self.url or _same_credentials(self.url, url)
 
 
 class _Retry(Exception):
@@ -267,8 +274,7 @@ def _redirect_target(url: str, location: str | None, status: int, name: str) -> 
     # http to https is followed (as browsers and curl -L do): the bytes only gain encryption, and nothing goes
     # over TLS that was not already sent in the clear (Basic credentials stay with their host: _same_credentials).
     # User information in a Location is never used, nor shown.
-    netloc = p.netloc.rsplit("@", 1)[-1]
-    return urllib.parse.urlunsplit((scheme, netloc, p.path or "/", p.query, ""))
+    return request_url(p._replace(scheme=scheme))
 
 
 def _redirect_refused(status: int, headers: dict[str, str], body: bytes, name: str) -> OSError:
@@ -292,7 +298,7 @@ def _backoff(attempt: int) -> float:
 
 
 def transfer(
-    url: str | Location,
+    where: Location,
     method: str,
     name: str,
     headers: Callable[[int], dict[str, str]],
@@ -307,8 +313,8 @@ def transfer(
     read into `into`; after a dropped connection the next try asks for the
     rest only (``headers(done)`` gives each try's headers, `done` being the
     bytes already there). `check(response, done)` may raise (wrong range,
-    changed object) before the body is read. A `Location` follows redirects
-    and remembers where they led; a plain URL refuses them (signed requests).
+    changed object) before the body is read. `where` follows redirects and
+    remembers where they led, or refuses them (``follow=False``: signed requests).
 
     Returns:
         Response: the final response (its body read into `into`, or drained).
@@ -316,7 +322,6 @@ def transfer(
     Raises:
         OSError: see the module docstring; TimeoutError after timeouts.
     """
-    where = url if isinstance(url, Location) else Location(url, follow=False)
     here = where.current
     want = len(into) if into is not None else 0
     done = 0
@@ -332,7 +337,7 @@ def transfer(
         try:
             counters.add(requests=1)
             h = headers(done)
-            if here != where.url and not _same_credentials(where.url, here):
+            if not where.send_auth:
                 h = {k: v for k, v in h.items() if k.lower() != "authorization"}
             # Ranges are of the stored bytes: a compressed body is not them (http.client asks the same by default).
             conn.request(method, target, headers={**h, "Accept-Encoding": "identity"})
@@ -350,14 +355,16 @@ def transfer(
                 if hops > MAX_REDIRECTS:
                     raise OSError(errno.ELOOP, f"more than {MAX_REDIRECTS} redirects (the last to {display(nxt)}): "
                                   "a redirect loop?", name)
-                here = where.current = nxt  # remembered for this object's next requests
+                where.go(nxt)  # remembered for this object's next requests
+                here = nxt
                 continue
             if resp.status >= 300 or (into is not None and resp.status not in (200, 206)):
                 body = resp.read(65536) if method != "HEAD" else b""
                 if resp.status >= 400 and here != where.url and not hops and not restarted:
                     # Where an earlier redirect led may have expired (a presigned URL): follow them once more.
                     restarted = True
-                    here = where.current = where.url
+                    where.go(where.url)
+                    here = where.url
                     continue
                 raise error_for_status(resp.status, name, body, anonymous)
             if into is not None:

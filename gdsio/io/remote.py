@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 from .. import _core
 from ..config import Settings
 from . import http
-from .urls import SCHEMES, display, scheme_of, split_s3
+from .urls import SCHEMES, display, request_url, scheme_of, split_s3
 
 __all__ = ["RemoteReader", "fetch", "host_view"]
 
@@ -88,11 +88,10 @@ class RemoteReader:
             if p.username is not None:  # user:password@host -> Basic authentication, never shown
                 raw = f"{urllib.parse.unquote(p.username)}:{urllib.parse.unquote(p.password or '')}"
                 self._auth = {"Authorization": "Basic " + base64.b64encode(raw.encode()).decode()}
-            netloc = p.netloc.rsplit("@", 1)[-1]
-            self.url = urllib.parse.urlunsplit((p.scheme, netloc, p.path or "/", p.query, ""))
+            self.url = request_url(p)
         # Where this object's requests go: an http(s) object's redirects are followed and remembered here (for
         # this reader only); a signed request is bound to its host, so an s3:// object's are refused.
-        self._where: str | http.Location = self.url if self.kind == "s3" else http.Location(self.url)
+        self._where = http.Location(self.url, follow=self.kind != "s3")
         self.info = self._stat(settings)
 
     def __repr__(self) -> str:
@@ -130,7 +129,7 @@ class RemoteReader:
             if self.kind != "http" or getattr(e, "errno", None) not in (errno.EACCES, errno.EIO) \
                     or isinstance(e, (FileNotFoundError, TimeoutError)):
                 raise
-            asked = self._where.current if isinstance(self._where, http.Location) else self.url  # where redirects led
+            asked = self._where.current  # where redirects led
             if isinstance(e, PermissionError) and "?" not in asked:
                 raise
             return self._stat_by_get(policy, counters)

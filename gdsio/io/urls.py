@@ -18,7 +18,7 @@ import re
 import urllib.parse
 from typing import Any
 
-__all__ = ["SCHEMES", "display", "fspath_or_url", "is_url", "redact", "scheme_of", "split_s3"]
+__all__ = ["SCHEMES", "display", "fspath_or_url", "is_url", "redact", "request_url", "scheme_of", "split_s3"]
 
 #: URL schemes gdsio reads, and the reader kind (a backend's ``sources``) of each.
 SCHEMES = {"s3": "s3", "http": "http", "https": "http"}
@@ -33,6 +33,13 @@ def scheme_of(path: Any) -> str | None:
         return None
     s = head.lower()
     return s if s in SCHEMES else None
+
+
+def request_url(p: urllib.parse.SplitResult) -> str:
+    """The URL a request goes to: without user information (sent, if at all, as a
+    header) and fragment, its path "/" when empty."""
+    netloc = p.netloc.rsplit("@", 1)[-1]
+    return urllib.parse.urlunsplit((p.scheme, netloc, p.path or "/", p.query, ""))
 
 
 def is_url(path: Any) -> bool:
