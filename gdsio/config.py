@@ -18,7 +18,7 @@ import functools
 import os
 import re
 import types
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 __all__ = ["BACKENDS", "CPU_SIMD_LEVELS", "Settings", "check_environment", "current", "env_name", "from_env",
            "parse_bytes", "settings"]
@@ -116,18 +116,20 @@ def parse_bytes(text: str) -> int:
     return int(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
-def _parse_int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"not an int: {text!r}") from None
+def _number(kind: Callable[[str], Any], what: str) -> Callable[[str], Any]:
+    """A parser of `kind` whose error says "not <what>" (not Python's "invalid literal ...")."""
+
+    def parse(text: str) -> Any:
+        try:
+            return kind(text)
+        except ValueError:
+            raise ValueError(f"not {what}: {text!r}") from None
+
+    return parse
 
 
-def _parse_float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError(f"not a number: {text!r}") from None
+_parse_int = _number(int, "an int")
+_parse_float = _number(float, "a number")
 
 
 def _parse_bool(text: str) -> bool:

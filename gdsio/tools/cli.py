@@ -243,7 +243,7 @@ def run_bench_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
         except RuntimeError as e:
             raise _Error(str(e)) from None
     remote = args.path is not None and is_url(args.path)
-    bench.select_paths(cfg.paths, remote)  # a path of the other kind: said before any file or request
+    bench.select_paths(cfg.paths, remote, cfg.cold)  # a path of the other kind: said before any file or request
     gen = None
     try:
         if args.path:
@@ -251,9 +251,6 @@ def run_bench_command(args: argparse.Namespace, argv: Sequence[str]) -> int:
                 print("gdsio bench: --sizes is ignored: PATH is given", file=sys.stderr)
             if remote:
                 _remote_ready(args.path)
-                if args.cold:
-                    raise _Error("--cold evicts local files from the page cache; a remote object's caches are its "
-                                 "server's")
             files = bench.files_from_path(args.path)
             where = bench.shown(args.path)
         else:

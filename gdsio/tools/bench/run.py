@@ -421,10 +421,12 @@ def git_commit() -> dict[str, Any]:
     return {"commit": sha, "dirty": bool(dirty), "how": "git"}
 
 
-def select_paths(names: tuple[str, ...], remote: bool) -> list[CopyPath]:
+def select_paths(names: tuple[str, ...], remote: bool, cold: bool = False) -> list[CopyPath]:
     """The copy paths named (all when none are) of the table for local files
     (PATHS) or for s3:// and http(s):// objects (REMOTE_PATHS); ValueError
-    naming those of the other table."""
+    naming those of the other table, or for a cold run of remote objects."""
+    if remote and cold:
+        raise ValueError("--cold evicts local files from the page cache; a remote object's caches are its server's")
     table = REMOTE_PATHS if remote else PATHS
     wrong = [n for n in names if n not in table]
     if wrong:
@@ -449,9 +451,7 @@ def run_bench(files: list[BenchFile], cfg: BenchConfig | None = None, *,
     remote = any(is_url(f.path) for f in files)
     if remote and not all(is_url(f.path) for f in files):
         raise ValueError("files: all local or all s3:// and http(s):// objects, not both")
-    if remote and cfg.cold:
-        raise ValueError("cold: a remote object has no page cache here to evict; its server's caches are its own")
-    selected = select_paths(cfg.paths, remote)
+    selected = select_paths(cfg.paths, remote, cfg.cold)
     commit = git_commit()
     if command is not None:
         command = [redact(a, a) if is_url(a) else a for a in command]
