@@ -63,7 +63,9 @@ def random_resized_crop_params(
     fraction = rng.uniform(s0, s1, size=(n, tries))
     aspect = np.exp(rng.uniform(math.log(r0), math.log(r1), size=(n, tries)))
     u = rng.random((n, 2))
-    out = geometry.resized_crop_boxes(hs, ws, fraction, aspect, u[:, 0:1], u[:, 1:2], (r0, r1))
+    # One placement per image, whichever try fits: the same for every try.
+    top, left = (np.broadcast_to(u[:, k:k + 1], fraction.shape) for k in (0, 1))
+    out = geometry.resized_crop_boxes(hs, ws, fraction, aspect, top, left, (r0, r1))
     if scalar:
         return tuple(int(v) for v in out[0])  # type: ignore[return-value]
     return out

@@ -132,20 +132,14 @@ def resized_crop_boxes(
 
     Args:
         heights, widths: (N,) ints.
-        area_fraction, aspect: (N, tries) floats.
-        u_top, u_left: (N, tries) floats, or (N, 1): one placement per image, whichever try fits.
+        area_fraction, aspect, u_top, u_left: (N, tries) floats (a placement
+            the same for every try broadcasts: ``np.broadcast_to(u, (N, tries))``).
         ratio: as for ``resized_crop_box``.
 
     Returns:
         (N, 4) int64 boxes (top, left, height, width).
     """
-    tries = np.shape(area_fraction)[1]
-
-    def per_try(u: np.ndarray) -> list[list[float]]:  # (N, 1): the image's one placement, whichever try fits
-        u = np.asarray(u)
-        return u.tolist() if u.shape[1] == tries else [[v] * tries for v in u[:, 0].tolist()]
-
-    fraction, asp, top, left = (per_try(u) for u in (area_fraction, aspect, u_top, u_left))
+    fraction, asp, top, left = (np.asarray(u).tolist() for u in (area_fraction, aspect, u_top, u_left))
     hw = zip(np.asarray(heights).tolist(), np.asarray(widths).tolist())
     boxes = [resized_crop_box(h, w, fraction[i], asp[i], top[i], left[i], ratio) for i, (h, w) in enumerate(hw)]
     return np.array(boxes, np.int64).reshape(len(boxes), 4)
