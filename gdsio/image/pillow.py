@@ -266,7 +266,7 @@ def decode(items: Sequence[Item], target: Any, opts: Options) -> None:
         it.result, it.orientation, note = r
         it.backend = PILLOW
         if target.type == "cuda":
-            it.note(f"no GPU decoder for {it.format.title} in gdsio: Pillow decodes it on the CPU")
+            it.note(f"no GPU decoder for this {it.format.title} image in gdsio: Pillow decodes it on the CPU")
         it.note(note)
         done.append(it)
     for it, r in zip(done, transfer.upload([it.result for it in done], target)):
