@@ -12,17 +12,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import _core
-from .base import device_args as _device_args
 from .images import FLOAT_DTYPES
 
 __all__ = ["normalize", "per_channel", "to_dtype"]
 
 
 def to_dtype(img: torch.Tensor, dtype: torch.dtype = torch.float32, scale: bool = False) -> torch.Tensor:
-    """torchvision's to_dtype for images. uint8 -> float32/float16/bfloat16 runs
-    gdsio's kernel (``scale=True`` divides by 255, rounded exactly as
-    torchvision's ``.to(dtype).mul_(1 / 255)``); other conversions are torch's.
+    """torchvision's to_dtype for images, with torch's ops as torchvision
+    calls them: uint8 -> float32/float16/bfloat16 is ``.to(dtype)``, then
+    ``.mul_(1 / 255)`` when ``scale``, into a new contiguous tensor.
 
     >>> to_dtype(img, torch.float16, scale=True).dtype
     torch.float16
@@ -36,18 +34,8 @@ def to_dtype(img: torch.Tensor, dtype: torch.dtype = torch.float32, scale: bool 
     if img.dtype == dtype:
         return img
     if img.dtype == torch.uint8 and dtype in FLOAT_DTYPES:
-        src = img.contiguous()
-        out = torch.empty(src.shape, dtype=dtype, device=src.device)
-        if src.numel():
-            _core.tf_to_float(
-                src.data_ptr(),
-                out.data_ptr(),
-                dtype=FLOAT_DTYPES[dtype],
-                count=src.numel(),
-                scale=scale,
-                **_device_args(src.device),
-            )
-        return out
+        out = img.to(dtype, memory_format=torch.contiguous_format)
+        return out.mul_(1.0 / 255) if scale else out
     if img.dtype in FLOAT_DTYPES and dtype in FLOAT_DTYPES:
         return img.to(dtype)
     if img.dtype in FLOAT_DTYPES and dtype == torch.uint8:
@@ -76,7 +64,16 @@ def per_channel(values: Any, channels: int, name: str) -> list[float]:
 
 def normalize(img: torch.Tensor, mean: Sequence[float], std: Sequence[float], inplace: bool = False) -> torch.Tensor:
     """torchvision's normalize: (img - mean[c]) / std[c] on a float (..., C, H, W)
-    tensor, with mean, std and each step rounded to img's dtype as torch does.
+    tensor, with mean and std in img's dtype (torch's ``sub`` then ``div_``,
+    as torchvision calls them).
+
+    Args:
+        img: a float32, float16 or bfloat16 (..., C, H, W) tensor.
+        mean, std: a number or one per channel.
+        inplace: write into ``img`` and return it.
+
+    Returns:
+        ``img`` when ``inplace``, else a new contiguous tensor.
 
     >>> normalize(to_dtype(img, torch.float32, scale=True), [0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
     """
@@ -87,33 +84,17 @@ def normalize(img: torch.Tensor, mean: Sequence[float], std: Sequence[float], in
     if img.ndim < 3:
         raise ValueError(f"img must be (..., C, H, W), got shape {tuple(img.shape)}")
     channels = int(img.shape[-3])
-    if not 1 <= channels <= 4:
-        raise ValueError(f"img has {channels} channels; 1 to 4 are supported")
     mean_l = per_channel(mean, channels, "mean")
     std_l = per_channel(std, channels, "std")
     if not all(std_l):
         raise ValueError("std: a channel's std is 0 (division by zero)")
     # torch converts mean and std to the image dtype before subtracting.
-    mean_l = torch.tensor(mean_l, dtype=img.dtype).float().tolist()
-    std_l = torch.tensor(std_l, dtype=img.dtype).float().tolist()
-    if not all(std_l):
+    mean_t = torch.tensor(mean_l, dtype=img.dtype).view(-1, 1, 1)
+    std_t = torch.tensor(std_l, dtype=img.dtype).view(-1, 1, 1)
+    if not std_t.all():
         raise ValueError(f"std: a channel's std evaluates to 0 in {img.dtype} (division by zero)")
-    src = img if img.is_contiguous() else img.contiguous()
-    out = src if inplace and src is img else torch.empty_like(src, memory_format=torch.contiguous_format)
-    if src.numel():
-        plane = int(img.shape[-1] * img.shape[-2])
-        _core.tf_normalize(
-            src.data_ptr(),
-            out.data_ptr(),
-            dtype=FLOAT_DTYPES[img.dtype],
-            planes=src.numel() // plane,
-            plane_size=plane,
-            channels=channels,
-            mean=mean_l,
-            std=std_l,
-            **_device_args(src.device),
-        )
-    if inplace and out is not img:
-        img.copy_(out)
-        return img
-    return out
+    mean_t, std_t = mean_t.to(img.device), std_t.to(img.device)
+    if inplace:
+        return img.sub_(mean_t).div_(std_t)
+    out = torch.empty_like(img, memory_format=torch.contiguous_format)
+    return torch.sub(img, mean_t, out=out).div_(std_t)

@@ -1,6 +1,6 @@
 """crop, center_crop, hflip and vflip of gdsio.transforms (torchvision v2's):
 crops are views where the box is inside the image, zero-padded where it is
-not; the flips move bytes (gdsio's kernels) into a new tensor.
+not; the flips are torch.flip's, into a new tensor.
 """
 
 from __future__ import annotations
@@ -8,12 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import torch
-
-from .. import _core
 from . import pil
 from .base import check_spatial, elem_size_of, size_pair
-from .base import device_args as _device_args
 from .base import is_int as _is_int
 from .base import is_pil as _is_pil
 from .pad import pad
@@ -93,8 +89,9 @@ def center_crop(img: Any, output_size: int | Sequence[int]) -> Any:
 
 
 def hflip(img: Any) -> Any:
-    """torchvision v2's hflip: mirrors (..., H, W) left-right into a new tensor
-    (any dtype of 1, 2, 4 or 8 bytes), or a PIL image.
+    """torchvision v2's hflip: mirrors (..., H, W) left-right into a new
+    contiguous tensor (``torch.flip``; any dtype of 1, 2, 4 or 8 bytes), or a
+    PIL image.
 
     >>> hflip(img)[..., 0].equal(img[..., -1])
     True
@@ -102,24 +99,14 @@ def hflip(img: Any) -> Any:
     if _is_pil(img):
         return pil.hflip(img)
     check_spatial(img, "hflip")
-    elem = elem_size_of(img, "hflip")
-    src = img.contiguous()
-    out = torch.empty_like(src, memory_format=torch.contiguous_format)
-    if src.numel():
-        _core.tf_hflip(
-            src.data_ptr(),
-            out.data_ptr(),
-            rows=src.numel() // src.shape[-1],
-            width=src.shape[-1],
-            elem_size=elem,
-            **_device_args(src.device),
-        )
-    return out
+    elem_size_of(img, "hflip")
+    return img.flip(-1).contiguous()
 
 
 def vflip(img: Any) -> Any:
-    """torchvision v2's vflip: mirrors (..., H, W) top-bottom into a new tensor
-    (any dtype of 1, 2, 4 or 8 bytes), or a PIL image.
+    """torchvision v2's vflip: mirrors (..., H, W) top-bottom into a new
+    contiguous tensor (``torch.flip``; any dtype of 1, 2, 4 or 8 bytes), or a
+    PIL image.
 
     >>> vflip(img)[..., 0, :].equal(img[..., -1, :])
     True
@@ -127,18 +114,5 @@ def vflip(img: Any) -> Any:
     if _is_pil(img):
         return pil.vflip(img)
     check_spatial(img, "vflip")
-    elem = elem_size_of(img, "vflip")
-    src = img.contiguous()
-    out = torch.empty_like(src, memory_format=torch.contiguous_format)
-    if src.numel():
-        h, w = src.shape[-2:]
-        _core.tf_vflip(
-            src.data_ptr(),
-            out.data_ptr(),
-            planes=src.numel() // (h * w),
-            height=h,
-            width=w,
-            elem_size=elem,
-            **_device_args(src.device),
-        )
-    return out
+    elem_size_of(img, "vflip")
+    return img.flip(-2).contiguous()

@@ -213,11 +213,8 @@ def write_cases(path: Path) -> int:
             G.big_batch_case("cpu")
         with r.case("test_batch_tensor_and_crop_views"):
             G.view_cases("cpu")
-        for dtype in G.POINTWISE_DTYPES:
-            with r.case(f"test_pointwise_equal_cpu[{str(dtype).split('.')[-1]}]"):
-                G.pointwise_cases("cpu", dtype)
 
-        for name, run in V.emulated_cases():  # colour ops, color_jitter, pad, flips, the v2 forms
+        for name, run in V.emulated_cases():  # colour ops, color_jitter, pad, the v2 forms
             with r.case(name):
                 run()
 

@@ -280,6 +280,24 @@ def test_to_dtype_and_normalize_round_as_torch(dtype: torch.dtype) -> None:
     assert T.normalize(y, mean, std, inplace=True) is y and torch.equal(y, ref)
 
 
+def test_flips_and_conversions_of_views_give_new_contiguous_tensors() -> None:
+    """hflip, vflip, to_dtype and normalize (torch's ops) of a channels_last or
+    transposed view: a new contiguous tensor equal to torch's result; normalize
+    in place writes through the view."""
+    a = to_chw(_synthetic(6, 9, 3))
+    mean, std = [0.5, 0.25, 0.75], [0.5, 2.0, 0.25]
+    for view in (a[None].contiguous(memory_format=torch.channels_last)[0], a.transpose(1, 2)):
+        for ours, ref in ((T.hflip(view), view.flip(-1)), (T.vflip(view), view.flip(-2)),
+                          (T.to_dtype(view, torch.float32, scale=True), view.float().mul_(1.0 / 255))):
+            assert ours.is_contiguous() and ours.data_ptr() != view.data_ptr() and torch.equal(ours, ref)
+        f = view.float().mul_(1.0 / 255)
+        ref = (f - torch.tensor(mean).view(-1, 1, 1)) / torch.tensor(std).view(-1, 1, 1)
+        out = T.normalize(f, mean, std)
+        assert out.is_contiguous() and torch.equal(out, ref)
+        base = torch.zeros(3, f.shape[2], f.shape[1]).transpose(1, 2).copy_(f)
+        assert T.normalize(base, mean, std, inplace=True) is base and torch.equal(base, ref)
+
+
 def test_to_dtype_other_directions_follow_torchvision() -> None:
     a = to_chw(_synthetic(5, 6, 3))
     f = T.to_dtype(a, torch.float32, scale=True)

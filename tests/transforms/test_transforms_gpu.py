@@ -1,7 +1,8 @@
 """gdsio.transforms' CUDA kernels against the CPU twin (the oracle, itself
 checked against Pillow and OpenCV in test_transforms.py): uint8 outputs and
-filter windows equal bit for bit, float outputs within 1e-5 relative.
-Marker `gpu`: skipped centrally (conftest.py) where no CUDA device is
+filter windows equal bit for bit, float outputs within 1e-5 relative
+(to_dtype, normalize and hflip are torch's ops: checked against torch on the
+device). Marker `gpu`: skipped centrally (conftest.py) where no CUDA device is
 visible; run on a GPU machine by bench/device_check.sh.
 
 The cases are the ``*_case`` functions and the lists below, run on either
@@ -109,16 +110,6 @@ def fused_case(device: str, dtype: torch.dtype, filt: str, antialias: bool) -> t
     return T.resized_crop_flip_normalize([t.to(device) for t in imgs], boxes, flips, [224, 192], *norm, **kw)
 
 
-def pointwise_cases(device: str, dtype: torch.dtype) -> list[tuple[torch.Tensor, bool]]:
-    """(result, exact?): to_dtype with and without scale, normalize, hflip of floats and of bytes."""
-    img = _image(3, 123, 457).to(device)
-    out = [(T.to_dtype(img, dtype, scale=scale), False) for scale in (True, False)]
-    x = T.to_dtype(torch.stack([img, 255 - img]), dtype, scale=True)
-    out.append((T.normalize(x, [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]), False))
-    out += [(T.hflip(x), True), (T.hflip(img), True)]
-    return out
-
-
 @pytest.mark.parametrize("filt,antialias", FILTERS)
 @pytest.mark.parametrize("shape,size", RESIZE_SHAPES, ids=str)
 def test_resize_equals_cpu(filt: str, antialias: bool, shape: tuple, size: tuple) -> None:
@@ -218,13 +209,21 @@ def test_fused_equals_cpu(dtype: torch.dtype, filt: str, antialias: bool) -> Non
 
 
 @pytest.mark.parametrize("dtype", POINTWISE_DTYPES)
-def test_pointwise_equal_cpu(dtype: torch.dtype) -> None:
-    for (gpu, exact), (cpu, _) in zip(pointwise_cases("cuda", dtype), pointwise_cases("cpu", dtype)):
-        assert gpu.is_cuda and gpu.dtype == cpu.dtype
-        if exact:
-            assert torch.equal(gpu.cpu(), cpu)
-        else:
-            _assert_float_close(gpu, cpu)
+def test_pointwise_ops_stay_on_the_device_and_equal_torch(dtype: torch.dtype) -> None:
+    """to_dtype, normalize and hflip are torch's ops: on a CUDA tensor they run
+    there (mean and std go to its device) and equal torchvision's calls."""
+    img = _image(3, 123, 457).cuda()
+    for scale in (True, False):
+        out = T.to_dtype(img, dtype, scale=scale)
+        ref = img.to(dtype).mul_(1.0 / 255) if scale else img.to(dtype)
+        assert out.is_cuda and out.dtype == dtype and torch.equal(out, ref)
+    x = T.to_dtype(torch.stack([img, 255 - img]), dtype, scale=True)
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    per_channel = {"dtype": dtype, "device": x.device}
+    ref = x.sub(torch.tensor(mean, **per_channel).view(-1, 1, 1)).div_(torch.tensor(std, **per_channel).view(-1, 1, 1))
+    out = T.normalize(x, mean, std)
+    assert out.is_cuda and torch.equal(out, ref)
+    assert torch.equal(T.hflip(x), x.flip(-1)) and torch.equal(T.hflip(img), img.flip(-1))
 
 
 def test_mixed_devices_are_refused() -> None:

@@ -1,8 +1,9 @@
-"""The CUDA kernels of the colour ops, pad and the flips against the CPU twin
-(itself checked against torchvision in test_torchvision_reference.py): equal
-bit for bit, floats included, since both run color.hpp / pad.hpp with every
-float operation rounded alone. Marker `gpu`: skipped centrally (conftest.py)
-where no CUDA device is visible; run on a GPU machine by bench/device_check.sh.
+"""The CUDA kernels of the colour ops and pad against the CPU twin (itself
+checked against torchvision in test_torchvision_reference.py): equal bit for
+bit, floats included, since both run color.hpp / pad.hpp with every float
+operation rounded alone; the flips (torch.flip) on the device against torch's
+and the CPU's. Marker `gpu`: skipped centrally (conftest.py) where no CUDA
+device is visible; run on a GPU machine by bench/device_check.sh.
 
 The cases are the ``*_case`` functions and the lists below, run on either
 device; ``emulated_cases`` names them as the tests do, and
@@ -106,7 +107,8 @@ def _id(v) -> str:
 
 def emulated_cases() -> Iterator[tuple[str, Callable[[], object]]]:
     """(the test's name and parameters as pytest names them, the case on the
-    CPU) for tests/kernels/cases.py."""
+    CPU) for tests/kernels/cases.py (not the flips: they are torch's, no
+    kernel of gdsio's runs)."""
     for shape in COLOUR_SHAPES:
         for op, _ in OPS:
             for dtype in DTYPES:
@@ -121,8 +123,6 @@ def emulated_cases() -> Iterator[tuple[str, Callable[[], object]]]:
             for dtype in PAD_DTYPES:
                 yield (f"test_pad_equals_cpu[{_id(padding)}-{mode}-{_id(dtype)}]",
                        lambda d=dtype, m=mode, p=padding: pad_case("cpu", d, m, p))
-    for dtype in FLIP_DTYPES:
-        yield f"test_flips_equal_torch_flip[{_id(dtype)}]", lambda d=dtype: flip_case("cpu", d)
     yield "test_crops_and_resizes_of_the_v2_forms_stay_on_the_device", lambda: v2_forms_case("cpu")
 
 
