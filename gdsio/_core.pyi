@@ -182,38 +182,6 @@ def tf_resize(
     workspace_bytes: int = 0,
     threads: int = 1,
 ) -> None: ...
-def tf_to_float(
-    src: int, out: int, *, dtype: str, count: int, scale: bool, device: int = -1, stream: int = 0, threads: int = 1
-) -> None: ...
-def tf_normalize(
-    src: int,
-    out: int,
-    *,
-    dtype: str,
-    planes: int,
-    plane_size: int,
-    channels: int,
-    mean: list[float],
-    std: list[float],
-    device: int = -1,
-    stream: int = 0,
-    threads: int = 1,
-) -> None: ...
-def tf_hflip(
-    src: int, out: int, *, rows: int, width: int, elem_size: int, device: int = -1, stream: int = 0, threads: int = 1
-) -> None: ...
-def tf_vflip(
-    src: int,
-    out: int,
-    *,
-    planes: int,
-    height: int,
-    width: int,
-    elem_size: int,
-    device: int = -1,
-    stream: int = 0,
-    threads: int = 1,
-) -> None: ...
 def tf_pad(
     src: int,
     out: int,

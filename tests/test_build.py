@@ -50,7 +50,7 @@ def test_host_read_needs_no_gpu(make_file):
 
 
 def test_gpu_calls_of_the_v2_ops_say_how_the_build_was_made():
-    """vflip, pad and the colour ops on a device: a CPU-only build says so."""
+    """pad and the colour ops on a device: a CPU-only build says so."""
     import torch
 
     if _core.built_with_cuda:
@@ -59,7 +59,6 @@ def test_gpu_calls_of_the_v2_ops_say_how_the_build_was_made():
     out = torch.empty_like(a)
     row = np.array([[a.data_ptr(), a.stride(0), a.stride(1), 4, 5]], np.int64)
     calls = [
-        lambda: _core.tf_vflip(a.data_ptr(), out.data_ptr(), planes=3, height=4, width=5, elem_size=1, device=0),
         lambda: _core.tf_pad(a.data_ptr(), out.data_ptr(), planes=3, channels=3, height=4, width=5, elem_size=1,
                              left=0, top=0, right=0, bottom=0, mode="edge", fill=[0], device=0),
         lambda: _core.tf_color(row, np.array([out.data_ptr()], np.int64), np.array([[1, 0, 0, 0]], np.int32),

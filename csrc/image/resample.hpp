@@ -406,12 +406,6 @@ GDSIO_HD inline void store_float(PixelType t, void* p, std::int64_t i, float v) 
 constexpr float kInv255 = (float)(1.0 / 255.0);
 GDSIO_HD inline float u8_to_unit(int u) { return fmul((float)u, kInv255); }
 
-// torchvision's normalize: image.sub(mean).div_(std), each op rounded to the
-// dtype (mean and std are already values of that dtype).
-GDSIO_HD inline float normalize_value(PixelType t, float v, float mean, float std) {
-  return round_to(t, fdiv(round_to(t, fsub(v, mean)), std));
-}
-
 // The epilogue of a resize: the resampled byte u becomes the output value.
 struct Epilogue {
   PixelType out;

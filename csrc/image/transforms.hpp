@@ -1,10 +1,10 @@
 // Image transforms: resize (Pillow- or OpenCV-exact), the fused
-// crop-flip-resize-normalize step, to_dtype, normalize, hflip, vflip, pad and
-// the colour ops (brightness, contrast, saturation, hue). Each comes
-// as a CPU function (gdsio's thread pool) and a CUDA launcher with the same
-// arguments plus a device index and a stream; both share the arithmetic of
-// resample.hpp, color.hpp and pad.hpp, so the CPU path is the GPU path's
-// oracle. No CUDA syntax here.
+// crop-flip-resize-normalize step, pad and the colour ops (brightness,
+// contrast, saturation, hue); the standalone flips, to_dtype and normalize
+// are torch's ops (gdsio/transforms). Each comes as a CPU function (gdsio's
+// thread pool) and a CUDA launcher with the same arguments plus a device
+// index and a stream; both share the arithmetic of resample.hpp, color.hpp
+// and pad.hpp, so the CPU path is the GPU path's oracle. No CUDA syntax here.
 //
 // Images are uint8 (C, H, W) planes addressed by pointer and strides, so a
 // crop is a pointer offset, and a batch is any list of them. Outputs are
@@ -62,38 +62,6 @@ void resize_cpu(const std::vector<ImageRef>& images, const ResizeSpec& spec, std
                 std::size_t threads);
 void resize_cuda(const std::vector<ImageRef>& images, const ResizeSpec& spec, std::uintptr_t out,
                  std::uintptr_t workspace, std::size_t workspace_bytes, int device, std::uintptr_t stream);
-
-// to_dtype for uint8 input: out[i] = (float)in[i] (/ 255 when scale), as `out_type`.
-void to_float_cpu(std::uintptr_t in, std::uintptr_t out, PixelType out_type, std::int64_t count,
-                  bool scale, std::size_t threads);
-void to_float_cuda(std::uintptr_t in, std::uintptr_t out, PixelType out_type, std::int64_t count,
-                   bool scale, int device, std::uintptr_t stream);
-
-// normalize over contiguous (planes, plane_size) where plane p has channel
-// p % channels: out = (in - mean[c]) / std[c], rounded as torch rounds `type`.
-struct NormalizeSpec {
-  PixelType type = PixelType::kF32;  // input and output
-  std::int64_t planes = 0;
-  std::int64_t plane_size = 0;
-  std::int32_t channels = 0;         // 1 to 4
-  float mean[4] = {0, 0, 0, 0};
-  float std[4] = {1, 1, 1, 1};
-};
-void normalize_cpu(std::uintptr_t in, std::uintptr_t out, const NormalizeSpec& spec, std::size_t threads);
-void normalize_cuda(std::uintptr_t in, std::uintptr_t out, const NormalizeSpec& spec, int device,
-                    std::uintptr_t stream);
-
-// hflip over contiguous rows of `width` elements of `elem_size` bytes (1, 2, 4 or 8).
-void hflip_cpu(std::uintptr_t in, std::uintptr_t out, std::int64_t rows, std::int64_t width, int elem_size,
-               std::size_t threads);
-void hflip_cuda(std::uintptr_t in, std::uintptr_t out, std::int64_t rows, std::int64_t width, int elem_size,
-                int device, std::uintptr_t stream);
-
-// vflip over contiguous (planes, height, width) of `elem_size` bytes (1, 2, 4 or 8).
-void vflip_cpu(std::uintptr_t in, std::uintptr_t out, std::int64_t planes, std::int64_t height, std::int64_t width,
-               int elem_size, std::size_t threads);
-void vflip_cuda(std::uintptr_t in, std::uintptr_t out, std::int64_t planes, std::int64_t height, std::int64_t width,
-                int elem_size, int device, std::uintptr_t stream);
 
 // pad (pad.hpp): checks the spec, throwing gdsio::ValueError naming the problem.
 void check_pad(const PadSpec& spec);

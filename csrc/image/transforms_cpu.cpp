@@ -2,7 +2,6 @@
 // the GPU tests. The arithmetic is resample.hpp's; this file only schedules
 // it on gdsio's thread pool.
 #include <algorithm>
-#include <cstring>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -32,20 +31,6 @@ const char* filter_name(Filter f) {
     case Filter::kBicubic: return "bicubic";
   }
   return "?";
-}
-
-// Runs fn(begin, end) over [0, total) in chunks of `chunk` on `threads` workers.
-template <typename Fn>
-void for_chunks(std::int64_t total, std::int64_t chunk, std::size_t threads, const Fn& fn) {
-  if (total <= 0) return;
-  std::size_t n = (std::size_t)((total + chunk - 1) / chunk);
-  parallel_for(n, threads, [&](std::size_t, WorkQueue& q) {
-    std::size_t i;
-    while (q.claim(&i)) {
-      std::int64_t b = (std::int64_t)i * chunk;
-      fn(b, std::min(total, b + chunk));
-    }
-  });
 }
 
 // Scratch of one worker: the horizontally resampled rows and the vertical accumulators.
@@ -401,111 +386,10 @@ void resize_cpu(const std::vector<ImageRef>& images, const ResizeSpec& spec, std
   });
 }
 
-// ---- pointwise ---------------------------------------------------------------------
-namespace {
-constexpr std::int64_t kChunk = 1 << 18;
-
-void check_pointwise(std::uintptr_t in, std::uintptr_t out, std::int64_t count) {
-  GDSIO_EXPECT(count >= 0, ValueError, "negative element count ", count);
-  GDSIO_EXPECT(count == 0 || (in != 0 && out != 0), ValueError, "null data pointer");
-}
-}  // namespace
-
-void to_float_cpu(std::uintptr_t in, std::uintptr_t out, PixelType out_type, std::int64_t count, bool scale,
-                  std::size_t threads) {
-  check_pointwise(in, out, count);
-  GDSIO_EXPECT(out_type != PixelType::kU8, ValueError, "dtype: to_float needs a float output");
-  const auto* src = reinterpret_cast<const std::uint8_t*>(in);
-  void* dst = reinterpret_cast<void*>(out);
-  for_chunks(count, kChunk, threads, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i)
-      px::store_float(out_type, dst, i, scale ? px::u8_to_unit(src[i]) : (float)src[i]);
-  });
-}
-
-void normalize_cpu(std::uintptr_t in, std::uintptr_t out, const NormalizeSpec& s, std::size_t threads) {
-  check_pointwise(in, out, s.planes * s.plane_size);
-  GDSIO_EXPECT(s.type != PixelType::kU8, ValueError, "normalize needs a float tensor");
-  GDSIO_EXPECT(s.channels >= 1 && s.channels <= 4, ValueError, "normalize: 1 to 4 channels, got ", s.channels);
-  const void* src = reinterpret_cast<const void*>(in);
-  void* dst = reinterpret_cast<void*>(out);
-  const std::int64_t chunk = std::min<std::int64_t>(kChunk, std::max<std::int64_t>(1, s.plane_size));
-  const std::int64_t per_plane = (s.plane_size + chunk - 1) / chunk;
-  for_chunks(s.planes * per_plane, 1, threads, [&](std::int64_t item, std::int64_t) {
-    const std::int64_t p = item / per_plane;
-    const int c = (int)(p % s.channels);
-    const std::int64_t b = p * s.plane_size + (item % per_plane) * chunk;
-    const std::int64_t e = std::min(b + chunk, (p + 1) * s.plane_size);
-    for (std::int64_t i = b; i < e; ++i)
-      px::store_float(s.type, dst, i,
-                      px::normalize_value(s.type, px::load_as_float(s.type, src, i), s.mean[c], s.std[c]));
-  });
-}
-
-namespace {
-template <typename T>
-void hflip_rows(const T* src, T* dst, std::int64_t r0, std::int64_t r1, std::int64_t width) {
-  for (std::int64_t r = r0; r < r1; ++r) {
-    const T* s = src + r * width;
-    T* d = dst + r * width;
-    for (std::int64_t x = 0; x < width; ++x) d[width - 1 - x] = s[x];
-  }
-}
-}  // namespace
-
-void hflip_cpu(std::uintptr_t in, std::uintptr_t out, std::int64_t rows, std::int64_t width, int elem_size,
-               std::size_t threads) {
-  check_pointwise(in, out, rows * width);
-  GDSIO_EXPECT(elem_size == 1 || elem_size == 2 || elem_size == 4 || elem_size == 8, ValueError,
-               "hflip: element size ", elem_size, " is not 1, 2, 4 or 8 bytes");
-  GDSIO_EXPECT(in != out, ValueError, "hflip: input and output must not be the same buffer");
-  const std::int64_t rows_per = std::max<std::int64_t>(1, kChunk / std::max<std::int64_t>(1, width));
-  for_chunks(rows, rows_per, threads, [&](std::int64_t b, std::int64_t e) {
-    if (elem_size == 1)
-      hflip_rows(reinterpret_cast<const std::uint8_t*>(in), reinterpret_cast<std::uint8_t*>(out), b, e, width);
-    else if (elem_size == 2)
-      hflip_rows(reinterpret_cast<const std::uint16_t*>(in), reinterpret_cast<std::uint16_t*>(out), b, e, width);
-    else if (elem_size == 4)
-      hflip_rows(reinterpret_cast<const std::uint32_t*>(in), reinterpret_cast<std::uint32_t*>(out), b, e, width);
-    else
-      hflip_rows(reinterpret_cast<const std::uint64_t*>(in), reinterpret_cast<std::uint64_t*>(out), b, e, width);
-  });
-}
-
-void vflip_cpu(std::uintptr_t in, std::uintptr_t out, std::int64_t planes, std::int64_t height, std::int64_t width,
-               int elem_size, std::size_t threads) {
-  GDSIO_EXPECT(planes >= 0 && height >= 0 && width >= 0, ValueError, "vflip: negative shape");
-  check_pointwise(in, out, planes * height * width);
-  GDSIO_EXPECT(elem_size == 1 || elem_size == 2 || elem_size == 4 || elem_size == 8, ValueError,
-               "vflip: element size ", elem_size, " is not 1, 2, 4 or 8 bytes");
-  GDSIO_EXPECT(in != out, ValueError, "vflip: input and output must not be the same buffer");
-  // Row r of the (planes * height) rows copies row (plane, height - 1 - y): whole rows, memcpy.
-  const std::int64_t row_bytes = width * elem_size;
-  const std::int64_t rows_per = std::max<std::int64_t>(1, kChunk / std::max<std::int64_t>(1, row_bytes));
-  const auto* src = reinterpret_cast<const std::uint8_t*>(in);
-  auto* dst = reinterpret_cast<std::uint8_t*>(out);
-  for_chunks(planes * height, rows_per, threads, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t r = b; r < e; ++r) {
-      const std::int64_t p = r / height, y = r % height;
-      std::memcpy(dst + r * row_bytes, src + (p * height + (height - 1 - y)) * row_bytes, (std::size_t)row_bytes);
-    }
-  });
-}
-
 #ifndef GDSIO_WITH_CUDA
 // A build without nvcc: the GPU launchers exist and say so.
 void resize_cuda(const std::vector<ImageRef>&, const ResizeSpec&, std::uintptr_t, std::uintptr_t, std::size_t, int,
                  std::uintptr_t) {
-  throw_no_cuda();
-}
-void to_float_cuda(std::uintptr_t, std::uintptr_t, PixelType, std::int64_t, bool, int, std::uintptr_t) {
-  throw_no_cuda();
-}
-void normalize_cuda(std::uintptr_t, std::uintptr_t, const NormalizeSpec&, int, std::uintptr_t) { throw_no_cuda(); }
-void hflip_cuda(std::uintptr_t, std::uintptr_t, std::int64_t, std::int64_t, int, int, std::uintptr_t) {
-  throw_no_cuda();
-}
-void vflip_cuda(std::uintptr_t, std::uintptr_t, std::int64_t, std::int64_t, std::int64_t, int, int, std::uintptr_t) {
   throw_no_cuda();
 }
 #endif

@@ -179,49 +179,6 @@ __global__ void nearest_kernel(const __grid_constant__ Batch<Cap> b, const __gri
   px::store_resampled(c.ep, c.out, out_index(c, n, ch, y, im.flip ? c.out_w - 1 - x : x), ch, u);
 }
 
-// ---- pointwise -------------------------------------------------------------------------
-__global__ void to_float_kernel(const std::uint8_t* in, void* out, PixelType t, std::int64_t count, bool scale) {
-  for (std::int64_t i = blockIdx.x * (std::int64_t)blockDim.x + threadIdx.x; i < count;
-       i += (std::int64_t)gridDim.x * blockDim.x)
-    px::store_float(t, out, i, scale ? px::u8_to_unit(in[i]) : (float)in[i]);
-}
-
-// grid.y walks planes (so the channel needs no 64-bit division), grid.x the plane.
-__global__ void normalize_kernel(const void* in, void* out, const __grid_constant__ NormalizeSpec s) {
-  for (std::int64_t p = blockIdx.y; p < s.planes; p += gridDim.y) {
-    const int c = (int)(p % s.channels);
-    const std::int64_t base = p * s.plane_size;
-    for (std::int64_t i = blockIdx.x * (std::int64_t)blockDim.x + threadIdx.x; i < s.plane_size;
-         i += (std::int64_t)gridDim.x * blockDim.x)
-      px::store_float(s.type, out, base + i,
-                      px::normalize_value(s.type, px::load_as_float(s.type, in, base + i), s.mean[c], s.std[c]));
-  }
-}
-
-// grid.y walks (plane, row) pairs, grid.x the row.
-template <typename T>
-__global__ void vflip_kernel(const T* in, T* out, std::int64_t rows, std::int64_t height, std::int64_t width) {
-  for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    const std::int64_t p = r / height, y = r % height;
-    const T* s = in + (p * height + (height - 1 - y)) * width;
-    T* d = out + r * width;
-    for (std::int64_t x = blockIdx.x * (std::int64_t)blockDim.x + threadIdx.x; x < width;
-         x += (std::int64_t)gridDim.x * blockDim.x)
-      d[x] = s[x];
-  }
-}
-
-template <typename T>
-__global__ void hflip_kernel(const T* in, T* out, std::int64_t rows, std::int64_t width) {
-  for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    const T* s = in + r * width;
-    T* d = out + r * width;
-    for (std::int64_t x = blockIdx.x * (std::int64_t)blockDim.x + threadIdx.x; x < width;
-         x += (std::int64_t)gridDim.x * blockDim.x)
-      d[width - 1 - x] = s[x];
-  }
-}
-
 // ---- host side ---------------------------------------------------------------------------
 // Makes `device` current for the launch and restores the caller's device.
 using DeviceScope = ::gdsio::DeviceGuard;
@@ -295,83 +252,6 @@ void resize_cuda(const std::vector<ImageRef>& images, const ResizeSpec& spec, st
     else
       launch_resize<kMaxImagesPerLaunch>(images, plans, first, count, common, as_stream(stream));
   }
-}
-
-void to_float_cuda(std::uintptr_t in, std::uintptr_t out, PixelType out_type, std::int64_t count, bool scale,
-                   int device, std::uintptr_t stream) {
-  GDSIO_EXPECT(out_type != PixelType::kU8, ValueError, "dtype: to_float needs a float output");
-  GDSIO_EXPECT(count >= 0, ValueError, "negative element count ", count);
-  if (count == 0) return;
-  GDSIO_EXPECT(in != 0 && out != 0, ValueError, "null data pointer");
-  DeviceScope scope(device);
-  to_float_kernel<<<blocks_for(count, 256, 8192), 256, 0, as_stream(stream)>>>(
-      reinterpret_cast<const std::uint8_t*>(in), reinterpret_cast<void*>(out), out_type, count, scale);
-  GDSIO_CUDA_CHECK(cudaGetLastError(), "to_dtype: launching the kernel");
-}
-
-void normalize_cuda(std::uintptr_t in, std::uintptr_t out, const NormalizeSpec& s, int device,
-                    std::uintptr_t stream) {
-  GDSIO_EXPECT(s.type != PixelType::kU8, ValueError, "normalize needs a float tensor");
-  GDSIO_EXPECT(s.channels >= 1 && s.channels <= 4, ValueError, "normalize: 1 to 4 channels, got ", s.channels);
-  GDSIO_EXPECT(s.planes >= 0 && s.plane_size >= 0, ValueError, "normalize: negative shape");
-  if (s.planes == 0 || s.plane_size == 0) return;
-  GDSIO_EXPECT(in != 0 && out != 0, ValueError, "null data pointer");
-  DeviceScope scope(device);
-  const dim3 grid(blocks_for(s.plane_size, 256, 1024), (unsigned)std::min<std::int64_t>(s.planes, 65535));
-  normalize_kernel<<<grid, 256, 0, as_stream(stream)>>>(reinterpret_cast<const void*>(in),
-                                                         reinterpret_cast<void*>(out), s);
-  GDSIO_CUDA_CHECK(cudaGetLastError(), "normalize: launching the kernel");
-}
-
-void hflip_cuda(std::uintptr_t in, std::uintptr_t out, std::int64_t rows, std::int64_t width, int elem_size,
-                int device, std::uintptr_t stream) {
-  GDSIO_EXPECT(elem_size == 1 || elem_size == 2 || elem_size == 4 || elem_size == 8, ValueError,
-               "hflip: element size ", elem_size, " is not 1, 2, 4 or 8 bytes");
-  GDSIO_EXPECT(rows >= 0 && width >= 0, ValueError, "hflip: negative shape");
-  if (rows == 0 || width == 0) return;
-  GDSIO_EXPECT(in != 0 && out != 0 && in != out, ValueError, "hflip: null or identical input and output");
-  DeviceScope scope(device);
-  const dim3 grid(blocks_for(width, 256, 1024), (unsigned)std::min<std::int64_t>(rows, 65535));
-  cudaStream_t st = as_stream(stream);
-  if (elem_size == 1)
-    hflip_kernel<<<grid, 256, 0, st>>>(reinterpret_cast<const std::uint8_t*>(in),
-                                       reinterpret_cast<std::uint8_t*>(out), rows, width);
-  else if (elem_size == 2)
-    hflip_kernel<<<grid, 256, 0, st>>>(reinterpret_cast<const std::uint16_t*>(in),
-                                       reinterpret_cast<std::uint16_t*>(out), rows, width);
-  else if (elem_size == 4)
-    hflip_kernel<<<grid, 256, 0, st>>>(reinterpret_cast<const std::uint32_t*>(in),
-                                       reinterpret_cast<std::uint32_t*>(out), rows, width);
-  else
-    hflip_kernel<<<grid, 256, 0, st>>>(reinterpret_cast<const std::uint64_t*>(in),
-                                       reinterpret_cast<std::uint64_t*>(out), rows, width);
-  GDSIO_CUDA_CHECK(cudaGetLastError(), "hflip: launching the kernel");
-}
-
-void vflip_cuda(std::uintptr_t in, std::uintptr_t out, std::int64_t planes, std::int64_t height, std::int64_t width,
-                int elem_size, int device, std::uintptr_t stream) {
-  GDSIO_EXPECT(elem_size == 1 || elem_size == 2 || elem_size == 4 || elem_size == 8, ValueError,
-               "vflip: element size ", elem_size, " is not 1, 2, 4 or 8 bytes");
-  GDSIO_EXPECT(planes >= 0 && height >= 0 && width >= 0, ValueError, "vflip: negative shape");
-  const std::int64_t rows = planes * height;
-  if (rows == 0 || width == 0) return;
-  GDSIO_EXPECT(in != 0 && out != 0 && in != out, ValueError, "vflip: null or identical input and output");
-  DeviceScope scope(device);
-  const dim3 grid(blocks_for(width, 256, 1024), (unsigned)std::min<std::int64_t>(rows, 65535));
-  cudaStream_t st = as_stream(stream);
-  if (elem_size == 1)
-    vflip_kernel<<<grid, 256, 0, st>>>(reinterpret_cast<const std::uint8_t*>(in),
-                                       reinterpret_cast<std::uint8_t*>(out), rows, height, width);
-  else if (elem_size == 2)
-    vflip_kernel<<<grid, 256, 0, st>>>(reinterpret_cast<const std::uint16_t*>(in),
-                                       reinterpret_cast<std::uint16_t*>(out), rows, height, width);
-  else if (elem_size == 4)
-    vflip_kernel<<<grid, 256, 0, st>>>(reinterpret_cast<const std::uint32_t*>(in),
-                                       reinterpret_cast<std::uint32_t*>(out), rows, height, width);
-  else
-    vflip_kernel<<<grid, 256, 0, st>>>(reinterpret_cast<const std::uint64_t*>(in),
-                                       reinterpret_cast<std::uint64_t*>(out), rows, height, width);
-  GDSIO_CUDA_CHECK(cudaGetLastError(), "vflip: launching the kernel");
 }
 
 }  // namespace gdsio::image

@@ -111,28 +111,6 @@ def _resize(r: Recorder, images: np.ndarray, *, channels: int, out_h: int, out_w
     r.write("resize", keys, blobs)
 
 
-def _to_float(r: Recorder, src: int, out: int, *, dtype: str, count: int, scale: bool, **_: Any) -> None:
-    r.write("to_float", [("dtype", [dtype]), ("count", [count]), ("scale", [int(scale)])], [_bytes(src, count)])
-
-
-def _normalize(r: Recorder, src: int, out: int, *, dtype: str, planes: int, plane_size: int, channels: int,
-               mean: Any, std: Any, **_: Any) -> None:
-    keys = [("dtype", [dtype]), ("planes", [planes]), ("plane_size", [plane_size]), ("channels", [channels]),
-            ("mean", _f32(mean)), ("std", _f32(std))]
-    r.write("normalize", keys, [_bytes(src, planes * plane_size * _ELEM[dtype])])
-
-
-def _hflip(r: Recorder, src: int, out: int, *, rows: int, width: int, elem_size: int, **_: Any) -> None:
-    keys = [("rows", [rows]), ("width", [width]), ("elem_size", [elem_size])]
-    r.write("hflip", keys, [_bytes(src, rows * width * elem_size)])
-
-
-def _vflip(r: Recorder, src: int, out: int, *, planes: int, height: int, width: int, elem_size: int,
-           **_: Any) -> None:
-    keys = [("planes", [planes]), ("height", [height]), ("width", [width]), ("elem_size", [elem_size])]
-    r.write("vflip", keys, [_bytes(src, planes * height * width * elem_size)])
-
-
 def _pad(r: Recorder, src: int, out: int, *, planes: int, channels: int, height: int, width: int, elem_size: int,
          left: int, top: int, right: int, bottom: int, mode: str, fill: list[int], **_: Any) -> None:
     keys = [("planes", [planes]), ("channels", [channels]), ("height", [height]), ("width", [width]),
@@ -166,10 +144,6 @@ def _decode(r: Recorder, jobs: list[Any], **_: Any) -> None:
 
 RECORDERS: dict[str, Callable] = {
     "tf_resize": _resize,
-    "tf_to_float": _to_float,
-    "tf_normalize": _normalize,
-    "tf_hflip": _hflip,
-    "tf_vflip": _vflip,
     "tf_pad": _pad,
     "tf_color": _color,
     "img_decode_pixels_cpu": _decode,

@@ -1,6 +1,6 @@
-// Replays of the transforms (_core.tf_resize, tf_to_float, tf_normalize,
-// tf_hflip): the CPU twin and the emulated kernels on the same inputs, each
-// input in an allocation of exactly the bytes the call may read.
+// Replays of the resize (_core.tf_resize): the CPU twin and the emulated
+// kernels on the same inputs, each input in an allocation of exactly the
+// bytes the call may read.
 #include <stdexcept>
 
 #include "image/transforms.hpp"
@@ -82,46 +82,4 @@ GDSIO_EMU_OP(resize) {
                std::to_string(host.size() * 4));
   else
     check.same("device windows vs host windows", ws.data(), host.data(), ws.size());
-}
-
-GDSIO_EMU_OP(to_float) {
-  const PixelType t = dtype_of(r.str("dtype"));
-  const std::int64_t count = r.num("count");
-  const bool scale = r.num("scale") != 0;
-  Buffer src(*r.blobs.at(0));
-  Buffer cpu(count * elem_bytes(t), gdsio_emu::kCpuFill), gpu(count * elem_bytes(t), gdsio_emu::kGpuFill);
-  to_float_cpu(src.addr(), cpu.addr(), t, count, scale, gdsio_emu::kCpuThreads);
-  to_float_cuda(src.addr(), gpu.addr(), t, count, scale, gdsio_emu::kDevice,
-                reinterpret_cast<std::uintptr_t>(gdsio_emu::stream()));
-  check.launches(count ? 1 : 0);
-  check.same("output", gpu, cpu);
-}
-
-GDSIO_EMU_OP(normalize) {
-  NormalizeSpec s;
-  s.type = dtype_of(r.str("dtype"));
-  s.planes = r.num("planes");
-  s.plane_size = r.num("plane_size");
-  s.channels = static_cast<std::int32_t>(r.num("channels"));
-  fill4(s.mean, r.floats("mean"));
-  fill4(s.std, r.floats("std"));
-  Buffer src(*r.blobs.at(0));
-  const std::size_t n = s.planes * s.plane_size * elem_bytes(s.type);
-  Buffer cpu(n, gdsio_emu::kCpuFill), gpu(n, gdsio_emu::kGpuFill);
-  normalize_cpu(src.addr(), cpu.addr(), s, gdsio_emu::kCpuThreads);
-  normalize_cuda(src.addr(), gpu.addr(), s, gdsio_emu::kDevice, reinterpret_cast<std::uintptr_t>(gdsio_emu::stream()));
-  check.launches(n ? 1 : 0);
-  check.same("output", gpu, cpu);
-}
-
-GDSIO_EMU_OP(hflip) {
-  const std::int64_t rows = r.num("rows"), width = r.num("width");
-  const int elem = static_cast<int>(r.num("elem_size"));
-  Buffer src(*r.blobs.at(0));
-  Buffer cpu(src.size(), gdsio_emu::kCpuFill), gpu(src.size(), gdsio_emu::kGpuFill);
-  hflip_cpu(src.addr(), cpu.addr(), rows, width, elem, gdsio_emu::kCpuThreads);
-  hflip_cuda(src.addr(), gpu.addr(), rows, width, elem, gdsio_emu::kDevice,
-             reinterpret_cast<std::uintptr_t>(gdsio_emu::stream()));
-  check.launches(rows > 0 && width > 0 ? 1 : 0);
-  check.same("output", gpu, cpu);
 }

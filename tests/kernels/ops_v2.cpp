@@ -1,4 +1,4 @@
-// Replays of the v2 transforms (_core.tf_color, tf_pad, tf_vflip): the CPU
+// Replays of the v2 transforms (_core.tf_color, tf_pad): the CPU
 // twin and the emulated kernels on the same inputs, each input in an
 // allocation of exactly the bytes the call may read, each output of exactly
 // its size.
@@ -104,16 +104,5 @@ GDSIO_EMU_OP(pad) {
   pad_cpu(src.addr(), cpu.addr(), s, gdsio_emu::kCpuThreads);
   pad_cuda(src.addr(), gpu.addr(), s, gdsio_emu::kDevice, stream_int());
   check.launches(s.planes ? 1 : 0);
-  check.same("output", gpu, cpu);
-}
-
-GDSIO_EMU_OP(vflip) {
-  const std::int64_t planes = r.num("planes"), height = r.num("height"), width = r.num("width");
-  const int elem = static_cast<int>(r.num("elem_size"));
-  Buffer src(*r.blobs.at(0));
-  Buffer cpu(src.size(), gdsio_emu::kCpuFill), gpu(src.size(), gdsio_emu::kGpuFill);
-  vflip_cpu(src.addr(), cpu.addr(), planes, height, width, elem, gdsio_emu::kCpuThreads);
-  vflip_cuda(src.addr(), gpu.addr(), planes, height, width, elem, gdsio_emu::kDevice, stream_int());
-  check.launches(planes * height > 0 && width > 0 ? 1 : 0);
   check.same("output", gpu, cpu);
 }
