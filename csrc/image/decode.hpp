@@ -59,6 +59,8 @@ std::size_t out_bytes(OutType t);
 // Throws gdsio::ValueError("pixel job <index>: ...") unless the job is
 // consistent and reads only inside [src, src + src_bytes).
 void validate_pixel_job(const PixelJob& j, std::size_t index);
+// The same, the message starting with `label` (the bindings: "jobs[3]").
+void validate_pixel_job(const PixelJob& j, const std::string& label);
 
 // The CPU twin: row bands of every job spread over `threads` workers.
 void decode_pixels_cpu(const std::vector<PixelJob>& jobs, std::size_t threads);

@@ -54,9 +54,11 @@ OutType natural_out(Sample s) {
 }  // namespace
 
 void validate_pixel_job(const PixelJob& j, std::size_t index) {
-  auto fail = [&](const std::string& why) {
-    throw ValueError(detail::concat("pixel job ", index, ": ", why));
-  };
+  validate_pixel_job(j, detail::concat("pixel job ", index));
+}
+
+void validate_pixel_job(const PixelJob& j, const std::string& label) {
+  auto fail = [&](const std::string& why) { throw ValueError(label + ": " + why); };
   if (!j.src) fail("source pointer is null");
   if (!j.dst) fail("destination pointer is null");
   const auto s = static_cast<std::int32_t>(j.sample);
