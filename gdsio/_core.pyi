@@ -120,14 +120,22 @@ class Convert(enum.Enum):
 def sample_bytes(sample: Sample) -> int: ...
 
 class PixelJob:
+    """One uncompressed image to decode: its source bytes and its output, viewed
+    once (the job keeps both arrays alive)."""
+
     def __init__(
-        self, *, src: int, src_bytes: int, dst: int, height: int, width: int, stride_c: int, stride_y: int,
-        stride_x: int, src_channels: int, dst_channels: int, sample: Sample, out: OutType, convert: Convert,
-        maxval: int = 0,
-    ) -> None: ...
-    src: int
-    src_bytes: int
-    dst: int
+        self, *, src: Any, dst: Any, offset: int = 0, stride_c: int, stride_y: int, stride_x: int,
+        src_channels: int, sample: Sample, convert: Convert, maxval: int = 0,
+    ) -> None:
+        """src: a dense uint8 array holding the samples from byte `offset` on (strides in samples);
+        dst: a contiguous (channels, height, width) uint8, uint16 or float32 array on src's device,
+        which gives the output's size and type. ValueError/TypeError naming the argument."""
+    @property
+    def src(self) -> Any: ...
+    @property
+    def dst(self) -> Any: ...
+    offset: int
+    src_bytes: int  # bytes of src from the first sample on
     height: int
     width: int
     stride_c: int
@@ -140,15 +148,26 @@ class PixelJob:
     convert: Convert
     maxval: int
 
-def img_decode_pixels_cpu(jobs: list[PixelJob], *, threads: int) -> None: ...
-def img_decode_pixels_cuda(jobs: list[PixelJob], *, device: int, stream: int) -> int: ...
-def nvjpeg_load(path: str = "") -> dict[str, Any]: ...
-def nvjpeg_status() -> dict[str, Any]: ...
+def img_decode_pixels_cpu(jobs: list[PixelJob], *, threads: int) -> None:
+    """Decodes the jobs (arrays in host memory) on the CPU; ValueError naming jobs[i] for a bad one."""
+def img_decode_pixels_cuda(jobs: list[PixelJob], *, device: int, stream: int) -> int:
+    """Queues the jobs (arrays on cuda:`device`) on `stream`; returns the kernel launches."""
+
+class NvjpegStatus:
+    loaded: bool
+    library: str
+    version: tuple[int, int, int]
+    cudart_version: tuple[int, int, int] | None
+    reason: str
+
+def nvjpeg_load(path: str = "") -> NvjpegStatus: ...
+def nvjpeg_status() -> NvjpegStatus: ...
 def nvjpeg_probe(device: int) -> dict[str, Any]: ...
 def nvjpeg_hardware_supported(device: int, headers: list[bytes]) -> list[int]: ...
-def nvjpeg_decode_batch(
-    device: int, backend: str, output: str, jobs: list[tuple[int, int, int, int, int]], stream: int
-) -> None: ...
+def nvjpeg_decode_batch(device: int, backend: str, output: str, jobs: Sequence[tuple[Any, Any]], stream: int) -> None:
+    """One nvjpegDecodeBatched call over [(data, dst), ...]: data a dense uint8 bitstream (on cuda:`device`,
+    on the host for nvjpeg-host), dst a contiguous uint8 (3, H, W) ('rgb') or (1, H, W) ('y') array on
+    cuda:`device`."""
 def nvjpeg_release() -> bool: ...
 
 # ---- transforms (csrc/bindings/transforms.cpp)

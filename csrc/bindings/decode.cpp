@@ -1,14 +1,17 @@
-// Image decode bindings: thin. Pointers, sizes, devices and streams cross as
-// ints; the GIL is released around every decode. Python (gdsio/image) parses
-// headers, allocates outputs with torch and builds the jobs.
+// Image decode bindings: thin. The images cross as arrays (one validated
+// view each, bindings/arrays.hpp), built with the GIL held; the GIL is
+// released around every decode. Python (gdsio/image) parses headers,
+// allocates outputs with torch and builds the jobs.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <array>
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "bindings/arrays.hpp"
 #include "bindings/registry.hpp"
 #include "core/error.hpp"
 #include "image/decode.hpp"
@@ -19,6 +22,8 @@ namespace py = pybind11;
 namespace {
 
 using namespace gdsio::image;
+using gdsio::bindings::Array;
+using gdsio::bindings::view;
 
 JpegBackend to_backend(const std::string& name) {
   for (int k = 0; k < kJpegBackends; ++k)
@@ -27,19 +32,83 @@ JpegBackend to_backend(const std::string& name) {
                           "' (nvjpeg-hardware-device, nvjpeg-gpu-hybrid-device, nvjpeg-host)");
 }
 
-py::dict to_dict(const NvjpegStatus& s) {
-  py::dict d;
-  d["loaded"] = s.loaded;
-  d["library"] = s.library;
-  d["version"] = py::make_tuple(s.major, s.minor, s.patch);  // nvjpegGetProperty
-  // nvjpegGetCudartProperty: the CUDA runtime this libnvjpeg was built for (None: not told).
-  if (s.cudart_major)
-    d["cudart_version"] = py::make_tuple(s.cudart_major, s.cudart_minor, s.cudart_patch);
-  else
-    d["cudart_version"] = py::none();
-  d["reason"] = s.reason;
-  return d;
+// _core.PixelJob: the core's job plus the views of its two arrays, which keep
+// them alive as long as the job object (the job's pointers point into them).
+struct BoundPixelJob {
+  PixelJob job;
+  Array src, dst;
+  py::object src_array, dst_array;  // as given (the properties)
+  std::uint64_t offset = 0;
+};
+
+OutType out_type_of(const Array& dst) {
+  if (dst.dtype == gdsio::bindings::kUInt8) return OutType::kU8;
+  if (dst.dtype == gdsio::bindings::kUInt16) return OutType::kU16;
+  if (dst.dtype == gdsio::bindings::kFloat32) return OutType::kF32;
+  throw gdsio::ValueError("dst: has dtype " + dst.dtype.name() + ", expected uint8, uint16 or float32");
 }
+
+BoundPixelJob make_pixel_job(py::handle src, py::handle dst, std::uint64_t offset, std::int64_t stride_c,
+                             std::int64_t stride_y, std::int64_t stride_x, std::int32_t src_channels, Sample sample,
+                             Convert convert, std::uint32_t maxval) {
+  if (maxval > 65535) throw gdsio::ValueError("maxval: " + std::to_string(maxval) + " is over 65535");
+  BoundPixelJob b;
+  b.dst = view(dst, "dst");
+  b.src = view(src, "src");
+  gdsio::bindings::common_device({&b.dst, &b.src}, -1);
+  b.dst.writable().dims(3);
+  // Before the layout check: exporters describe an empty array's strides each their own way.
+  if (b.dst.numel() == 0)
+    throw gdsio::ValueError("dst: has shape (" + std::to_string(b.dst.shape[0]) + ", " +
+                            std::to_string(b.dst.shape[1]) + ", " + std::to_string(b.dst.shape[2]) +
+                            "), an image of no pixels");
+  b.dst.is_dense();
+  b.src.of(gdsio::bindings::kUInt8).is_dense();
+  const std::uint64_t src_bytes = static_cast<std::uint64_t>(b.src.numel());
+  if (offset > src_bytes)
+    throw gdsio::ValueError("offset: " + std::to_string(offset) + " is past the end of src (" +
+                            std::to_string(src_bytes) + " bytes)");
+  PixelJob& j = b.job;
+  j.src = reinterpret_cast<const std::uint8_t*>(b.src.data) + offset;
+  j.src_bytes = src_bytes - offset;  // validate_pixel_job checks every sample read against it
+  j.dst = reinterpret_cast<void*>(b.dst.data);
+  j.dst_channels = static_cast<std::int32_t>(std::min<std::int64_t>(b.dst.shape[0], INT32_MAX));
+  j.height = b.dst.shape[1];
+  j.width = b.dst.shape[2];
+  j.stride_c = stride_c;
+  j.stride_y = stride_y;
+  j.stride_x = stride_x;
+  j.src_channels = src_channels;
+  j.sample = sample;
+  j.out = out_type_of(b.dst);
+  j.convert = convert;
+  j.maxval = maxval;
+  b.src_array = py::reinterpret_borrow<py::object>(src);
+  b.dst_array = py::reinterpret_borrow<py::object>(dst);
+  b.offset = offset;
+  return b;
+}
+
+// The core's jobs of a call: each job's arrays on `device` (-1: the host) and
+// the job itself valid, every message naming jobs[i]. The views stay with the
+// job objects, which the caller's list keeps alive through the call.
+std::vector<PixelJob> pixel_jobs(const std::vector<const BoundPixelJob*>& jobs, int device) {
+  std::vector<PixelJob> js;
+  js.reserve(jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const std::string name = "jobs[" + std::to_string(i) + "]";
+    const BoundPixelJob* b = jobs[i];
+    if (!b) throw py::type_error(name + ": expected a PixelJob, got None");
+    if (b->dst.device != device)  // src is on dst's device (the job's constructor checks)
+      throw gdsio::ValueError(name + ".dst: is on " + b->dst.where() + ", expected " +
+                              (device < 0 ? std::string("cpu") : "cuda:" + std::to_string(device)));
+    validate_pixel_job(b->job, name);
+    js.push_back(b->job);
+  }
+  return js;
+}
+
+py::tuple version_tuple(int major, int minor, int patch) { return py::make_tuple(major, minor, patch); }
 
 }  // namespace
 
@@ -78,76 +147,75 @@ GDSIO_EXPORT(decode) {
       .value("replicate", Convert::kReplicate)
       .value("luma", Convert::kLuma);
   m.def("sample_bytes", &sample_bytes, py::arg("sample"), "Bytes of one stored sample.");
-  py::class_<PixelJob>(m, "PixelJob", "One uncompressed image to decode (csrc/image/decode.hpp).")
-      .def(py::init([](std::uintptr_t src, std::uint64_t src_bytes, std::uintptr_t dst, std::int64_t height,
-                       std::int64_t width, std::int64_t stride_c, std::int64_t stride_y, std::int64_t stride_x,
-                       std::int32_t src_channels, std::int32_t dst_channels, Sample sample, OutType out,
-                       Convert convert, std::uint32_t maxval) {
-             if (maxval > 65535) throw gdsio::ValueError("pixel job: bad maxval " + std::to_string(maxval));
-             PixelJob j;
-             j.src = reinterpret_cast<const std::uint8_t*>(src);
-             j.src_bytes = src_bytes;
-             j.dst = reinterpret_cast<void*>(dst);
-             j.height = height;
-             j.width = width;
-             j.stride_c = stride_c;
-             j.stride_y = stride_y;
-             j.stride_x = stride_x;
-             j.src_channels = src_channels;
-             j.dst_channels = dst_channels;
-             j.sample = sample;
-             j.out = out;
-             j.convert = convert;
-             j.maxval = maxval;
-             return j;
-           }),
-           py::kw_only(), py::arg("src"), py::arg("src_bytes"), py::arg("dst"), py::arg("height"), py::arg("width"),
-           py::arg("stride_c"), py::arg("stride_y"), py::arg("stride_x"), py::arg("src_channels"),
-           py::arg("dst_channels"), py::arg("sample"), py::arg("out"), py::arg("convert"), py::arg("maxval") = 0)
-      .def_property_readonly("src", [](const PixelJob& j) { return reinterpret_cast<std::uintptr_t>(j.src); })
-      .def_readonly("src_bytes", &PixelJob::src_bytes)
-      .def_property_readonly("dst", [](const PixelJob& j) { return reinterpret_cast<std::uintptr_t>(j.dst); })
-      .def_readonly("height", &PixelJob::height)
-      .def_readonly("width", &PixelJob::width)
-      .def_readonly("stride_c", &PixelJob::stride_c)
-      .def_readonly("stride_y", &PixelJob::stride_y)
-      .def_readonly("stride_x", &PixelJob::stride_x)
-      .def_readonly("src_channels", &PixelJob::src_channels)
-      .def_readonly("dst_channels", &PixelJob::dst_channels)
-      .def_readonly("sample", &PixelJob::sample)
-      .def_readonly("out", &PixelJob::out)
-      .def_readonly("convert", &PixelJob::convert)
-      .def_readonly("maxval", &PixelJob::maxval);
+  py::class_<BoundPixelJob>(m, "PixelJob",
+                            "One uncompressed image to decode (csrc/image/decode.hpp): its source bytes and its\n"
+                            "(C, H, W) output, viewed once; the job keeps both arrays alive.")
+      .def(py::init(&make_pixel_job), py::kw_only(), py::arg("src"), py::arg("dst"), py::arg("offset") = 0,
+           py::arg("stride_c"), py::arg("stride_y"), py::arg("stride_x"), py::arg("src_channels"), py::arg("sample"),
+           py::arg("convert"), py::arg("maxval") = 0,
+           "src: a dense uint8 array holding the samples from byte `offset` on (strides in samples);\n"
+           "dst: a contiguous (channels, height, width) array of uint8, uint16 or float32 on src's device,\n"
+           "which gives the output's size and type. Every sample the job reads is checked against src's size.")
+      .def_readonly("src", &BoundPixelJob::src_array)
+      .def_readonly("dst", &BoundPixelJob::dst_array)
+      .def_readonly("offset", &BoundPixelJob::offset)
+      .def_property_readonly("src_bytes", [](const BoundPixelJob& b) { return b.job.src_bytes; })
+      .def_property_readonly("height", [](const BoundPixelJob& b) { return b.job.height; })
+      .def_property_readonly("width", [](const BoundPixelJob& b) { return b.job.width; })
+      .def_property_readonly("stride_c", [](const BoundPixelJob& b) { return b.job.stride_c; })
+      .def_property_readonly("stride_y", [](const BoundPixelJob& b) { return b.job.stride_y; })
+      .def_property_readonly("stride_x", [](const BoundPixelJob& b) { return b.job.stride_x; })
+      .def_property_readonly("src_channels", [](const BoundPixelJob& b) { return b.job.src_channels; })
+      .def_property_readonly("dst_channels", [](const BoundPixelJob& b) { return b.job.dst_channels; })
+      .def_property_readonly("sample", [](const BoundPixelJob& b) { return b.job.sample; })
+      .def_property_readonly("out", [](const BoundPixelJob& b) { return b.job.out; })
+      .def_property_readonly("convert", [](const BoundPixelJob& b) { return b.job.convert; })
+      .def_property_readonly("maxval", [](const BoundPixelJob& b) { return b.job.maxval; });
 
   m.def(
       "img_decode_pixels_cpu",
-      [](const std::vector<PixelJob>& jobs, std::size_t threads) {
+      [](const std::vector<const BoundPixelJob*>& jobs, std::size_t threads) {
+        const std::vector<PixelJob> js = pixel_jobs(jobs, -1);
         py::gil_scoped_release nogil;
-        decode_pixels_cpu(jobs, threads);
+        decode_pixels_cpu(js, threads);
       },
-      py::arg("jobs"), py::kw_only(), py::arg("threads"), "Decodes uncompressed pixel jobs on the CPU.");
+      py::arg("jobs"), py::kw_only(), py::arg("threads"),
+      "Decodes uncompressed pixel jobs (arrays in host memory) on the CPU.");
 
   m.def(
       "img_decode_pixels_cuda",
-      [](const std::vector<PixelJob>& jobs, int device, std::uintptr_t stream) {
+      [](const std::vector<const BoundPixelJob*>& jobs, int device, std::uintptr_t stream) {
+        if (device < 0) throw gdsio::ValueError("device: expected a CUDA device index, got " + std::to_string(device));
+        const std::vector<PixelJob> js = pixel_jobs(jobs, device);
         py::gil_scoped_release nogil;
-        return decode_pixels_cuda(jobs, device, stream);
+        return decode_pixels_cuda(js, device, stream);
       },
       py::arg("jobs"), py::kw_only(), py::arg("device"), py::arg("stream"),
-      "Queues the pixel jobs on `stream` (device memory in and out); returns the kernel launches.");
+      "Queues the pixel jobs (arrays on cuda:`device`) on `stream`; returns the kernel launches.");
 
+  py::class_<NvjpegStatus>(m, "NvjpegStatus", "Whether libnvjpeg is loaded, from where, its version, or why not.")
+      .def_readonly("loaded", &NvjpegStatus::loaded)
+      .def_readonly("library", &NvjpegStatus::library)
+      .def_property_readonly("version", [](const NvjpegStatus& s) { return version_tuple(s.major, s.minor, s.patch); })
+      .def_property_readonly(  // the CUDA runtime this libnvjpeg was built for (None: not told)
+          "cudart_version",
+          [](const NvjpegStatus& s) -> py::object {
+            if (!s.cudart_major) return py::none();
+            return version_tuple(s.cudart_major, s.cudart_minor, s.cudart_patch);
+          })
+      .def_readonly("reason", &NvjpegStatus::reason)
+      .def("__repr__", [](const NvjpegStatus& s) {
+        return "NvjpegStatus(loaded=" + std::string(s.loaded ? "True" : "False") + ", library='" + s.library +
+               "', reason='" + s.reason + "')";
+      });
   m.def(
       "nvjpeg_load",
       [](const std::string& path) {
-        NvjpegStatus s;
-        {
-          py::gil_scoped_release nogil;  // dlopen may take a while; the dict is built with the GIL
-          s = nvjpeg_load(path);
-        }
-        return to_dict(s);
+        py::gil_scoped_release nogil;  // dlopen may take a while
+        return nvjpeg_load(path);
       },
       py::arg("path") = "", "Loads libnvjpeg (empty path: libnvjpeg.so.13, then .so.12); never raises.");
-  m.def("nvjpeg_status", [] { return to_dict(nvjpeg_status()); });
+  m.def("nvjpeg_status", [] { return nvjpeg_status(); }, "The status of the libnvjpeg loaded so far.");
 
   m.def(
       "nvjpeg_probe",
@@ -191,33 +259,49 @@ GDSIO_EXPORT(decode) {
       py::arg("device"), py::arg("headers"),
       "Per JPEG header (bytes up to the first scan): 1 the hardware decoder takes it, 0 not, -1 unknown.");
 
-  using JpegTuple = std::array<std::int64_t, 5>;  // (data, length, dst, height, width)
   m.def(
       "nvjpeg_decode_batch",
-      [](int device, const std::string& backend, const std::string& output, const std::vector<JpegTuple>& jobs,
+      [](int device, const std::string& backend, const std::string& output, const py::sequence& jobs,
          std::uintptr_t stream) {
         const JpegBackend b = to_backend(backend);
         JpegOutput out;
         if (output == "rgb") out = JpegOutput::kRGB;
         else if (output == "y") out = JpegOutput::kY;
         else throw gdsio::ValueError("nvJPEG output must be 'rgb' or 'y', got '" + output + "'");
+        if (device < 0) throw gdsio::ValueError("device: expected a CUDA device index, got " + std::to_string(device));
+        const std::int64_t channels = out == JpegOutput::kRGB ? 3 : 1;
+        const int data_device = b == JpegBackend::kHost ? -1 : device;  // nvjpeg-host reads host bitstreams
+        const std::size_t n = jobs.size();
+        std::vector<Array> views;  // every view made before any CUDA call, kept until the decode returns
+        views.reserve(2 * n);
         std::vector<JpegJob> js;
-        js.reserve(jobs.size());
-        for (const auto& a : jobs) {
-          if (a[1] <= 0) throw gdsio::ValueError("JPEG job: empty bitstream");
+        js.reserve(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::string name = "jobs[" + std::to_string(i) + "]";
+          const py::object item = jobs[i];
+          if (!py::isinstance<py::tuple>(item) || py::len(item) != 2)
+            throw py::type_error(name + ": expected a (data, dst) tuple of arrays");
+          const py::tuple t = item.cast<py::tuple>();
+          const Array& data = views.emplace_back(view(t[0], name + ".data"));
+          data.on(data_device).of(gdsio::bindings::kUInt8).is_dense();
+          if (data.numel() == 0) throw gdsio::ValueError(name + ".data: is empty (no bitstream)");
+          const Array& dst = views.emplace_back(view(t[1], name + ".dst"));
+          dst.on(device).writable().of(gdsio::bindings::kUInt8).shaped({channels, -1, -1}).is_dense();
           JpegJob j;
-          j.data = reinterpret_cast<const std::uint8_t*>(static_cast<std::uintptr_t>(a[0]));
-          j.length = static_cast<std::size_t>(a[1]);
-          j.dst = reinterpret_cast<std::uint8_t*>(static_cast<std::uintptr_t>(a[2]));
-          j.height = a[3];
-          j.width = a[4];
+          j.data = reinterpret_cast<const std::uint8_t*>(data.data);
+          j.length = static_cast<std::size_t>(data.numel());
+          j.dst = reinterpret_cast<std::uint8_t*>(dst.data);
+          j.height = dst.shape[1];
+          j.width = dst.shape[2];
           js.push_back(j);
         }
         py::gil_scoped_release nogil;
         nvjpeg_decode_batch(device, b, out, js, stream);
       },
       py::arg("device"), py::arg("backend"), py::arg("output"), py::arg("jobs"), py::arg("stream"),
-      "One nvjpegDecodeBatched call over [(data_ptr, length, dst_ptr, height, width), ...].");
+      "One nvjpegDecodeBatched call over [(data, dst), ...]: data a dense uint8 bitstream (on cuda:`device`,\n"
+      "on the host for nvjpeg-host), dst a contiguous uint8 (3, H, W) ('rgb') or (1, H, W) ('y') array on\n"
+      "cuda:`device` of the image's size.");
 
   m.def("nvjpeg_release", &nvjpeg_release, py::call_guard<py::gil_scoped_release>(),
         "Destroys the idle nvJPEG states and handles; False while a decode is in flight.");

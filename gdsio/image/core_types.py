@@ -40,12 +40,12 @@ NVJPEG_HARDWARE, NVJPEG_HYBRID, NVJPEG_HOST = _core.jpeg_backends  # kHardwareDe
 JPEG_OUTPUTS = {"y": 1, "rgb": 3}
 
 
-def pixel_job(lay: PixelLayout, src_ptr: int, src_bytes: int, dst_ptr: int, dst_channels: int, convert: str) -> Any:
-    """A ``_core.PixelJob`` for one image. ``src_ptr`` points at the first byte
-    of the data (not the first sample)."""
+def pixel_job(lay: PixelLayout, src: Any, dst: Any, convert: str) -> Any:
+    """A ``_core.PixelJob`` for one image: ``src`` the image's data (a dense
+    uint8 array from its first byte, not its first sample), ``dst`` its
+    contiguous (C, H, W) output of ``lay.dtype``, on src's device (the core
+    takes the output's size and type from it)."""
     return _core.PixelJob(
-        src=src_ptr + lay.offset, src_bytes=src_bytes - lay.offset, dst=dst_ptr, height=lay.height,
-        width=lay.width, stride_c=lay.stride_c, stride_y=lay.stride_y, stride_x=lay.stride_x,
-        src_channels=lay.channels, dst_channels=dst_channels, sample=SAMPLE[lay.sample], out=OUT[lay.dtype],
-        convert=CONVERT[convert], maxval=lay.maxval,
+        src=src, dst=dst, offset=lay.offset, stride_c=lay.stride_c, stride_y=lay.stride_y, stride_x=lay.stride_x,
+        src_channels=lay.channels, sample=SAMPLE[lay.sample], convert=CONVERT[convert], maxval=lay.maxval,
     )

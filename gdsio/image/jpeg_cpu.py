@@ -108,12 +108,12 @@ def _colorspace(h: JpegHeader, mode: str) -> tuple[str, int]:
 
 
 def _luma(rgb: Any) -> Any:
-    """Pillow's convert("L") of an (H, W, 3) uint8 tensor, as a (1, H, W) tensor
+    """Pillow's convert("L") of an (H, W, 3) uint8 array, as a (1, H, W) tensor
     (gdsio's CPU pixel job, the arithmetic the GPU path shares)."""
     h, w, _ = rgb.shape
     out = torch.empty((1, h, w), dtype=torch.uint8)
     lay = interleaved_layout(0, h, w, 3, "u8", "uint8")
-    _core.img_decode_pixels_cpu([pixel_job(lay, rgb.data_ptr(), rgb.numel(), out.data_ptr(), 1, "luma")], threads=1)
+    _core.img_decode_pixels_cpu([pixel_job(lay, rgb, out, "luma")], threads=1)
     return out
 
 

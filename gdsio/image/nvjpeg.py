@@ -71,7 +71,13 @@ BATCH = 256
 @functools.lru_cache(maxsize=None)
 def _loaded() -> dict[str, Any]:
     # libnvjpeg.so.13, then .so.12, when the loader looks on its own path.
-    return load_nvidia_lib("nvjpeg", _core.nvjpeg_load, "nvjpeg")
+    return load_nvidia_lib("nvjpeg", lambda path: _status_dict(_core.nvjpeg_load(path)), "nvjpeg")
+
+
+def _status_dict(st: Any) -> dict[str, Any]:
+    """The core's NvjpegStatus as the dict nvjpeg_status() returns."""
+    return {"loaded": st.loaded, "library": st.library, "version": st.version, "cudart_version": st.cudart_version,
+            "reason": st.reason}
 
 
 def nvjpeg_status() -> dict[str, Any]:
@@ -208,14 +214,15 @@ def nvjpeg_run(
     device: int,
     backend: str,
     output: str,
-    jobs: Sequence[tuple[int, int, int, int, int]],
+    jobs: Sequence[tuple[Any, Any]],
     stream: int,
     on_fail: Callable[[int, str], None],
 ) -> None:
-    """Decodes [(data_ptr, length, dst_ptr, height, width)] with one backend
-    in batches; a batch nvJPEG rejects or fails is retried image by image, and
-    an image it rejects or fails alone is reported through on_fail(job index,
-    why), so the caller can hand it to the next backend. nvJPEG's own failures
+    """Decodes [(data, dst)] (a bitstream and its (C, H, W) uint8 output, as
+    _core.nvjpeg_decode_batch takes them) with one backend in batches; a
+    batch nvJPEG rejects or fails is retried image by image, and an image it
+    rejects or fails alone is reported through on_fail(job index, why), so
+    the caller can hand it to the next backend. nvJPEG's own failures
     (NvjpegError: execution or internal errors, which the engines return on
     some corrupt data) count as failures of the images too. A backend that
     cannot start at all (BackendUnavailable) fails the whole chunk at once,
@@ -304,8 +311,7 @@ def _bitstreams_to_the_gpu(items: Sequence[Item], target: Any) -> None:
 
 def _decode_group(group: list[Item], backend: str, output: str, target: Any, backends: dict[str, Any]) -> None:
     """One backend and output over a group; images it fails drop a rung (_fall)."""
-    keep = []  # host bitstreams must outlive the decode
-    jobs = []
+    jobs = []  # (bitstream, output): also keeps host bitstreams alive until the decode is done
     for it in group:
         h = it.header
         it.result = torch.empty((JPEG_OUTPUTS[output], h.height, h.width), dtype=torch.uint8, device=target)
@@ -313,13 +319,12 @@ def _decode_group(group: list[Item], backend: str, output: str, target: Any, bac
         if backend == HOST and data.is_cuda:
             data = data.cpu()
             it.note("bitstream copied to the host")
-        keep.append(data)
-        jobs.append((data.data_ptr(), it.total, it.result.data_ptr(), h.height, h.width))
+        jobs.append((data if data.numel() == it.total else data[: it.total], it.result))
     nvjpeg_run(target.index, backend, output, jobs, transfer.current_stream(target),
                lambda k, why: _fall(group[k], backend, why, backends))
     if backend == HOST:
         transfer.synchronize(target)  # nvJPEG may still read the host bitstreams
-    del keep
+    del jobs
 
 
 def _to_luma(items: Sequence[Item], target: Any) -> None:
@@ -332,6 +337,6 @@ def _to_luma(items: Sequence[Item], target: Any) -> None:
         rgbs.append(it.result)  # freed after the launch is queued: same stream, so safe
         it.result = torch.empty((1, h.height, h.width), dtype=torch.uint8, device=target)
         lay = planar_layout(0, 3, h.height, h.width, "u8", "uint8")
-        jobs.append(pixel_job(lay, rgbs[-1].data_ptr(), 3 * h.height * h.width, it.result.data_ptr(), 1, "luma"))
+        jobs.append(pixel_job(lay, rgbs[-1], it.result, "luma"))
     _core.img_decode_pixels_cuda(jobs, device=target.index, stream=transfer.current_stream(target))
     del rgbs

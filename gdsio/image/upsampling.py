@@ -63,8 +63,7 @@ def decode_probe(device: int, backend: str) -> Any:
     bits = data if backend == HOST else data.to(dev)
     out = torch.empty((3, PROBE_SIZE, PROBE_SIZE), dtype=torch.uint8, device=dev)
     stream = torch.cuda.current_stream(dev).cuda_stream
-    _core.nvjpeg_decode_batch(device, backend, "rgb", [(bits.data_ptr(), bits.numel(), out.data_ptr(), PROBE_SIZE,
-                                                        PROBE_SIZE)], stream)
+    _core.nvjpeg_decode_batch(device, backend, "rgb", [(bits, out)], stream)
     torch.cuda.synchronize(dev)  # `bits` (and the host bitstream) live until the decode is done
     return out
 

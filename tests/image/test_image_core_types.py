@@ -17,34 +17,50 @@ from gdsio.image.layout import planar_layout
 
 def test_core_validates_pixel_jobs():
     src = np.zeros(16, np.uint8)
-    dst = np.zeros(64, np.uint8)
-    ok = dict(src=src.ctypes.data, src_bytes=16, dst=dst.ctypes.data, height=4, width=4, stride_c=0, stride_y=4,
-              stride_x=1, src_channels=1, dst_channels=1, sample=_core.Sample.u8, out=_core.OutType.uint8,
+    dst = np.zeros((1, 4, 4), np.uint8)
+    ok = dict(src=src, dst=dst, stride_c=0, stride_y=4, stride_x=1, src_channels=1, sample=_core.Sample.u8,
               convert=_core.Convert.copy, maxval=0)
     _core.img_decode_pixels_cpu([_core.PixelJob(**ok)], threads=1)
 
+    # What the job reads and writes, checked when it is decoded (the message names the job).
     cases = [
-        (dict(src_bytes=15), "the samples reach byte 16 but the source holds 15"),
+        (dict(src=src[:15]), r"jobs\[0\]: the samples reach byte 16 but the source holds 15"),
+        (dict(offset=1), "the samples reach byte 16 but the source holds 15"),
         (dict(stride_y=5), "the samples reach byte 19"),
-        (dict(src=0), "source pointer is null"),
-        (dict(dst=0), "destination pointer is null"),
         (dict(convert=_core.Convert.luma), "luma conversion needs >= 3 source channels"),
-        (dict(dst_channels=2), "copy conversion needs dst_channels <= src_channels"),
+        (dict(dst=np.zeros((2, 4, 4), np.uint8)), "copy conversion needs dst_channels <= src_channels"),
         (dict(sample=_core.Sample.u16le), "cannot be written as output type"),
         (dict(maxval=300), "maxval 300 exceeds the output range 255"),
-        (dict(height=0), "bad size 0x4"),
         (dict(stride_x=-1), "bad strides"),
     ]
     for changes, match in cases:
         with pytest.raises(ValueError, match=match):
             _core.img_decode_pixels_cpu([_core.PixelJob(**{**ok, **changes})], threads=1)
+    # The arrays themselves, checked when the job is made (the message names the argument).
+    ro = np.zeros((1, 4, 4), np.uint8)
+    ro.flags.writeable = False
+    bad_arrays = [
+        (dict(src=0), TypeError, "src: expected an array"),
+        (dict(dst=0), TypeError, "dst: expected an array"),
+        (dict(dst=ro), ValueError, "dst: is read-only"),
+        (dict(dst=np.zeros((4, 4), np.uint8)), ValueError, "dst: has 2 dimensions"),
+        (dict(dst=np.zeros((1, 4, 8), np.uint8)[:, :, ::2]), ValueError, "dst: has strides"),
+        (dict(dst=np.zeros((1, 4, 4), np.int32)), ValueError, "dst: has dtype int32"),
+        (dict(dst=np.zeros((1, 0, 4), np.uint8)), ValueError, r"dst: has shape \(1, 0, 4\), an image of no pixels"),
+        (dict(src=src.view(np.uint16)), ValueError, "src: has dtype uint16"),
+        (dict(offset=17), ValueError, "offset: 17 is past the end of src"),
+    ]
+    for changes, kind, match in bad_arrays:
+        with pytest.raises(kind, match=match):
+            _core.PixelJob(**{**ok, **changes})
     # The enums are bound: a number is not a sample type, nor a tuple a job.
     with pytest.raises(TypeError):
         _core.PixelJob(**{**ok, "sample": 9})
     with pytest.raises(TypeError):
         _core.img_decode_pixels_cpu([tuple(range(14))], threads=1)
     job = _core.PixelJob(**ok)
-    assert (job.src, job.height, job.sample, job.maxval) == (src.ctypes.data, 4, _core.Sample.u8, 0)
+    assert (job.src is src, job.dst is dst, job.src_bytes, job.height, job.dst_channels, job.sample, job.out,
+            job.maxval) == (True, True, 16, 4, 1, _core.Sample.u8, _core.OutType.uint8, 0)
 
 
 # Each enum member against what the core does with it.
@@ -59,7 +75,7 @@ def test_sample_values_mean_what_the_core_reads(sample):
     lay = planar_layout(0, 3, 4, 5, sample, dtype)
     assert lay.nbytes == src.nbytes and core_types.SAMPLE_BYTES[sample] == src.itemsize
     out = np.zeros((3, 4, 5), dtype)
-    _core.img_decode_pixels_cpu([core_types.pixel_job(lay, src.ctypes.data, src.nbytes, out.ctypes.data, 3, "copy")], threads=1)
+    _core.img_decode_pixels_cpu([core_types.pixel_job(lay, src.view(np.uint8), out, "copy")], threads=1)
     np.testing.assert_array_equal(out, a.astype(dtype))
 
 
@@ -67,7 +83,7 @@ def test_sample_values_mean_what_the_core_reads(sample):
 def test_convert_values_mean_what_the_core_does(convert, channels):
     a = rand((3, 4, 5))
     out = np.zeros((channels, 4, 5), np.uint8)
-    job = core_types.pixel_job(planar_layout(0, 3, 4, 5, "u8", "uint8"), a.ctypes.data, a.nbytes, out.ctypes.data, channels, convert)
+    job = core_types.pixel_job(planar_layout(0, 3, 4, 5, "u8", "uint8"), a, out, convert)
     _core.img_decode_pixels_cpu([job], threads=1)
     expect = {"copy": a, "replicate": np.repeat(a[:1], 3, 0),
               "luma": np.array(Image.fromarray(a.transpose(1, 2, 0)).convert("L"))[None]}[convert]

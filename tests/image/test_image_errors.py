@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from boundary.fakes import on_device
 from image_helpers import CORPUS, pnm_bytes, rand
 
 import gdsio
@@ -98,10 +99,12 @@ def test_gpu_requests_fail_clearly_without_a_gpu():
         gi.decode(pnm_bytes(rand((2, 2))), device="cuda")
     with pytest.raises(gdsio.BackendUnavailable):
         gi.read(CORPUS / "empty.bin", device="cuda")
-    job = _core.PixelJob(src=1 << 20, src_bytes=4, dst=1 << 21, height=2, width=2, stride_c=0, stride_y=2, stride_x=1,
-                         src_channels=1, dst_channels=1, sample=_core.Sample.u8, out=_core.OutType.uint8,
+    # Arrays the core takes for device memory (their checks pass): the GPU itself is what is missing.
+    src, dst = on_device(torch.zeros(4, dtype=torch.uint8)), on_device(torch.zeros((1, 2, 2), dtype=torch.uint8))
+    job = _core.PixelJob(src=src, dst=dst, stride_c=0, stride_y=2, stride_x=1, src_channels=1, sample=_core.Sample.u8,
                          convert=_core.Convert.copy)
     with pytest.raises(gdsio.BackendUnavailable):
         _core.img_decode_pixels_cuda([job], device=0, stream=0)
+    rgb = on_device(torch.zeros((3, 2, 2), dtype=torch.uint8))
     with pytest.raises(gdsio.BackendUnavailable):
-        _core.nvjpeg_decode_batch(0, "nvjpeg-host", "rgb", [(1 << 20, 10, 1 << 21, 2, 2)], 0)
+        _core.nvjpeg_decode_batch(0, "nvjpeg-host", "rgb", [(torch.ones(10, dtype=torch.uint8), rgb)], 0)

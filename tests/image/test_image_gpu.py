@@ -163,9 +163,8 @@ def test_one_launch_per_128_images():
     for a, d, o in zip(arrays, data, outs):
         off = len(pnm_bytes(a)) - a.size
         w, h = a.shape[1], a.shape[0]
-        jobs.append(_core.PixelJob(src=d.data_ptr() + off, src_bytes=a.size, dst=o.data_ptr(), height=h, width=w,
-                                   stride_c=1, stride_y=w * 3, stride_x=3, src_channels=3, dst_channels=3,
-                                   sample=_core.Sample.u8, out=_core.OutType.uint8, convert=_core.Convert.copy))
+        jobs.append(_core.PixelJob(src=d, dst=o, offset=off, stride_c=1, stride_y=w * 3, stride_x=3, src_channels=3,
+                                   sample=_core.Sample.u8, convert=_core.Convert.copy))
     stream = torch.cuda.current_stream().cuda_stream
     assert _core.img_decode_pixels_cuda(jobs, device=torch.cuda.current_device(), stream=stream) == 3
     for a, o in zip(arrays, outs):

@@ -1,10 +1,9 @@
 """The nvJPEG ladder (image/nvjpeg.py) without a GPU: routing rules, and
 the orchestration on a stand-in core (nvJPEG and the kernels replaced by
-Pillow and the CPU twin writing into the same output pointers)."""
+Pillow and the CPU twin writing into the same output tensors)."""
 
 from __future__ import annotations
 
-import ctypes
 import io
 
 import numpy as np
@@ -50,7 +49,7 @@ def test_nvjpeg_status_says_why():
 # --------------------------------------------------------------------------- the GPU orchestration, on a stand-in core
 #
 # No GPU here: the nvJPEG and kernel entry points are replaced by Pillow and
-# the CPU twin writing into the same output pointers, so that routing,
+# the CPU twin writing into the same output tensors, so that routing,
 # grouping by backend and output, batch-then-single retries, the Pillow
 # fallback, the luma pass and the staging of host bitstreams all run.
 
@@ -62,15 +61,15 @@ def stand_in_gpu(monkeypatch):
 
     def decode_batch(device, backend, output, jobs, stream):
         state["calls"].append((backend, output, len(jobs)))
-        blobs = [ctypes.string_at(ptr, n) for ptr, n, _, _, _ in jobs]
+        blobs = [data.numpy().tobytes() for data, _ in jobs]
         if any(state["reject"] in b for b in blobs) and backend in state["reject_on"]:
             if state["reject_with"] is _core.NvjpegError:  # what the shim raises for EXECUTION_FAILED and the like
                 raise _core.NvjpegError(f"nvJPEG failed: nvjpegDecodeBatched ({backend}): fake execution failure")
             raise ValueError(f"nvJPEG rejected the batch: nvjpegDecodeBatched ({backend}): fake status")
-        for b, (_, _, dst, h, w) in zip(blobs, jobs):
+        for b, (_, dst) in zip(blobs, jobs):
             planar = np.ascontiguousarray(pil_chw(Image.open(io.BytesIO(b)).convert("RGB" if output == "rgb" else "L")))
-            assert planar.shape[1:] == (h, w)
-            ctypes.memmove(dst, planar.ctypes.data, planar.nbytes)
+            assert planar.shape == tuple(dst.shape)
+            dst.copy_(torch.from_numpy(planar))
 
     def backends(dev):
         return {"backends": {b: {"usable": b in state["usable"], "reason": "" if b in state["usable"] else "off"}

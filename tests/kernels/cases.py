@@ -138,7 +138,8 @@ def _decode(r: Recorder, jobs: list[Any], **_: Any) -> None:
         rest = [j.height, j.width, j.stride_c, j.stride_y, j.stride_x, j.src_channels, j.dst_channels,
                 int(j.sample), int(j.out), int(j.convert), j.maxval]
         keys.append(("job", rest))  # height width stride_c stride_y stride_x src_ch dst_ch sample out convert maxval
-        blobs.append(_bytes(j.src, j.src_bytes))
+        # From the first sample (offset bytes into the src array) to the end of src: what the job may read.
+        blobs.append(_bytes(_core.array_view(j.src, "src").data + j.offset, j.src_bytes))
     r.write("decode", keys, blobs)
 
 

@@ -51,7 +51,7 @@ def decode(items: Sequence[Item], target: Any, opts: Options) -> None:
             it.data = it.data.to(target)
         c, convert = channel_plan(lay.channels, opts.mode)
         it.result = torch.empty((c, lay.height, lay.width), dtype=_TORCH_DTYPES[lay.dtype], device=target)
-        jobs.append(pixel_job(lay, it.data.data_ptr(), it.total, it.result.data_ptr(), c, convert))
+        jobs.append(pixel_job(lay, it.data, it.result, convert))
         it.backend = BACKEND_CUDA if target.type == "cuda" else BACKEND_CPU
     if target.type == "cuda":
         _core.img_decode_pixels_cuda(jobs, device=target.index, stream=transfer.current_stream(target))
