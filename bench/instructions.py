@@ -159,6 +159,8 @@ def child(work: Path, calls_scale: float) -> None:
         measure(row, "torch interpolate", lambda: interp(img_cl, size=(8, 8), mode="bilinear", antialias=True), 200)
 
     (work / "plan.json").write_text(json.dumps(results))
+    (work / "gdsio.json").write_text(json.dumps({"path": os.path.dirname(gdsio.__file__),
+                                                 "version": getattr(gdsio, "__version__", "?")}))
 
 
 # --------------------------------------------------------------------------- the parent
@@ -186,7 +188,8 @@ def markdown(doc: dict[str, Any]) -> str:
     m = doc["machine"]
     out = [f"# Instructions per call under callgrind, {doc['date']}", "",
            f"- machine: {m['cpu']}, {m['cpus']} CPUs, Python {m['python']}, torch {m['torch']}, "
-           f"valgrind {m['valgrind']}", f"- commit: {doc['commit']}", f"- command: `{doc['command']}`",
+           f"valgrind {m['valgrind']}", f"- commit: {doc['commit']} (of this script; gdsio under test: {doc['gdsio']['version']} at "
+           f"{doc['gdsio']['path']})", f"- command: `{doc['command']}`",
            "- instructions retired per call (every thread), counted by callgrind around the calls only; "
            "ratio = gdsio's / the peer's (below 1: gdsio retires fewer)", "",
            "| row | contestant | calls | instructions per call | ratio gdsio / this |", "| --- | --- | --- | --- | --- |"]
@@ -233,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.write(r.stderr[-6000:])
             raise SystemExit(f"the run under valgrind failed (rc {r.returncode})")
         plan = json.loads((work / "plan.json").read_text())
+        tested = json.loads((work / "gdsio.json").read_text())
         for item in plan:
             item["instructions"] = instructions_of(work, item["tag"])
             item["per_call"] = item["instructions"] / item["calls"]
@@ -242,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                "command": "python " + " ".join([os.path.relpath(__file__), *(argv or sys.argv[1:])]),
                "machine": {"cpu": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
                            "python": platform.python_version(), "torch": torch.__version__, "valgrind": ver},
-               "seconds": seconds, "results": plan}
+               "gdsio": tested, "seconds": seconds, "results": plan}
         md = markdown(doc)
         print(md)
         if a.out_dir:
