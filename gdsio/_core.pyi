@@ -245,6 +245,16 @@ def tf_color(
 # ---- JPEG on the CPU through libjpeg-turbo (csrc/bindings/jpeg_cpu.cpp) ----
 def jpeg_cpu_available() -> bool: ...
 def jpeg_cpu_version() -> str: ...
-def jpeg_cpu_decode(data: int, size: int, top: int, left: int, height: int, width: int, channels: int, out: int,
-                    out_bytes: int, row_stride: int, strict: bool = True) -> dict[str, Any]: ...
-def jpeg_cpu_decode_many(jobs: list[tuple[int, ...]], *, threads: int, strict: bool = True) -> list[str]: ...
+class JpegResult:
+    image_height: int
+    image_width: int
+    rows_decoded: int
+    columns_decoded: int
+    warning: str | None
+
+def jpeg_cpu_decode(data: Any, top: int, left: int, out: Any, strict: bool = True) -> JpegResult:
+    """The box of the JPEG in `data` (a dense uint8 host array) at (top, left) into `out`, a (height, width,
+    channels) uint8 host array (channels 1 or 3, adjacent; pixels `channels` apart; rows any distance apart)."""
+def jpeg_cpu_decode_many(jobs: Sequence[tuple[Any, int, int, Any, int, int]], *, threads: int,
+                         strict: bool = True) -> list[str]:
+    """jpeg_cpu_decode of each (data, top, left, out, image height, image width); per job '' or its error."""

@@ -1,6 +1,7 @@
-// libjpeg-turbo on the CPU (csrc/image/jpeg_turbo.hpp): pointers and sizes
-// cross as ints, the GIL is released while decoding. gdsio/image/jpeg_cpu.py
-// parses the header, allocates the output with torch and calls this.
+// libjpeg-turbo on the CPU (csrc/image/jpeg_turbo.hpp): the bitstream and the
+// output cross as arrays (one validated view each, bindings/arrays.hpp), the
+// GIL is released while decoding. gdsio/image/jpeg_cpu.py parses the header,
+// allocates the output with torch and calls this.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -8,71 +9,121 @@
 #include <string>
 #include <vector>
 
+#include "bindings/arrays.hpp"
 #include "bindings/registry.hpp"
 #include "core/error.hpp"
 #include "image/jpeg_turbo.hpp"
 
 namespace py = pybind11;
 
+namespace {
+
+using gdsio::bindings::Array;
+using gdsio::image::jpeg::Job;
+
+// One job from its two arrays: `data` the bitstream (dense uint8 host
+// memory), `out` the box's (height, width, channels) uint8 pixels in host
+// memory, channels adjacent, pixels `channels` apart, rows any distance apart
+// that does not overlap them. The views go to `keep`, which outlives the decode.
+Job job_of(py::handle data_obj, int top, int left, py::handle out_obj, const std::string& prefix,
+           std::vector<Array>& keep) {
+  const Array& data = keep.emplace_back(gdsio::bindings::view(data_obj, prefix + "data"));
+  data.on(-1).of(gdsio::bindings::kUInt8).is_dense();
+  const Array& out = keep.emplace_back(gdsio::bindings::view(out_obj, prefix + "out"));
+  out.on(-1).writable().of(gdsio::bindings::kUInt8).dims(3);
+  const std::int64_t h = out.shape[0], w = out.shape[1], c = out.shape[2];
+  if (h <= 0 || w <= 0 || h > INT32_MAX || w > INT32_MAX)
+    throw gdsio::ValueError(out.name + ": has shape (" + std::to_string(h) + ", " + std::to_string(w) + ", " +
+                            std::to_string(c) + "): the box must have a positive height and width");
+  if (c != 1 && c != 3)
+    throw gdsio::ValueError(out.name + ": has " + std::to_string(c) + " channels, expected 1 (gray) or 3 (RGB)");
+  out.unit_stride(2);
+  if (w > 1 && out.strides[1] != c)
+    throw gdsio::ValueError(out.name + ": has pixel stride " + std::to_string(out.strides[1]) + ", expected " +
+                            std::to_string(c) + " (interleaved pixels)");
+  const std::int64_t row_stride = h > 1 ? out.strides[0] : w * c;
+  if (row_stride < w * c)
+    throw gdsio::ValueError(out.name + ": has row stride " + std::to_string(row_stride) + ", rows of " +
+                            std::to_string(w * c) + " bytes would overlap");
+  Job j;
+  j.data = reinterpret_cast<const std::uint8_t*>(data.data);
+  j.size = static_cast<std::size_t>(data.numel());
+  j.box = {top, left, static_cast<int>(h), static_cast<int>(w)};
+  j.channels = static_cast<int>(c);
+  j.out = reinterpret_cast<std::uint8_t*>(out.data);
+  j.row_stride = static_cast<std::size_t>(row_stride);
+  return j;
+}
+
+// What jpeg_cpu_decode returns.
+struct JpegResult {
+  int image_height = 0, image_width = 0;
+  int rows_decoded = 0, columns_decoded = 0;
+  py::object warning;  // libjpeg-turbo's first warning, or None
+};
+
+}  // namespace
+
 GDSIO_EXPORT(jpeg_cpu) {
   using namespace gdsio::image;
   m.def("jpeg_cpu_available", &jpeg::available, "Whether this build links libjpeg-turbo (the CPU crop decode).");
   m.def("jpeg_cpu_version", &jpeg::version, "libjpeg-turbo's version in this build, or why it is absent.");
+  py::class_<JpegResult>(m, "JpegResult", "What jpeg_cpu_decode did: the image's size, the rows and columns decoded.")
+      .def_readonly("image_height", &JpegResult::image_height)
+      .def_readonly("image_width", &JpegResult::image_width)
+      .def_readonly("rows_decoded", &JpegResult::rows_decoded)
+      .def_readonly("columns_decoded", &JpegResult::columns_decoded)
+      .def_readonly("warning", &JpegResult::warning);
   m.def(
       "jpeg_cpu_decode",
-      [](std::uintptr_t data, std::uint64_t size, int top, int left, int height, int width, int channels,
-         std::uintptr_t out, std::uint64_t out_bytes, std::uint64_t row_stride, bool strict) {
-        if (height <= 0 || width <= 0) throw gdsio::ValueError("the box must have a positive height and width");
-        const std::uint64_t need = (std::uint64_t)(height - 1) * row_stride + (std::uint64_t)width * channels;
-        if (row_stride < (std::uint64_t)width * channels || need > out_bytes)
-          throw gdsio::ValueError("the output holds " + std::to_string(out_bytes) + " bytes; the box needs " +
-                                  std::to_string(need));
+      [](py::handle data, int top, int left, py::handle out, bool strict) {
+        std::vector<Array> keep;
+        keep.reserve(2);
+        const jpeg::Job j = job_of(data, top, left, out, "", keep);
         jpeg::Result r;
         {
           py::gil_scoped_release nogil;
-          r = jpeg::decode(reinterpret_cast<const std::uint8_t*>(data), size, {top, left, height, width}, channels,
-                           reinterpret_cast<std::uint8_t*>(out), row_stride, strict);
+          r = jpeg::decode(j.data, j.size, j.box, j.channels, j.out, j.row_stride, strict);
         }
-        py::dict d;
-        d["image_height"] = r.image_height;
-        d["image_width"] = r.image_width;
-        d["rows_decoded"] = r.rows_decoded;
-        d["columns_decoded"] = r.columns_decoded;
-        d["warning"] = r.warned ? py::object(py::str(r.warning)) : py::object(py::none());
-        return d;
+        JpegResult res;
+        res.image_height = r.image_height;
+        res.image_width = r.image_width;
+        res.rows_decoded = r.rows_decoded;
+        res.columns_decoded = r.columns_decoded;
+        res.warning = r.warned ? py::object(py::str(r.warning)) : py::object(py::none());
+        return res;
       },
-      py::arg("data"), py::arg("size"), py::arg("top"), py::arg("left"), py::arg("height"), py::arg("width"),
-      py::arg("channels"), py::arg("out"), py::arg("out_bytes"), py::arg("row_stride"), py::arg("strict") = true,
-      "Decodes the box (top, left, height, width) of the JPEG at `data` into `out` ((height, width, channels)\n"
-      "uint8 rows `row_stride` bytes apart). ValueError for data libjpeg-turbo refuses, or warns about when\n"
-      "strict; returns the image's size, the rows and columns decoded, and the first warning.");
+      py::arg("data"), py::arg("top"), py::arg("left"), py::arg("out"), py::arg("strict") = true,
+      "Decodes the box of the JPEG in `data` (a dense uint8 array) whose top-left corner is (top, left) into\n"
+      "`out`, a (height, width, channels) uint8 array (channels 3: RGB, 1: gray; channels adjacent, pixels\n"
+      "`channels` apart, rows any distance apart) that gives the box's size. ValueError for data libjpeg-turbo\n"
+      "refuses, or warns about when strict; returns the image's size, the rows and columns decoded, and the\n"
+      "first warning.");
   m.def(
       "jpeg_cpu_decode_many",
-      [](const std::vector<std::vector<std::uint64_t>>& jobs, std::size_t threads, bool strict) {
+      [](const py::sequence& jobs, std::size_t threads, bool strict) {
+        const std::size_t n = jobs.size();
+        std::vector<Array> keep;  // the views, until the decode returns
+        keep.reserve(2 * n);
         std::vector<jpeg::Job> js;
-        js.reserve(jobs.size());
-        for (const auto& r : jobs) {
-          if (r.size() != 12)
-            throw gdsio::ValueError("a job is (data, size, top, left, height, width, channels, out, out_bytes, "
-                                    "row_stride, image height, image width)");
-          jpeg::Job j;
-          j.data = reinterpret_cast<const std::uint8_t*>(r[0]);
-          j.size = r[1];
-          j.box = {(int)r[2], (int)r[3], (int)r[4], (int)r[5]};
-          j.channels = (int)r[6];
-          j.out = reinterpret_cast<std::uint8_t*>(r[7]);
-          j.row_stride = r[9];
-          j.expect_height = (int)r[10];
-          j.expect_width = (int)r[11];
-          if (j.box.height <= 0 || j.box.width <= 0 || j.row_stride < (std::uint64_t)j.box.width * j.channels ||
-              (std::uint64_t)(j.box.height - 1) * j.row_stride + (std::uint64_t)j.box.width * j.channels > r[8])
-            throw gdsio::ValueError("a job's output is too small for its box");
+        js.reserve(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::string prefix = "jobs[" + std::to_string(i) + "].";
+          const py::object item = jobs[i];
+          if (!py::isinstance<py::tuple>(item) || PyTuple_GET_SIZE(item.ptr()) != 6)
+            throw py::type_error("jobs[" + std::to_string(i) +
+                                 "]: expected a (data, top, left, out, image height, image width) tuple");
+          PyObject* const* f = &PyTuple_GET_ITEM(item.ptr(), 0);
+          jpeg::Job j = job_of(f[0], py::cast<int>(f[1]), py::cast<int>(f[2]), f[3], prefix, keep);
+          j.expect_height = py::cast<int>(f[4]);
+          j.expect_width = py::cast<int>(f[5]);
           js.push_back(j);
         }
         py::gil_scoped_release nogil;
         return jpeg::decode_many(js, strict, threads);
       },
       py::arg("jobs"), py::kw_only(), py::arg("threads"), py::arg("strict") = true,
-      "jpeg_cpu_decode of every job over the engine's threads, the GIL released once; per job '' or the\n"
-      "ValueError message it raised.");
+      "jpeg_cpu_decode of every job (data, top, left, out, image height, image width) over the engine's\n"
+      "threads, the GIL released once; per job '' or the ValueError message it raised (an image whose size is\n"
+      "not the given one included; 0, 0: not checked).");
 }

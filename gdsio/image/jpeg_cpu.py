@@ -27,6 +27,7 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 
 from .. import _core
@@ -180,10 +181,13 @@ def decode_many_native(blobs: Sequence[Any], headers: Sequence[JpegHeader], mode
     for k, (data, h) in enumerate(zip(blobs, headers)):
         top, left, bh, bw = (int(v) for v in boxes[k]) if boxes is not None else (0, 0, h.height, h.width)
         _, c = _colorspace(h, mode)
-        out = host_empty(bh * bw * c, pool_from=POOLED_OUTPUT_MIN).view(bh, bw, c)
+        # numpy arrays, here and to the core: one costs a third of a tensor, whose __dlpack__ is Python.
+        if bh * bw * c >= POOLED_OUTPUT_MIN:
+            out = host_empty(bh * bw * c, pool_from=POOLED_OUTPUT_MIN).numpy().reshape(bh, bw, c)
+        else:
+            out = np.empty((bh, bw, c), np.uint8)  # malloc's heap, as torch.empty's
         outs.append(out)
-        jobs.append((data.data_ptr(), data.numel(), top, left, bh, bw, c, out.data_ptr(), out.numel(), bw * c,
-                     h.height, h.width))
+        jobs.append((data.numpy(), top, left, out, h.height, h.width))
     errors = _core.jpeg_cpu_decode_many(jobs, threads=max(1, threads), strict=True) if jobs else []
     res: list[Any] = []
     for out, err in zip(outs, errors):
@@ -192,5 +196,5 @@ def decode_many_native(blobs: Sequence[Any], headers: Sequence[JpegHeader], mode
         elif mode == "GRAY" and out.shape[2] == 3:
             res.append(_luma(out))
         else:
-            res.append(out.permute(2, 0, 1))
+            res.append(torch.from_numpy(out.transpose(2, 0, 1)))
     return res
