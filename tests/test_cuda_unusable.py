@@ -5,6 +5,8 @@ simulated where a GPU is present, and taken as it is where none is."""
 
 from __future__ import annotations
 
+import types
+
 import numpy as np
 import pytest
 import torch
@@ -100,17 +102,17 @@ def test_no_driver_is_one_cause(monkeypatch):
     """Without a driver every CUDA call fails with cudaErrorInsufficientDriver,
     a consequence: the reason names the missing driver alone."""
     monkeypatch.setattr(_core, "built_with_cuda", True)
-    monkeypatch.setattr(_core, "cuda_status", lambda: {
-        "device_count": 0, "runtime_version": 13000, "driver_version": 0,
-        "error": "cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version"})
+    monkeypatch.setattr(_core, "cuda_status", lambda: types.SimpleNamespace(
+        device_count=0, runtime_version=13000, driver_version=0,
+        error="cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version"))
     assert nvidia.cuda_unusable_reason() == CAUSE
 
 
 def test_core_and_test_gate_say_one_cause_without_a_driver():
     st = _core.cuda_status()
-    if not _core.built_with_cuda or st["driver_version"] != 0:
+    if not _core.built_with_cuda or st.driver_version != 0:
         return  # a driver is installed (or no CUDA build): nothing to say about its absence
-    assert st["error"] == CAUSE
+    assert st.error == CAUSE
     import gpu_gate
 
     assert gpu_gate._gpu_unusable_reason() == CAUSE

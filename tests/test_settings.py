@@ -223,14 +223,14 @@ def test_large_host_buffers_are_reused_once_freed(make_file):
     ptr, view = t.data_ptr(), t[5:9]
     del t
     gc.collect()
-    assert gdsio._core.host_pool_stats()["idle_blocks"] == 0  # a view still holds it
+    assert gdsio._core.host_pool_stats().idle_blocks == 0  # a view still holds it
     del view
     gc.collect()
     st = gdsio._core.host_pool_stats()
-    assert st["idle_blocks"] == 1 and st["idle_bytes"] == 32 << 20 and st["cap_bytes"] > 0
+    assert st.idle_blocks == 1 and st.idle_bytes == 32 << 20 and st.cap_bytes > 0
     u = gdsio.read(path, device="cpu")
     assert u.data_ptr() == ptr and np.array_equal(u.numpy(), data)
-    assert gdsio._core.host_pool_stats()["idle_blocks"] == 0
+    assert gdsio._core.host_pool_stats().idle_blocks == 0
     w = gdsio.read(path, device="cpu")  # the block is in use: a fresh one
     assert w.data_ptr() != ptr and np.array_equal(w.numpy(), data)
     del u, w

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 
 #include "bindings/registry.hpp"
+#include "bindings/structs.hpp"
 #include "core/host_pool.hpp"
 
 namespace py = pybind11;
@@ -40,19 +41,12 @@ GDSIO_EXPORT(host_memory) {
       py::arg("nbytes"), py::kw_only(), py::arg("huge_pages"),
       "(array, reused): a 1-D uint8 numpy array of `nbytes` on a page-aligned mapping from the host pool (2 MiB-"
       "aligned and advised MADV_HUGEPAGE with huge_pages), and whether the mapping was reused.");
-  m.def(
-      "host_pool_stats",
-      [] {
-        const HostPoolStats s = host_pool_stats();
-        py::dict d;
-        d["idle_bytes"] = s.idle_bytes;
-        d["idle_blocks"] = s.idle_blocks;
-        d["cap_bytes"] = s.cap_bytes;
-        d["reuses"] = s.reuses;
-        d["maps"] = s.maps;
-        return d;
-      },
-      "The host pool: idle bytes and blocks, the idle cap, reuses and fresh mappings so far.");
+  bindings::result_struct<HostPoolStats>(
+      m, "HostPoolStats", "The host pool: idle bytes and blocks, the idle cap, reuses and fresh mappings so far.",
+      std::pair{"idle_bytes", &HostPoolStats::idle_bytes}, std::pair{"idle_blocks", &HostPoolStats::idle_blocks},
+      std::pair{"cap_bytes", &HostPoolStats::cap_bytes}, std::pair{"reuses", &HostPoolStats::reuses},
+      std::pair{"maps", &HostPoolStats::maps});
+  m.def("host_pool_stats", &host_pool_stats, "The host pool's HostPoolStats now.");
   m.def("host_pool_trim", &host_pool_trim, py::call_guard<py::gil_scoped_release>(),
         "Unmaps every idle block of the host pool; returns the bytes given back.");
 }

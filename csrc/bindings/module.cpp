@@ -8,6 +8,7 @@
 
 #include "bindings/paths.hpp"
 #include "bindings/registry.hpp"
+#include "bindings/structs.hpp"
 
 #include "core/cuda_rt.hpp"
 #include "core/error.hpp"
@@ -88,22 +89,6 @@ py::dict to_dict(const ReadResult& r) {
   d["chunks"] = r.chunks;
   d["direct_io"] = r.direct_io;
   d["reason"] = r.reason;
-  return d;
-}
-
-py::dict to_dict(const CufileStatus& s) {
-  py::dict d;
-  d["loaded"] = s.loaded;
-  d["library"] = s.library;
-  d["driver_open"] = s.driver_open;
-  d["true_gds"] = s.true_gds;
-  d["mode"] = s.mode;
-  d["reason"] = s.reason;
-  d["version"] = s.version;
-  d["max_batch_io_size"] = s.max_batch_io_size;
-  d["batch_timeout_ms"] = s.batch_timeout_ms;
-  d["use_pci_p2pdma"] = s.use_pci_p2pdma;
-  d["p2pdma_supported"] = s.p2pdma_supported;
   return d;
 }
 
@@ -220,15 +205,11 @@ PYBIND11_MODULE(_core, m) {
       py::arg("staging_buffers"), py::arg("direct_io") = false, py::arg("copy_delay_us") = 0,
       "The pinned pipeline with a host stand-in for the copy engine (tests).");
 
-  m.def("cuda_status", [] {
-    CudaStatus s = cuda_status();
-    py::dict d;
-    d["device_count"] = s.device_count;
-    d["runtime_version"] = s.runtime_version;
-    d["driver_version"] = s.driver_version;
-    d["error"] = s.error;
-    return d;
-  });
+  bindings::result_struct<CudaStatus>(
+      m, "CudaStatus", "The CUDA runtime here: devices, runtime and driver versions, why no device can be used.",
+      std::pair{"device_count", &CudaStatus::device_count}, std::pair{"runtime_version", &CudaStatus::runtime_version},
+      std::pair{"driver_version", &CudaStatus::driver_version}, std::pair{"error", &CudaStatus::error});
+  m.def("cuda_status", &cuda_status);
   m.def(
       "cuda_stream_synchronize",
       [](std::uintptr_t stream, int device) {
@@ -244,18 +225,19 @@ PYBIND11_MODULE(_core, m) {
     return py::make_tuple(kind, dev);
   });
 
-  m.def("cufile_load", [](const std::string& path) { return to_dict(cufile_load(path)); },
-        py::arg("path") = "");
-  m.def("cufile_status",
-        [](bool open_driver, int device) {
-          CufileStatus s;
-          {
-            py::gil_scoped_release nogil;
-            s = cufile_status(open_driver, device);
-          }
-          return to_dict(s);
-        },
-        py::arg("open_driver") = false, py::arg("device") = 0);
+  bindings::result_struct<CufileStatus>(
+      m, "CufileStatus", "libcufile here: loaded from where, driver open, true GDS or compat mode and why, its "
+      "properties.",
+      std::pair{"loaded", &CufileStatus::loaded}, std::pair{"library", &CufileStatus::library},
+      std::pair{"driver_open", &CufileStatus::driver_open}, std::pair{"true_gds", &CufileStatus::true_gds},
+      std::pair{"mode", &CufileStatus::mode}, std::pair{"reason", &CufileStatus::reason},
+      std::pair{"version", &CufileStatus::version}, std::pair{"max_batch_io_size", &CufileStatus::max_batch_io_size},
+      std::pair{"batch_timeout_ms", &CufileStatus::batch_timeout_ms},
+      std::pair{"use_pci_p2pdma", &CufileStatus::use_pci_p2pdma},
+      std::pair{"p2pdma_supported", &CufileStatus::p2pdma_supported});
+  m.def("cufile_load", &cufile_load, py::arg("path") = "");
+  m.def("cufile_status", &cufile_status, py::arg("open_driver") = false, py::arg("device") = 0,
+        py::call_guard<py::gil_scoped_release>());
   m.def("cufile_shutdown", &cufile_shutdown, py::call_guard<py::gil_scoped_release>());
   m.def("cufile_register_buffer",
         [](std::uintptr_t p, std::size_t n, int device) {
@@ -267,15 +249,13 @@ PYBIND11_MODULE(_core, m) {
   m.def("cufile_deregister_buffer", [](std::uintptr_t p) { cufile_deregister_buffer(reinterpret_cast<void*>(p)); });
   m.def("cufile_registered_buffers", &cufile_registered_buffers);
 
-  m.def("staging_pool_stats", [] {
-    StagingPoolStats s = staging_pool_stats();
-    py::dict d;
-    d["cached_buffers"] = s.cached_buffers;
-    d["cached_bytes"] = s.cached_bytes;
-    d["in_use_buffers"] = s.in_use_buffers;
-    d["limit_bytes"] = s.limit_bytes;
-    return d;
-  });
+  bindings::result_struct<StagingPoolStats>(
+      m, "StagingPoolStats", "The pinned staging pool: cached buffers and bytes, buffers in use, the cache's limit.",
+      std::pair{"cached_buffers", &StagingPoolStats::cached_buffers},
+      std::pair{"cached_bytes", &StagingPoolStats::cached_bytes},
+      std::pair{"in_use_buffers", &StagingPoolStats::in_use_buffers},
+      std::pair{"limit_bytes", &StagingPoolStats::limit_bytes});
+  m.def("staging_pool_stats", &staging_pool_stats);
   m.def("release_staging", &release_staging, py::call_guard<py::gil_scoped_release>());
   m.def("pool_threads", &ThreadPool::global_size);
   m.def("shutdown_pool", &ThreadPool::shutdown_global, py::call_guard<py::gil_scoped_release>());

@@ -18,7 +18,7 @@ import zlib
 from typing import Any
 
 from .. import _core
-from .nvidia import load_nvidia_lib
+from .nvidia import load_nvidia_lib, status_dict
 from .probe import read_text
 
 __all__ = [
@@ -171,8 +171,8 @@ def cufile_json() -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=None)
 def cufile_loaded() -> dict[str, Any]:
-    """Loads libcufile once; the core's status dict."""
-    return load_nvidia_lib("cufile", _core.cufile_load, "gds")
+    """Loads libcufile once; the core's CufileStatus as a dict."""
+    return load_nvidia_lib("cufile", lambda path: status_dict(_core.cufile_load(path)), "gds")
 
 
 def cufile_state(device: int = 0) -> dict[str, Any]:
@@ -180,7 +180,7 @@ def cufile_state(device: int = 0) -> dict[str, Any]:
     st = cufile_loaded()
     if not st["loaded"]:
         return st
-    return _core.cufile_status(open_driver=True, device=device)
+    return status_dict(_core.cufile_status(open_driver=True, device=device))
 
 
 @functools.lru_cache(maxsize=None)

@@ -29,10 +29,12 @@ __all__ = [
     "NVIDIA_LIBS",
     "NvidiaLib",
     "cpu_hint",
+    "cuda_status",
     "cuda_unusable_reason",
     "find_nvidia_lib",
     "gpu_unusable_reason",
     "load_nvidia_lib",
+    "status_dict",
     "torch_cuda_unusable_reason",
 ]
 
@@ -194,6 +196,18 @@ def gpu_unusable_reason() -> str | None:
     return cuda_unusable_reason() or torch_cuda_unusable_reason()
 
 
+def status_dict(st: Any) -> dict[str, Any]:
+    """One of the core's status structs (CudaStatus, CufileStatus) as the dict
+    gdsio's reports (info, doctor) and the platform helpers show: its fields."""
+    return {k: getattr(st, k) for k in st._fields}
+
+
+def cuda_status() -> dict[str, Any]:
+    """The CUDA runtime here, as reported: device_count, runtime_version,
+    driver_version (0: no driver), error (why no device can be used)."""
+    return status_dict(_core.cuda_status())
+
+
 # What cudaDriverGetVersion reporting 0 means (csrc/core/cuda_rt.hpp, kNoDriver).
 NO_DRIVER = "no NVIDIA driver is installed (libcuda.so.1 not found)"
 
@@ -205,11 +219,11 @@ def cuda_unusable_reason() -> str | None:
     if not _core.built_with_cuda:
         return "gdsio was built without CUDA (nvcc was not found when it was compiled)"
     st = _core.cuda_status()
-    if st["device_count"] > 0:
+    if st.device_count > 0:
         return None
-    if st["driver_version"] == 0:
+    if st.driver_version == 0:
         return NO_DRIVER
-    return st["error"] or "no CUDA device is visible"
+    return st.error or "no CUDA device is visible"
 
 
 def torch_cuda_unusable_reason() -> str | None:

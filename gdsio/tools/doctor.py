@@ -67,7 +67,7 @@ def _check_gdsio() -> dict[str, Any]:
 
 
 def _check_gpu(device: int) -> dict[str, Any]:
-    st = _core.cuda_status()
+    st = nvidia.cuda_status()
     seen = machine.gpus()
     d = {"cuda_status": st, "gpus_in_procfs": seen}
     why = nvidia.cuda_unusable_reason()
@@ -83,7 +83,7 @@ def _check_gpu(device: int) -> dict[str, Any]:
 
 
 def _check_driver() -> dict[str, Any]:
-    st = _core.cuda_status()
+    st = nvidia.cuda_status()
     kernel = machine.driver_version()
     d = {"kernel_module": kernel, "driver_cuda_version": _version(st["driver_version"]),
          "runtime_cuda_version": _version(st["runtime_version"])}

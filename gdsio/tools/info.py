@@ -43,7 +43,7 @@ def info(path: str | os.PathLike[str] | None = None, device: int = 0) -> dict[st
         "gdsio": __version__,
         "built_with_cuda": bool(_core.built_with_cuda),
         "cuda_architectures": _core.cuda_architectures,
-        "cuda": _core.cuda_status(),
+        "cuda": nvidia.cuda_status(),
         "cufile": gds.cufile_loaded() if nvidia.cuda_unusable_reason() else gds.cufile_state(device),
         "settings": dataclasses.asdict(current()),
         "backends": [dataclasses.asdict(b) for b in infos],

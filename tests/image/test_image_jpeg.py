@@ -121,7 +121,7 @@ def test_large_cpu_outputs_reuse_the_host_pool_and_never_share_memory():
     data = [pil_bytes(Image.fromarray(np.roll(base, 7 * k, axis=1)), quality=85) for k in range(3)]
     assert 700 * 1000 * 3 >= POOLED_OUTPUT_MIN
     want = [pil_chw(Image.open(io.BytesIO(d))) for d in data]
-    before = _core.host_pool_stats()["reuses"]
+    before = _core.host_pool_stats().reuses
     first = gi.decode([as_tensor(d) for d in data])  # three outputs alive at once: three blocks
     ptrs = {t.untyped_storage().data_ptr() for t in first}
     assert len(ptrs) == 3
@@ -129,7 +129,7 @@ def test_large_cpu_outputs_reuse_the_host_pool_and_never_share_memory():
         np.testing.assert_array_equal(got.numpy(), w)
     del first, got  # freed: their blocks go back to the pool
     again = gi.decode([as_tensor(d) for d in data[::-1]])
-    assert _core.host_pool_stats()["reuses"] >= before + 3  # the next photos of that size take them, faulted in
+    assert _core.host_pool_stats().reuses >= before + 3  # the next photos of that size take them, faulted in
     assert len({t.untyped_storage().data_ptr() for t in again}) == 3
     for got, w in zip(again, want[::-1]):  # every pixel rewritten: nothing of the earlier images is left
         np.testing.assert_array_equal(got.numpy(), w)

@@ -203,11 +203,11 @@ def test_staging_pool_is_reused_and_bounded(make_file):
         for _ in range(5):
             gdsio.read(path, device="cuda", backend="pinned")
     st = _core.staging_pool_stats()
-    assert st["in_use_buffers"] == 0
-    assert 0 < st["cached_buffers"] <= 6
-    assert st["cached_bytes"] <= st["limit_bytes"]
+    assert st.in_use_buffers == 0
+    assert 0 < st.cached_buffers <= 6
+    assert st.cached_bytes <= st.limit_bytes
     _core.release_staging()
-    assert _core.staging_pool_stats()["cached_bytes"] == 0
+    assert _core.staging_pool_stats().cached_bytes == 0
 
 
 def test_kernel_probe_and_info():
