@@ -26,28 +26,61 @@ class Engine(enum.Enum):
     cufile = ...
     cufile_batch = ...
 
+class ReadResult:
+    """What one read did: the backend that ran, bytes, seconds, threads,
+    chunks, O_DIRECT, and why a better path (or O_DIRECT) was not used."""
+
+    _fields: tuple[str, ...]
+    backend: str
+    nbytes: int
+    seconds: float
+    threads: int
+    chunks: int
+    direct_io: bool
+    reason: str
+
+class HostEngineReport:
+    """The host stand-in for the copy engine: copies, slots refilled under a
+    pending copy (0 when correct), the most copies queued at once, waits."""
+
+    _fields: tuple[str, ...]
+    copies: int
+    reuse_violations: int
+    max_queued: int
+    waits: int
+
 def read(
     file: File,
     engine: Engine,
-    requests: list[tuple[int, int, int]],
+    dst: Any,
+    requests: Sequence[tuple[int, int, int]],
     *,
     threads: int,
     chunk_bytes: int,
     staging_buffers: int,
     direct_io: bool,
-    device: int = 0,
     stream: int = 0,
-) -> dict[str, Any]: ...
+) -> ReadResult:
+    """Reads [(dst_offset, size, file_offset), ...] into `dst`: one array every
+    request writes into, or a sequence of arrays, one per request. Each is
+    dense and writable, all on one device: host memory for posix, a CUDA
+    device for pinned/cufile/cufile_batch (the device read into). A range
+    outside its array, a wrong device or layout: ValueError naming dst (or
+    dst[i], requests[i]) before any byte or CUDA call."""
 def staged_read_host_engine(
     file: File,
-    requests: list[tuple[int, int, int]],
+    dst: Any,
+    requests: Sequence[tuple[int, int, int]],
     *,
     threads: int,
     chunk_bytes: int,
     staging_buffers: int,
     direct_io: bool = False,
     copy_delay_us: int = 0,
-) -> tuple[dict[str, Any], dict[str, int]]: ...
+) -> tuple[ReadResult, HostEngineReport]:
+    """The pinned pipeline with the host stand-in for the copy engine (tests);
+    `dst` and `requests` as read's, in host memory."""
+
 class CudaStatus:
     _fields: tuple[str, ...]
     device_count: int
@@ -60,7 +93,11 @@ def kernel_probe(device: int) -> str: ...
 def cuda_stream_synchronize(stream: int, device: int) -> None: ...
 
 class NvjpegError(RuntimeError): ...
-def cuda_pointer_kind(ptr: int) -> tuple[str, int]: ...
+
+def cuda_pointer_kind(array: Any) -> tuple[str, int]:
+    """(kind, device) of an array's memory as the CUDA runtime sees it
+    ("device", "host", "managed"); nothing is read or written there."""
+
 class CufileStatus:
     _fields: tuple[str, ...]
     loaded: bool
@@ -78,9 +115,13 @@ class CufileStatus:
 def cufile_load(path: str = "") -> CufileStatus: ...
 def cufile_status(open_driver: bool = False, device: int = 0) -> CufileStatus: ...
 def cufile_shutdown() -> None: ...
-def cufile_register_buffer(ptr: int, nbytes: int, device: int) -> tuple[bool, str]: ...
-def cufile_deregister_buffer(ptr: int) -> None: ...
+def cufile_register_buffer(buffer: Any) -> tuple[bool, str]:
+    """Registers all of a dense, writable array of CUDA memory with cuFile, on
+    its device; (ok, reason). ValueError naming buffer for host memory, a
+    strided or empty array."""
+def cufile_deregister_buffer(buffer: Any) -> None: ...
 def cufile_registered_buffers() -> int: ...
+
 class StagingPoolStats:
     _fields: tuple[str, ...]
     cached_buffers: int
@@ -93,20 +134,23 @@ def staging_pool_stats() -> StagingPoolStats: ...
 class StagingRing:
     """Pinned staging slots whose copies to device memory are queued on a stream
     (the remote readers receive ranged GETs into them); host_engine=True is the
-    host stand-in used by tests without a GPU."""
+    host stand-in used by tests without a GPU (copies into host memory)."""
 
     def __init__(self, slots: int, slot_bytes: int, *, device: int = 0, stream: int = 0,
                  host_engine: bool = False, copy_delay_us: int = 0, reserve_bytes: int = 0) -> None: ...
     def next(self) -> int: ...
     def buffer(self, k: int) -> memoryview: ...
-    def copy(self, k: int, dst: int, n: int) -> None: ...
+    def copy(self, k: int, dst: Any, offset: int, n: int) -> None:
+        """Queues the copy of slot k's first n bytes into `dst` at byte `offset`:
+        a dense, writable array on the ring's device holding them (else
+        ValueError naming dst); the ring keeps dst alive until the copy is done."""
     def drain(self) -> None: ...
     def close(self) -> None: ...
     @property
     def slot_bytes(self) -> int: ...
     @property
     def slots(self) -> int: ...
-    def report(self) -> dict[str, int]: ...
+    def report(self) -> HostEngineReport: ...
 
 def release_staging() -> None: ...
 def pool_threads() -> int: ...
@@ -115,9 +159,14 @@ def pool_threads() -> int: ...
 _Path = str | bytes | os.PathLike[str] | os.PathLike[bytes]
 
 def file_sizes(paths: Sequence[_Path], *, threads: int) -> list[int]: ...
-def read_paths(reads: Sequence[tuple[_Path, int, int, int]], *, threads: int) -> int: ...
+def read_paths(dst: Any, reads: Sequence[tuple[_Path, int, int, int]], *, threads: int) -> int:
+    """Reads [(path, dst_offset, size, file_offset), ...] into `dst`, a dense,
+    writable host array (each range inside it, else ValueError naming dst);
+    returns the bytes read."""
 def read_whole_file(path: _Path, *, max_bytes: int) -> Any: ...  # a 1-D uint8 numpy array, or the size (int)
-def read_file_into(path: _Path, dst: int, nbytes: int) -> int: ...  # nbytes, or -1: the general path decides
+def read_file_into(path: _Path, dst: Any, nbytes: int | None = None) -> int:
+    """The first nbytes (default: all of dst's) of a file into `dst`, a dense,
+    writable host array holding them; nbytes, or -1: the general path decides."""
 def shutdown_pool() -> None: ...
 def host_buffer(nbytes: int, *, huge_pages: bool) -> tuple[Any, bool]: ...  # (1-D uint8 numpy array, reused)
 class HostPoolStats:

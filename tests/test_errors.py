@@ -122,11 +122,11 @@ def test_file_shrinks_during_read(make_file, no_leaks):
         for direct in (False, True):
             for backend in (_core.Engine.posix,):
                 with pytest.raises(OSError, match="ended early") as ei:
-                    _core.read(f, backend, [(out.ctypes.data, 20000, 0)], threads=2,
+                    _core.read(f, backend, out, [(0, 20000, 0)], threads=2,
                                chunk_bytes=4096, staging_buffers=2, direct_io=direct)
                 assert ei.value.filename == path
             with pytest.raises(OSError, match="ended early"):
-                _core.staged_read_host_engine(f, [(out.ctypes.data, 20000, 0)], threads=2,
+                _core.staged_read_host_engine(f, out, [(0, 20000, 0)], threads=2,
                                               chunk_bytes=4096, staging_buffers=2, direct_io=direct)
     finally:
         f.close()
@@ -195,13 +195,13 @@ def test_core_option_validation(make_file):
     out = np.zeros(10, np.uint8)
     try:
         with pytest.raises(ValueError, match="chunk_bytes must be a positive multiple of 4096"):
-            _core.read(f, _core.Engine.posix, [(out.ctypes.data, 10, 0)], threads=1, chunk_bytes=1000,
+            _core.read(f, _core.Engine.posix, out, [(0, 10, 0)], threads=1, chunk_bytes=1000,
                        staging_buffers=2, direct_io=False)
         with pytest.raises(ValueError, match="staging_buffers must be between 2 and 64"):
-            _core.read(f, _core.Engine.posix, [(out.ctypes.data, 10, 0)], threads=1, chunk_bytes=4096,
+            _core.read(f, _core.Engine.posix, out, [(0, 10, 0)], threads=1, chunk_bytes=4096,
                        staging_buffers=1, direct_io=False)
         with pytest.raises(TypeError, match="incompatible function arguments"):  # engines are an enum, not strings
-            _core.read(f, "magic", [], threads=1, chunk_bytes=4096, staging_buffers=2, direct_io=False)
+            _core.read(f, "magic", out, [], threads=1, chunk_bytes=4096, staging_buffers=2, direct_io=False)
     finally:
         f.close()
 
@@ -225,7 +225,7 @@ f = _core.File({path!r})
 base = tasks()
 for _ in range(20):
     try:
-        _core.read(f, _core.Engine.posix, [(out.ctypes.data, 2 << 20, 0)], threads=4, chunk_bytes=4096,
+        _core.read(f, _core.Engine.posix, out, [(0, 2 << 20, 0)], threads=4, chunk_bytes=4096,
                    staging_buffers=2, direct_io=False)
         raise SystemExit("no error")
     except OSError:

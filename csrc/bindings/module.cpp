@@ -1,11 +1,14 @@
-// gdsio._core: thin bindings only. Pointers, sizes, device indices and stream
-// handles cross as ints; the GIL is released around every blocking call.
+// gdsio._core: thin bindings only. Memory crosses as arrays (one validated
+// view each, bindings/arrays.hpp), never as addresses; sizes, offsets, device
+// indices and stream handles as ints; results as bound structs. The GIL is
+// released around every blocking call.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
 #include <memory>
 
+#include "bindings/arrays.hpp"
 #include "bindings/paths.hpp"
 #include "bindings/registry.hpp"
 #include "bindings/structs.hpp"
@@ -40,6 +43,7 @@ py::object fs_text(const std::string& text) {
   return py::reinterpret_steal<py::object>(PyUnicode_DecodeFSDefaultAndSize(text.data(), static_cast<Py_ssize_t>(text.size())));
 }
 
+using bindings::Array;
 using bindings::fs_path;  // str or bytes: the file system's bytes
 
 class PyFile {
@@ -72,25 +76,62 @@ class PyFile {
   std::shared_ptr<CufileHandle> cf_;
 };
 
-std::vector<ReadRequest> to_requests(const std::vector<std::tuple<std::uintptr_t, std::uint64_t, std::uint64_t>>& t) {
-  std::vector<ReadRequest> out;
-  out.reserve(t.size());
-  for (const auto& [ptr, size, off] : t)
-    out.push_back(ReadRequest{reinterpret_cast<void*>(ptr), size, off});
-  return out;
+bool is_array(py::handle obj) {
+  return py::hasattr(obj, "__dlpack__") || py::hasattr(obj, "__cuda_array_interface__") ||
+         PyObject_CheckBuffer(obj.ptr());
 }
 
-py::dict to_dict(const ReadResult& r) {
-  py::dict d;
-  d["backend"] = r.backend;
-  d["nbytes"] = r.nbytes;
-  d["seconds"] = r.seconds;
-  d["threads"] = r.threads;
-  d["chunks"] = r.chunks;
-  d["direct_io"] = r.direct_io;
-  d["reason"] = r.reason;
-  return d;
-}
+using Reqs = std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>>;
+
+// The arrays a read writes into and its requests, checked before any byte
+// moves (and before any CUDA call): `dst` is one array every request writes
+// into, or a sequence of arrays, one per request; each is dense and writable,
+// all on one device, which the engine must read into (host memory for posix
+// and the host stand-in, a CUDA device for pinned and cuFile); every request's
+// bytes lie inside its array. The views live as long as this object; build it
+// with the GIL held, before releasing it.
+struct Destinations {
+  std::vector<Array> arrays;
+  std::vector<ReadRequest> requests;
+  int device = -1;
+
+  Destinations(py::handle dst, const Reqs& reqs, bool cuda, const char* engine) {
+    if (is_array(dst)) {
+      arrays.push_back(bindings::view(dst, "dst"));
+    } else {
+      if (!py::isinstance<py::sequence>(dst) || py::isinstance<py::str>(dst))
+        throw py::type_error("dst: expected an array or a sequence of arrays (one per request), got " +
+                             std::string(py::str(py::type::handle_of(dst).attr("__name__"))));
+      const auto seq = py::reinterpret_borrow<py::sequence>(dst);
+      GDSIO_EXPECT(seq.size() == reqs.size(), ValueError, "dst: ", seq.size(), " arrays for ", reqs.size(),
+                   " requests (one array, or one per request)");
+      arrays.reserve(seq.size());
+      for (std::size_t i = 0; i < seq.size(); ++i) arrays.push_back(bindings::view(seq[i], "dst[" + std::to_string(i) + "]"));
+    }
+    std::vector<const Array*> all;
+    for (const Array& a : arrays) all.push_back(&a);
+    device = bindings::common_device(all, cuda ? 0 : -1);
+    if (cuda) {
+      if (device < 0) throw ValueError(arrays[0].name + ": is on cpu; the " + engine + " engine reads into CUDA memory");
+    } else {
+      for (const Array& a : arrays) a.on(-1);
+    }
+    for (const Array& a : arrays) a.writable().is_dense();
+    requests.reserve(reqs.size());
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      const auto [off, size, file_offset] = reqs[i];
+      const Array& a = arrays.size() == 1 ? arrays[0] : arrays[i];
+      const std::uint64_t have = static_cast<std::uint64_t>(a.numel()) * a.dtype.itemsize();
+      if (off < 0 || size < 0 || file_offset < 0)
+        throw ValueError("requests[" + std::to_string(i) + "]: (dst_offset, size, file_offset) must not be negative");
+      if (static_cast<std::uint64_t>(size) > have || static_cast<std::uint64_t>(off) > have - size)
+        throw ValueError(a.name + ": holds " + std::to_string(have) + " bytes; requests[" + std::to_string(i) +
+                         "] writes " + std::to_string(size) + " at offset " + std::to_string(off));
+      requests.push_back(ReadRequest{reinterpret_cast<void*>(a.data + static_cast<std::uint64_t>(off)),
+                                     static_cast<std::uint64_t>(size), static_cast<std::uint64_t>(file_offset)});
+    }
+  }
+};
 
 ReadOptions make_options(std::size_t threads, std::size_t chunk_bytes, std::size_t staging_buffers,
                          bool direct_io, int device, std::uintptr_t stream) {
@@ -149,19 +190,31 @@ PYBIND11_MODULE(_core, m) {
         return h->direct_io_refusal();
       });
 
-  using Reqs = std::vector<std::tuple<std::uintptr_t, std::uint64_t, std::uint64_t>>;
   // The core's read engines; gdsio/io/backends.py maps each backend record to one.
   py::enum_<Engine>(m, "Engine")
       .value("posix", Engine::posix)
       .value("pinned", Engine::pinned)
       .value("cufile", Engine::cufile)
       .value("cufile_batch", Engine::cufile_batch);
+  bindings::result_struct<ReadResult>(
+      m, "ReadResult", "What one read did: the backend that ran, bytes, seconds, threads, chunks, O_DIRECT, and why "
+      "a better path (or O_DIRECT) was not used.",
+      std::pair{"backend", &ReadResult::backend}, std::pair{"nbytes", &ReadResult::nbytes},
+      std::pair{"seconds", &ReadResult::seconds}, std::pair{"threads", &ReadResult::threads},
+      std::pair{"chunks", &ReadResult::chunks}, std::pair{"direct_io", &ReadResult::direct_io},
+      std::pair{"reason", &ReadResult::reason});
+  bindings::result_struct<HostEngineReport>(
+      m, "HostEngineReport", "The host stand-in for the copy engine: copies, slots refilled under a pending copy "
+      "(reuse_violations, 0 when correct), the most copies queued at once, waits for a slot.",
+      std::pair{"copies", &HostEngineReport::copies}, std::pair{"reuse_violations", &HostEngineReport::reuse_violations},
+      std::pair{"max_queued", &HostEngineReport::max_queued}, std::pair{"waits", &HostEngineReport::waits});
   m.def(
       "read",
-      [](PyFile& pf, Engine engine, const Reqs& reqs, std::size_t threads, std::size_t chunk_bytes,
-         std::size_t staging_buffers, bool direct_io, int device, std::uintptr_t stream) {
-        ReadOptions o = make_options(threads, chunk_bytes, staging_buffers, direct_io, device, stream);
-        std::vector<ReadRequest> rq = to_requests(reqs);
+      [](PyFile& pf, Engine engine, py::handle dst, const Reqs& reqs, std::size_t threads, std::size_t chunk_bytes,
+         std::size_t staging_buffers, bool direct_io, std::uintptr_t stream) {
+        static const char* names[] = {"posix", "pinned", "cufile", "cufile_batch"};
+        const Destinations d(dst, reqs, engine != Engine::posix, names[static_cast<int>(engine)]);
+        ReadOptions o = make_options(threads, chunk_bytes, staging_buffers, direct_io, std::max(d.device, 0), stream);
         ReadResult r;
         {
           py::gil_scoped_release nogil;
@@ -169,41 +222,38 @@ PYBIND11_MODULE(_core, m) {
           const std::shared_ptr<FileHandle> f = pf.file();
           std::shared_ptr<CufileHandle> cf;
           switch (engine) {
-            case Engine::posix: r = posix_read(*f, rq, o); break;
-            case Engine::pinned: r = pinned_read(*f, rq, o); break;
-            case Engine::cufile: cf = pf.cufile(device); r = cufile_read(*f, *cf, rq, o); break;
-            case Engine::cufile_batch: cf = pf.cufile(device); r = cufile_read_batch(*f, *cf, rq, o); break;
+            case Engine::posix: r = posix_read(*f, d.requests, o); break;
+            case Engine::pinned: r = pinned_read(*f, d.requests, o); break;
+            case Engine::cufile: cf = pf.cufile(d.device); r = cufile_read(*f, *cf, d.requests, o); break;
+            case Engine::cufile_batch: cf = pf.cufile(d.device); r = cufile_read_batch(*f, *cf, d.requests, o); break;
           }
         }
-        return to_dict(r);
+        return r;
       },
-      py::arg("file"), py::arg("engine"), py::arg("requests"), py::kw_only(), py::arg("threads"),
-      py::arg("chunk_bytes"), py::arg("staging_buffers"), py::arg("direct_io"), py::arg("device") = 0,
-      py::arg("stream") = 0,
-      "Reads [(dst_ptr, size, file_offset), ...] through one engine; returns the stats.");
+      py::arg("file"), py::arg("engine"), py::arg("dst"), py::arg("requests"), py::kw_only(), py::arg("threads"),
+      py::arg("chunk_bytes"), py::arg("staging_buffers"), py::arg("direct_io"), py::arg("stream") = 0,
+      "Reads [(dst_offset, size, file_offset), ...] into `dst` (one array for every request, or a sequence of "
+      "arrays, one per request: dense, writable, on one device, host memory for posix, a CUDA device for the "
+      "others; each range inside its array, else ValueError) through one engine; returns a ReadResult.");
 
   m.def(
       "staged_read_host_engine",
-      [](PyFile& pf, const Reqs& reqs, std::size_t threads, std::size_t chunk_bytes,
+      [](PyFile& pf, py::handle dst, const Reqs& reqs, std::size_t threads, std::size_t chunk_bytes,
          std::size_t staging_buffers, bool direct_io, unsigned copy_delay_us) {
+        const Destinations d(dst, reqs, false, "host stand-in");
         ReadOptions o = make_options(threads, chunk_bytes, staging_buffers, direct_io, 0, 0);
-        std::vector<ReadRequest> rq = to_requests(reqs);
         ReadResult r;
         HostEngineReport rep;
         {
           py::gil_scoped_release nogil;
-          rep = staged_read_host_engine(*pf.file(), rq, o, copy_delay_us, r);
+          rep = staged_read_host_engine(*pf.file(), d.requests, o, copy_delay_us, r);
         }
-        py::dict d;
-        d["copies"] = rep.copies;
-        d["reuse_violations"] = rep.reuse_violations;
-        d["max_queued"] = rep.max_queued;
-        d["waits"] = rep.waits;
-        return py::make_tuple(to_dict(r), d);
+        return py::make_tuple(r, rep);
       },
-      py::arg("file"), py::arg("requests"), py::kw_only(), py::arg("threads"), py::arg("chunk_bytes"),
+      py::arg("file"), py::arg("dst"), py::arg("requests"), py::kw_only(), py::arg("threads"), py::arg("chunk_bytes"),
       py::arg("staging_buffers"), py::arg("direct_io") = false, py::arg("copy_delay_us") = 0,
-      "The pinned pipeline with a host stand-in for the copy engine (tests).");
+      "The pinned pipeline with a host stand-in for the copy engine (tests): `dst` and `requests` as read's, in host "
+      "memory; returns (ReadResult, HostEngineReport).");
 
   bindings::result_struct<CudaStatus>(
       m, "CudaStatus", "The CUDA runtime here: devices, runtime and driver versions, why no device can be used.",
@@ -219,11 +269,17 @@ PYBIND11_MODULE(_core, m) {
       py::arg("stream"), py::arg("device"), py::call_guard<py::gil_scoped_release>(),
       "cudaStreamSynchronize on cuda:device (before a write outside stream order).");
   m.def("kernel_probe", &cuda_kernel_probe, py::arg("device"), py::call_guard<py::gil_scoped_release>());
-  m.def("cuda_pointer_kind", [](std::uintptr_t p) {
-    int dev = -1;
-    std::string kind = cuda_pointer_kind(reinterpret_cast<void*>(p), &dev);
-    return py::make_tuple(kind, dev);
-  });
+  m.def(
+      "cuda_pointer_kind",
+      [](py::handle array) {
+        const Array a = bindings::view(array, "array");
+        int dev = -1;
+        std::string kind = cuda_pointer_kind(reinterpret_cast<const void*>(a.data), &dev);
+        return py::make_tuple(kind, dev);
+      },
+      py::arg("array"),
+      "(kind, device) of an array's memory as the CUDA runtime sees it: 'device', 'host' (pinned or pageable) or "
+      "'managed' (for __cuda_array_interface__ objects, which do not say; nothing is read or written).");
 
   bindings::result_struct<CufileStatus>(
       m, "CufileStatus", "libcufile here: loaded from where, driver open, true GDS or compat mode and why, its "
@@ -239,14 +295,31 @@ PYBIND11_MODULE(_core, m) {
   m.def("cufile_status", &cufile_status, py::arg("open_driver") = false, py::arg("device") = 0,
         py::call_guard<py::gil_scoped_release>());
   m.def("cufile_shutdown", &cufile_shutdown, py::call_guard<py::gil_scoped_release>());
-  m.def("cufile_register_buffer",
-        [](std::uintptr_t p, std::size_t n, int device) {
-          std::string reason;
-          bool ok = cufile_register_buffer(reinterpret_cast<void*>(p), n, device, &reason);
-          return py::make_tuple(ok, reason);
-        },
-        py::arg("ptr"), py::arg("nbytes"), py::arg("device"));
-  m.def("cufile_deregister_buffer", [](std::uintptr_t p) { cufile_deregister_buffer(reinterpret_cast<void*>(p)); });
+  m.def(
+      "cufile_register_buffer",
+      [](py::handle buffer) {
+        const Array b = bindings::view(buffer, "buffer");
+        if (b.device < 0) throw ValueError("buffer: is on cpu; cuFile registers CUDA memory");
+        b.writable().holds(1);
+        std::string reason;
+        bool ok;
+        {
+          py::gil_scoped_release nogil;
+          ok = cufile_register_buffer(reinterpret_cast<void*>(b.data), b.extent_bytes(), b.device, &reason);
+        }
+        return py::make_tuple(ok, reason);
+      },
+      py::arg("buffer"),
+      "Registers a dense, writable array of CUDA memory (its device, all its bytes) with cuFile; (ok, reason).");
+  m.def(
+      "cufile_deregister_buffer",
+      [](py::handle buffer) {
+        const Array b = bindings::view(buffer, "buffer");
+        if (b.device < 0) throw ValueError("buffer: is on cpu; cuFile registers CUDA memory");
+        py::gil_scoped_release nogil;
+        cufile_deregister_buffer(reinterpret_cast<void*>(b.data));
+      },
+      py::arg("buffer"), "Deregisters what cufile_register_buffer registered for this array (nothing if it did not).");
   m.def("cufile_registered_buffers", &cufile_registered_buffers);
 
   bindings::result_struct<StagingPoolStats>(

@@ -226,7 +226,6 @@ class Producer:
         file, so that each error names its own rows: returns {row: error} then."""
         t = self.plan.table
         rb = t.record_bytes
-        base = buf.data_ptr()
         sel = idx[rows]
         files = t.file_of(sel).tolist()
         offs = t.offset_of(sel).tolist()
@@ -236,14 +235,14 @@ class Producer:
         last = -1
         for r, f, off in zip(rows, files, offs):
             # Runs adjacent both in the file and in the batch (unshuffled data): one request.
-            if f == last and reads[-1][3] + reads[-1][2] == off and reads[-1][1] + reads[-1][2] == base + r * rb:
+            if f == last and reads[-1][3] + reads[-1][2] == off and reads[-1][1] + reads[-1][2] == r * rb:
                 reads[-1][2] += rb
             else:
-                reads.append([paths[f], base + r * rb, rb, off])
+                reads.append([paths[f], r * rb, rb, off])
             last = f
             per_file[f] = per_file.get(f, 0) + rb
         try:
-            _core.read_paths([tuple(q) for q in reads], threads=current().threads)
+            _core.read_paths(buf, [tuple(q) for q in reads], threads=current().threads)
         except (OSError, ValueError):
             errors: dict[int, BaseException] = {}
             for group in self._group_by_file(idx, rows):

@@ -83,7 +83,7 @@ def read_into(
         if (dest.kind == "cpu" and 0 < dest.nbytes <= s.chunk_bytes and not s.direct_io
                 and s.backend in ("auto", "posix")):
             t0 = time.perf_counter()
-            if _core.read_file_into(path, dest.ptr, dest.nbytes) >= 0:
+            if _core.read_file_into(path, dest.array, dest.nbytes) >= 0:
                 return ReadStats("posix", dest.nbytes, time.perf_counter() - t0, 1, 1, path=path,
                                  device=dest.describe())
     offset = int_arg(offset, "offset")  # named as the caller named it, not file_offset

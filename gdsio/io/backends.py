@@ -29,7 +29,7 @@ from . import kvikio as kvikio_backend
 from .buffers import Destination
 from .readers import LocalReader, Reader, open_reader
 from .remote import RemoteReader, fetch
-from .stats import ReadStats, stats_from_core
+from .stats import ReadStats, Result, stats_from_core
 from .urls import is_url
 
 __all__ = ["BACKENDS", "Backend", "BackendInfo", "ReadJob", "backends", "choose", "run"]
@@ -37,14 +37,20 @@ __all__ = ["BACKENDS", "Backend", "BackendInfo", "ReadJob", "backends", "choose"
 
 @dataclasses.dataclass(frozen=True)
 class ReadJob:
-    """Requests ``(dst_ptr, size, file_offset)`` of one reader, all into one
-    device's memory (``dest``: the first destination)."""
+    """Requests ``(dst_offset, size, file_offset)`` of one reader, all into one
+    device's memory: into ``dests[0]`` when there is one destination, else
+    request i into ``dests[i]``."""
 
     reader: Reader
-    dest: Destination
+    dests: Sequence[Destination]
     requests: Sequence[tuple[int, int, int]]
     settings: Settings
     batch: bool  # read_batch: in flight together where the backend can
+
+    @property
+    def dest(self) -> Destination:
+        """The first destination (all are on its device)."""
+        return self.dests[0]
 
 
 Probe = Callable[[Reader | None, int], "tuple[str | None, str]"]
@@ -64,47 +70,47 @@ class Backend:
     # (why it cannot run for this reader (None: no file-specific check) and
     # device, a caveat): (None, "") when it runs as it should.
     probe: Probe
-    run: Callable[[ReadJob], dict[str, Any]]  # the core's result dict
+    run: Callable[[ReadJob], Any]  # the core's ReadResult, or a Result with its fields
 
 
 # ---- how each one reads -----------------------------------------------------------------
 
 
-def _core_run(engine: Any, batch_engine: Any = None) -> Callable[[ReadJob], dict[str, Any]]:
+def _core_run(engine: Any, batch_engine: Any = None) -> Callable[[ReadJob], Any]:
     """How a local backend reads: one of the core's engines (`batch_engine` for read_batch)."""
 
-    def run(job: ReadJob) -> dict[str, Any]:
+    def run(job: ReadJob) -> Any:
         s = job.settings
         assert isinstance(job.reader, LocalReader)
         e = batch_engine if job.batch and batch_engine is not None else engine
-        return _core.read(job.reader.core, e, list(job.requests), threads=s.threads, chunk_bytes=s.chunk_bytes,
-                          staging_buffers=s.staging_buffers, direct_io=s.direct_io,
-                          device=max(job.dest.device, 0), stream=job.dest.stream)
+        dst = job.dest.array if len(job.dests) == 1 else [d.array for d in job.dests]
+        return _core.read(job.reader.core, e, dst, list(job.requests), threads=s.threads, chunk_bytes=s.chunk_bytes,
+                          staging_buffers=s.staging_buffers, direct_io=s.direct_io, stream=job.dest.stream)
 
     return run
 
 
-def _kvikio_run(job: ReadJob) -> dict[str, Any]:
-    (ptr, size, offset), = job.requests  # batches=False: one request per call
-    view = kvikio_backend.uint8_view(job.dest, ptr - job.dest.ptr, size)
+def _kvikio_run(job: ReadJob) -> Result:
+    (out_offset, size, offset), = job.requests  # batches=False: one request per call
+    view = kvikio_backend.uint8_view(job.dest, out_offset, size)
     return kvikio_backend.kvikio_read(job.reader.path, job.dest, view, size, offset, job.settings)
 
 
-def _remote_run(job: ReadJob) -> dict[str, Any]:
+def _remote_run(job: ReadJob) -> Result:
     assert isinstance(job.reader, RemoteReader)
     to_gpu = job.dest.kind == "cuda"
     if to_gpu:
         why = nvidia.cuda_unusable_reason()
         if why:
             raise BackendUnavailable(f"cannot read '{job.reader.path}' into {job.dest.describe()}: {why}")
-    return fetch(job.reader, job.requests, to_gpu=to_gpu, device=max(job.dest.device, 0), stream=job.dest.stream,
-                 settings=job.settings)
+    return fetch(job.reader, [d.array for d in job.dests], job.requests, to_gpu=to_gpu, device=max(job.dest.device, 0),
+                 stream=job.dest.stream, settings=job.settings)
 
 
-def _kvikio_remote_run(job: ReadJob) -> dict[str, Any]:
-    (ptr, size, offset), = job.requests  # batches=False: one request per call
+def _kvikio_remote_run(job: ReadJob) -> Result:
+    (out_offset, size, offset), = job.requests  # batches=False: one request per call
     assert isinstance(job.reader, RemoteReader)
-    view = kvikio_backend.uint8_view(job.dest, ptr - job.dest.ptr, size)
+    view = kvikio_backend.uint8_view(job.dest, out_offset, size)
     return kvikio_backend.kvikio_remote_read(job.reader, job.dest, view, size, offset, job.settings)
 
 
@@ -249,7 +255,9 @@ def choose(name: str, reader: Reader, dest: Destination) -> tuple[Backend, str]:
 
 def run(name: str, reader: Reader, dests: Sequence[Destination], requests: Sequence[tuple[int, int, int]],
         settings: Settings, *, batch: bool = False) -> ReadStats:
-    """Runs requests (all into one device's memory) on the backend `name` (or auto's pick)."""
+    """Runs requests ``(dst_offset, size, file_offset)`` (all into one
+    device's memory: into ``dests[0]`` when there is one destination, else
+    request i into ``dests[i]``) on the backend `name` (or auto's pick)."""
     places = {(d.kind, d.device) for d in dests}
     if len(places) > 1:
         raise ValueError(f"a batch must read into one device; got {sorted(d.describe() for d in dests)}")
@@ -257,7 +265,7 @@ def run(name: str, reader: Reader, dests: Sequence[Destination], requests: Seque
     b, reason = choose(name, reader, dest)
     if len(requests) > 1 and not b.batches:
         raise ValueError(f"the {b.name} backend reads one request at a time; use File.pread per request")
-    d = b.run(ReadJob(reader, dest, requests, settings, batch))
+    d = b.run(ReadJob(reader, dests, requests, settings, batch))
     return stats_from_core(d, reader.path, dest.describe(), reason)
 
 

@@ -1,13 +1,19 @@
-"""Destinations: what a caller may read into, reduced to (pointer, bytes, place).
+"""Destinations: what a caller may read into, reduced to (array, bytes, place).
 
 Accepted: torch tensors (cpu or cuda), objects with ``__cuda_array_interface__``
 (cupy, numba), numpy arrays and anything with the buffer protocol, and objects
 with ``__dlpack__``. The destination must be contiguous and writable.
+
+The core is handed the array itself (``Destination.array``), never its
+address: it views the array once and checks its device, layout, writability
+and extent again before writing (csrc/bindings/arrays.hpp). The checks here
+come first for their users' messages.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import sys
 from typing import Any
@@ -25,7 +31,7 @@ __all__ = ["HUGE_PAGES_MIN", "Destination", "host_empty", "resolve", "stream_han
 
 @dataclasses.dataclass
 class Destination:
-    ptr: int
+    array: Any  # what the core views and writes into (a torch tensor, numpy array, CUDA array object)
     nbytes: int
     kind: str  # "cpu" or "cuda"
     device: int  # CUDA device index, -1 for host memory
@@ -56,6 +62,8 @@ def host_empty(nbytes: int, align: int = 0, *, pool_from: int = HUGE_PAGES_MIN) 
         return torch.from_numpy(arr)  # page-aligned: any align up to 4096 holds
     if align:
         raw = torch.empty(nbytes + align, dtype=torch.uint8)
+        # The address as a number, for alignment arithmetic only (as in gdsio/tensors.py and the bench):
+        # addresses never reach the core, which is handed the tensor.
         skip = (-raw.data_ptr()) % align
         return raw[skip : skip + nbytes]
     return torch.empty(nbytes, dtype=torch.uint8)
@@ -86,6 +94,25 @@ def _is_torch_tensor(obj: Any) -> bool:
     return torch is not None and isinstance(obj, torch.Tensor)
 
 
+def _core_array(t: Any) -> Any:
+    """`t` as the core can view it through DLPack: detached (a tensor that
+    requires grad is not exported), its bytes where DLPack has no such dtype."""
+    if t.requires_grad:
+        t = t.detach()
+    if t.dtype in _bytes_only():
+        return t.reshape(-1).view(sys.modules["torch"].uint8)
+    return t
+
+
+@functools.cache
+def _bytes_only() -> frozenset[Any]:
+    """The torch dtypes DLPack does not describe: the bits* types and
+    float4_e2m1fn_x2 (two values an element: DLPack lanes)."""
+    torch = sys.modules["torch"]
+    names = ("bits1x8", "bits2x4", "bits4x2", "bits8", "bits16", "float4_e2m1fn_x2")
+    return frozenset(getattr(torch, n) for n in names if hasattr(torch, n))
+
+
 def _from_torch(t: Any, stream: int | None, name: str) -> Destination:
     import torch
 
@@ -95,12 +122,12 @@ def _from_torch(t: Any, stream: int | None, name: str) -> Destination:
         raise ValueError(f"{name} requires grad; read into a tensor made under torch.no_grad() or .detach() it")
     nbytes = t.numel() * t.element_size()
     if t.device.type == "cpu":
-        return Destination(t.data_ptr(), nbytes, "cpu", -1, 0, t)
+        return Destination(_core_array(t), nbytes, "cpu", -1, 0, t)
     if t.device.type == "cuda":
         dev = t.device.index if t.device.index is not None else torch.cuda.current_device()
         if stream is None:
             stream = torch.cuda.current_stream(dev).cuda_stream
-        return Destination(t.data_ptr(), nbytes, "cuda", dev, stream_handle(stream), t)
+        return Destination(_core_array(t), nbytes, "cuda", dev, stream_handle(stream), t)
     raise ValueError(f"{name} lives on {t.device}; gdsio reads into cpu or cuda tensors")
 
 
@@ -127,7 +154,7 @@ def _from_cai(obj: Any, stream: int | None, name: str) -> Destination:
     nbytes = math.prod(shape) * itemsize
     device = -1
     if ptr:
-        kind, device = _core.cuda_pointer_kind(ptr)
+        kind, device = _core.cuda_pointer_kind(obj)
         if kind not in ("device", "managed"):
             raise ValueError(f"{name} exposes __cuda_array_interface__ but points to {kind} memory")
     if stream is None:
@@ -137,7 +164,7 @@ def _from_cai(obj: Any, stream: int | None, name: str) -> Destination:
                 stream = cupy.cuda.get_current_stream().ptr
         else:
             stream = cai.get("stream")  # None, 1 and 2 name the default streams
-    return Destination(int(ptr), nbytes, "cuda", device, stream_handle(stream), obj)
+    return Destination(obj, nbytes, "cuda", device, stream_handle(stream), obj)
 
 
 def _from_host_buffer(obj: Any, name: str) -> Destination:
@@ -160,7 +187,7 @@ def _from_host_buffer(obj: Any, name: str) -> Destination:
         raise ValueError(f"{name} must be C-contiguous; got strides {arr.strides}")
     if not arr.flags.writeable:
         raise ValueError(f"{name} is read-only")
-    return Destination(arr.__array_interface__["data"][0], arr.nbytes, "cpu", -1, 0, (obj, arr))
+    return Destination(arr, arr.nbytes, "cpu", -1, 0, (obj, arr))
 
 
 def resolve(obj: Any, *, stream: int | None = None, name: str = "out") -> Destination:

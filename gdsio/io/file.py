@@ -258,7 +258,7 @@ class File:
                 f"destination too small: {size} bytes do not fit in {dest.nbytes - out_offset} bytes "
                 f"(buffer of {dest.nbytes} bytes, out_offset {out_offset})"
             )
-        return run(b, self._reader, [dest], [(dest.ptr + out_offset, size, file_offset)], s)
+        return run(b, self._reader, [dest], [(out_offset, size, file_offset)], s)
 
     def pread(
         self,
@@ -360,7 +360,7 @@ class File:
             if out_off < 0 or size + out_off > d.nbytes:
                 raise ValueError(f"request {i}: {size} bytes at out_offset {out_off} do not fit in {d.nbytes} bytes")
             dests.append(d)
-            reqs.append((d.ptr + out_off, size, off))
+            reqs.append((out_off, size, off))
         if not reqs:
             return ReadStats("none", 0, 0.0, 0, 0, path=self.path)
         if not (b == "auto" or BACKENDS[b].batches):

@@ -13,6 +13,7 @@ from .. import _core
 from ..config import Settings
 from ..platform import gds
 from .buffers import Destination
+from .stats import Result
 from .urls import redact
 
 __all__ = ["kvikio_config", "kvikio_read", "kvikio_remote_read", "kvikio_unusable_reason", "uint8_view"]
@@ -59,7 +60,7 @@ def _cufile_compat(device: int) -> bool:
     return bool(st.get("driver_open")) and not st.get("true_gds", False)
 
 
-def kvikio_read(path: str, dest: Destination, view: Any, size: int, offset: int, s: Settings) -> dict[str, Any]:
+def kvikio_read(path: str, dest: Destination, view: Any, size: int, offset: int, s: Settings) -> Result:
     """Reads through kvikio.CuFile.pread into `view` (a uint8 view of the destination)."""
     kvikio = _import_kvikio()
     compat = bool(getattr(kvikio.defaults, "is_compat_mode_preferred", lambda: False)())
@@ -82,15 +83,8 @@ def kvikio_read(path: str, dest: Destination, view: Any, size: int, offset: int,
         reason = "kvikio goes through cuFile, which runs in its own compat mode here (no nvidia-fs or P2PDMA)"
     else:
         reason = ""
-    return {
-        "backend": "kvikio",
-        "nbytes": size,
-        "seconds": seconds,
-        "threads": s.threads,
-        "chunks": max(1, -(-size // s.chunk_bytes)),
-        "direct_io": not compat and not cufile_compat,
-        "reason": reason,
-    }
+    return Result("kvikio", size, seconds, s.threads, max(1, -(-size // s.chunk_bytes)),
+                  direct_io=not compat and not cufile_compat, reason=reason)
 
 
 def _import_kvikio() -> Any:
@@ -104,7 +98,7 @@ def _import_kvikio() -> Any:
     return kvikio
 
 
-def kvikio_remote_read(reader: Any, dest: Destination, view: Any, size: int, offset: int, s: Settings) -> dict[str, Any]:
+def kvikio_remote_read(reader: Any, dest: Destination, view: Any, size: int, offset: int, s: Settings) -> Result:
     """Reads a remote object through kvikio.RemoteFile (its own HTTP client,
     libcurl; S3 configured by the same AWS_* variables) into `view`."""
     kvikio = _import_kvikio()
@@ -127,15 +121,10 @@ def kvikio_remote_read(reader: Any, dest: Destination, view: Any, size: int, off
             seconds = time.perf_counter() - t0
     if got != size:
         raise OSError(5, f"kvikio read {got} of {size} bytes at offset {offset}", reader.path)
-    return {
-        "backend": "kvikio-remote",
-        "nbytes": size,
-        "seconds": seconds,
-        "threads": s.remote_concurrency,
-        "chunks": max(1, -(-size // s.remote_chunk_bytes)),
-        "direct_io": False,
-        "reason": "kvikio's remote reader waits for each chunk's copy before its next GET" if dest.kind == "cuda" else "",
-    }
+    return Result("kvikio-remote", size, seconds, s.remote_concurrency, max(1, -(-size // s.remote_chunk_bytes)),
+                  direct_io=False,
+                  reason="kvikio's remote reader waits for each chunk's copy before its next GET" if dest.kind == "cuda"
+                  else "")
 
 
 def uint8_view(dest: Destination, out_offset: int, size: int) -> Any:

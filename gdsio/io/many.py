@@ -100,13 +100,12 @@ def read_many(
         if out.numel() < total:
             raise ValueError(f"out holds {out.numel()} bytes; these {len(names)} files need {total}")
         buf = out.view(-1)
-    base = buf.data_ptr()
     reads = []
     off = 0
     for name, n in zip(names, sizes):
-        reads.append((name, base + off, n, 0))
+        reads.append((name, off, n, 0))
         off += n
-    _core.read_paths(reads, threads=s.threads)
+    _core.read_paths(buf, reads, threads=s.threads)  # one view of the buffer, each range checked against it
     if target.type == "cuda":
         buf = buf[:total].to(target)
     views = list(torch.split(buf[:total], sizes)) if names else []

@@ -20,8 +20,8 @@ def register_buffer(out: Any) -> "RegisteredBuffer":
     return RegisteredBuffer(out)
 
 
-def _deregister(ptr: int) -> None:
-    _core.cufile_deregister_buffer(ptr)
+def _deregister(array: Any) -> None:
+    _core.cufile_deregister_buffer(array)
 
 
 class RegisteredBuffer:
@@ -37,12 +37,13 @@ class RegisteredBuffer:
         st = gds.cufile_state(self.dest.device)
         if not st["driver_open"]:
             raise BackendUnavailable("cuFile is not usable here: " + st["reason"])
-        ok, reason = _core.cufile_register_buffer(self.dest.ptr, self.dest.nbytes, self.dest.device)
+        ok, reason = _core.cufile_register_buffer(self.dest.array)
         self.registered = bool(ok)
         self.reason = reason
         # Runs before the object's attributes (dest.owner, the memory) are
-        # released, also when it is collected in a cycle; once at most.
-        self._finalizer = weakref.finalize(self, _deregister, self.dest.ptr) if self.registered else None
+        # released, also when it is collected in a cycle; once at most. It
+        # holds the array, so the memory outlives the registration in any case.
+        self._finalizer = weakref.finalize(self, _deregister, self.dest.array) if self.registered else None
 
     def __enter__(self) -> "RegisteredBuffer":
         return self

@@ -27,7 +27,6 @@ kept-alive connection:
 from __future__ import annotations
 
 import base64
-import ctypes
 import dataclasses
 import errno
 import threading
@@ -35,12 +34,15 @@ import time
 import urllib.parse
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from .. import _core
 from ..config import Settings
 from . import http
+from .stats import Result
 from .urls import SCHEMES, display, request_url, scheme_of, split_s3
 
-__all__ = ["RemoteReader", "fetch", "host_view"]
+__all__ = ["RemoteReader", "fetch", "host_bytes"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,18 +190,24 @@ class RemoteReader:
                       anonymous=self.anonymous)
 
 
-def host_view(ptr: int, n: int) -> memoryview:
-    """A writable memoryview of n bytes of host memory at ptr."""
-    return memoryview((ctypes.c_char * n).from_address(ptr)).cast("B")
+def host_bytes(array: Any) -> memoryview:
+    """A writable 1-D byte memoryview of a dense host array (a torch tensor or
+    a numpy array, as Destination.array holds them)."""
+    if isinstance(array, np.ndarray):
+        return memoryview(array.reshape(-1).view(np.uint8))
+    import torch
+
+    return memoryview(array.reshape(-1).view(torch.uint8).numpy())
 
 
-def _chunks(requests: Sequence[tuple[int, int, int]], chunk: int) -> list[tuple[int, int, int]]:
+def _chunks(requests: Sequence[tuple[int, int, int]], chunk: int) -> list[tuple[int, int, int, int]]:
+    """(request, dst_offset, size, file_offset) pieces of at most `chunk` bytes."""
     out = []
-    for ptr, size, off in requests:
+    for i, (dst_off, size, off) in enumerate(requests):
         pos = 0
         while pos < size:
             n = min(chunk, size - pos)
-            out.append((ptr + pos, n, off + pos))
+            out.append((i, dst_off + pos, n, off + pos))
             pos += n
     return out
 
@@ -207,18 +215,23 @@ def _chunks(requests: Sequence[tuple[int, int, int]], chunk: int) -> list[tuple[
 RingFactory = Callable[[int], Any]  # slot_bytes -> a StagingRing
 
 
-def fetch(reader: RemoteReader, requests: Sequence[tuple[int, int, int]], *, to_gpu: bool, device: int,
-          stream: int, settings: Settings, ring: RingFactory | None = None) -> dict[str, Any]:
-    """Runs (dst_ptr, size, offset) requests of one remote object; returns the
-    core-style result dict (backend, nbytes, seconds, threads, chunks,
-    requests, retries, reason). `ring` makes a worker's staging ring (default:
-    the pinned backend's, for `device` and `stream`); GPU destinations only."""
+def fetch(reader: RemoteReader, dsts: Sequence[Any], requests: Sequence[tuple[int, int, int]], *, to_gpu: bool,
+          device: int, stream: int, settings: Settings, ring: RingFactory | None = None) -> Result:
+    """Runs (dst_offset, size, offset) requests of one remote object into
+    `dsts` (dense arrays: one for every request, or one per request); returns
+    a Result (the core's ReadResult fields, requests and retries). `ring` makes
+    a worker's staging ring (default: the pinned backend's, for `device` and
+    `stream`); GPU destinations only."""
     s = settings
     chunks = _chunks(requests, s.remote_chunk_bytes)
+
+    def dst_of(i: int) -> Any:
+        return dsts[0] if len(dsts) == 1 else dsts[i]
+
     policy = http.RetryPolicy(s.remote_retries, s.remote_timeout)
     counters = http.Counters()
     workers = max(1, min(s.remote_concurrency, len(chunks)))
-    slot_bytes = max((n for _, n, _ in chunks), default=1)
+    slot_bytes = max((n for _, _, n, _ in chunks), default=1)
     if to_gpu and ring is None:
         def ring(nbytes: int) -> Any:
             # The pool keeps every worker's slots cached for the next call (no cudaHostAlloc per read).
@@ -227,7 +240,7 @@ def fetch(reader: RemoteReader, requests: Sequence[tuple[int, int, int]], *, to_
     lock = threading.Lock()
     state = {"next": 0, "error": None}
 
-    def claim() -> tuple[int, int, int] | None:
+    def claim() -> tuple[int, int, int, int] | None:
         with lock:
             if state["error"] is not None or state["next"] >= len(chunks):
                 return None
@@ -238,19 +251,26 @@ def fetch(reader: RemoteReader, requests: Sequence[tuple[int, int, int]], *, to_
     def work() -> None:
         try:
             if not to_gpu:
+                views: dict[int, memoryview] = {}
                 while (c := claim()) is not None:
-                    ptr, n, off = c
-                    reader.read_range(host_view(ptr, n), off, policy, counters)
+                    i, dst_off, n, off = c
+                    d = i if len(dsts) > 1 else 0
+                    view = views.get(d)
+                    if view is None:
+                        view = views[d] = host_bytes(dst_of(i))
+                    if dst_off + n > len(view):  # a slice would silently come out shorter
+                        raise ValueError(f"dst: holds {len(view)} bytes; a request writes {n} at offset {dst_off}")
+                    reader.read_range(view[dst_off : dst_off + n], off, policy, counters)
                 return
             r = ring(slot_bytes)  # type: ignore[misc]
             try:
-                views: dict[int, memoryview] = {}
+                slots: dict[int, memoryview] = {}
                 while (c := claim()) is not None:
-                    ptr, n, off = c
+                    i, dst_off, n, off = c
                     k = r.next()  # waits only for this slot's copy of a round ago
-                    view = views.get(k) or views.setdefault(k, r.buffer(k))
-                    reader.read_range(view[:n], off, policy, counters)
-                    r.copy(k, ptr, n)  # queued on the caller's stream; the next GET starts at once
+                    slot = slots.get(k) or slots.setdefault(k, r.buffer(k))
+                    reader.read_range(slot[:n], off, policy, counters)
+                    r.copy(k, dst_of(i), dst_off, n)  # queued on the caller's stream; the next GET starts at once
                 r.drain()
             finally:
                 r.close()
@@ -272,14 +292,5 @@ def fetch(reader: RemoteReader, requests: Sequence[tuple[int, int, int]], *, to_
     if state["error"] is not None:
         raise state["error"]
     reason = "unsigned requests: no AWS credentials were found" if reader.anonymous else ""
-    return {
-        "backend": reader.kind,
-        "nbytes": sum(n for _, n, _ in requests),
-        "seconds": seconds,
-        "threads": workers,
-        "chunks": len(chunks),
-        "direct_io": False,
-        "reason": reason,
-        "requests": counters.requests,
-        "retries": counters.retries,
-    }
+    return Result(reader.kind, sum(n for _, n, _ in requests), seconds, workers, len(chunks), direct_io=False,
+                  reason=reason, requests=counters.requests, retries=counters.retries)

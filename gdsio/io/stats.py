@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-__all__ = ["ReadStats", "stats_from_core"]
+__all__ = ["ReadStats", "Result", "stats_from_core"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,20 +45,36 @@ class ReadStats:
         return s + (f" [{self.reason}]" if self.reason else "")
 
 
-def stats_from_core(d: dict[str, Any], path: str, device: str, reason: str) -> ReadStats:
-    """The core's result dict as ReadStats; `reason` (why a faster backend was
-    skipped) comes before the core's own."""
-    reasons = [r for r in (reason, d.get("reason", "")) if r]
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """What a backend written in Python (remote, kvikio) did: the fields of
+    the core's ReadResult, and the HTTP requests a remote read sent."""
+
+    backend: str
+    nbytes: int
+    seconds: float
+    threads: int
+    chunks: int
+    direct_io: bool
+    reason: str
+    requests: int = 0
+    retries: int = 0
+
+
+def stats_from_core(r: Any, path: str, device: str, reason: str) -> ReadStats:
+    """The core's ReadResult (or a Result) as ReadStats; `reason` (why a
+    faster backend was skipped) comes before the backend's own."""
+    reasons = [x for x in (reason, r.reason) if x]
     return ReadStats(
-        backend=d["backend"],
-        nbytes=int(d["nbytes"]),
-        seconds=float(d["seconds"]),
-        threads=int(d["threads"]),
-        chunks=int(d["chunks"]),
-        direct_io=bool(d["direct_io"]),
+        backend=r.backend,
+        nbytes=int(r.nbytes),
+        seconds=float(r.seconds),
+        threads=int(r.threads),
+        chunks=int(r.chunks),
+        direct_io=bool(r.direct_io),
         reason="; ".join(reasons),
         path=path,
         device=device,
-        requests=int(d.get("requests", 0)),
-        retries=int(d.get("retries", 0)),
+        requests=int(getattr(r, "requests", 0)),
+        retries=int(getattr(r, "retries", 0)),
     )

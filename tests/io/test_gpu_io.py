@@ -187,9 +187,9 @@ def test_wrong_device_memory_is_refused(make_file):
     f = _core.File(path)
     host = np.zeros(4096, np.uint8)
     try:
-        with pytest.raises(ValueError, match="destination is host memory"):
-            _core.read(f, _core.Engine.pinned, [(host.ctypes.data, 4096, 0)], threads=1, chunk_bytes=4096,
-                       staging_buffers=2, direct_io=False, device=0)
+        with pytest.raises(ValueError, match="dst: is on cpu; the pinned engine reads into CUDA memory"):
+            _core.read(f, _core.Engine.pinned, host, [(0, 4096, 0)], threads=1, chunk_bytes=4096,
+                       staging_buffers=2, direct_io=False)
     finally:
         f.close()
     with pytest.raises(ValueError, match="reads into host memory"):

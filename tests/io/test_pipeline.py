@@ -17,7 +17,7 @@ def run(path, out, reqs, **kw):
     try:
         opts = dict(threads=4, chunk_bytes=64 << 10, staging_buffers=2, direct_io=False, copy_delay_us=0)
         opts.update(kw)
-        return _core.staged_read_host_engine(f, [(out.ctypes.data + o, n, fo) for o, n, fo in reqs], **opts)
+        return _core.staged_read_host_engine(f, out, list(reqs), **opts)
     finally:
         f.close()
 
@@ -31,9 +31,9 @@ def test_bytes_and_no_slot_reuse_before_copy(make_file, threads, staging, direct
     res, rep = run(path, out, [(0, data.size, 0)], threads=threads, staging_buffers=staging,
                    direct_io=direct_io, copy_delay_us=200)
     assert np.array_equal(out, data)
-    assert rep["reuse_violations"] == 0
-    assert rep["copies"] == res["chunks"] == -(-data.size // (64 << 10))
-    assert res["threads"] == threads
+    assert rep.reuse_violations == 0
+    assert rep.copies == res.chunks == -(-data.size // (64 << 10))
+    assert res.threads == threads
 
 
 def test_reads_overlap_copies(make_file):
@@ -44,10 +44,10 @@ def test_reads_overlap_copies(make_file):
     out = np.zeros(data.size, np.uint8)
     _, rep = run(path, out, [(0, data.size, 0)], threads=2, staging_buffers=3, copy_delay_us=2000)
     assert np.array_equal(out, data)
-    assert rep["max_queued"] >= 4  # up to threads * staging_buffers in flight
-    assert rep["max_queued"] <= 2 * 3
-    assert rep["waits"] > 0  # ... and the ring bound holds them back
-    assert rep["reuse_violations"] == 0
+    assert rep.max_queued >= 4  # up to threads * staging_buffers in flight
+    assert rep.max_queued <= 2 * 3
+    assert rep.waits > 0  # ... and the ring bound holds them back
+    assert rep.reuse_violations == 0
 
 
 def test_unaligned_requests_and_batches(make_file):
@@ -57,7 +57,7 @@ def test_unaligned_requests_and_batches(make_file):
     _, rep = run(path, out, reqs, threads=3, staging_buffers=2, copy_delay_us=50, direct_io=True)
     for o, n, fo in reqs:
         assert np.array_equal(out[o : o + n], data[fo : fo + n])
-    assert rep["reuse_violations"] == 0
+    assert rep.reuse_violations == 0
 
 
 def test_error_midway_waits_for_queued_copies(make_file):

@@ -32,14 +32,15 @@ def cufile(monkeypatch):
     count = [0]
 
     def resolve(out):
-        ptr = 0x7F0000 + 0x1000 * count[0]
+        # The array the core is handed: its address stands in for it, and it holds the memory.
+        array = (0x7F0000 + 0x1000 * count[0], out)
         count[0] += 1
-        return Destination(ptr=ptr, nbytes=4096, kind="cuda", device=0, stream=0, owner=out)
+        return Destination(array=array, nbytes=4096, kind="cuda", device=0, stream=0, owner=out)
 
     monkeypatch.setattr(gio, "resolve", resolve)
     monkeypatch.setattr(gds, "cufile_state", lambda device: {"driver_open": True, "reason": ""})
-    monkeypatch.setattr(gio._core, "cufile_register_buffer", lambda p, n, d: (log.append(("register", p)), (True, ""))[1])
-    monkeypatch.setattr(gio._core, "cufile_deregister_buffer", lambda p: log.append(("deregister", p)))
+    monkeypatch.setattr(gio._core, "cufile_register_buffer", lambda a: (log.append(("register", a[0])), (True, ""))[1])
+    monkeypatch.setattr(gio._core, "cufile_deregister_buffer", lambda a: log.append(("deregister", a[0])))
     return log
 
 
@@ -74,7 +75,7 @@ def test_close_and_with_deregister_once(cufile):
 
 
 def test_a_refused_registration_has_nothing_to_give_back(cufile, monkeypatch):
-    monkeypatch.setattr(gio._core, "cufile_register_buffer", lambda p, n, d: (False, "cuFileBufRegister refused"))
+    monkeypatch.setattr(gio._core, "cufile_register_buffer", lambda a: (False, "cuFileBufRegister refused"))
     reg = gdsio.register_buffer(Memory(cufile))
     assert not reg.registered and reg.reason == "cuFileBufRegister refused"
     del reg

@@ -183,22 +183,22 @@ def test_pipeline_through_the_staging_ring_host_engine(server):
     out = np.zeros(len(data), np.uint8)
     with gdsio.settings(remote_chunk_bytes=32768, remote_concurrency=2, staging_buffers=3) as s, \
             gdsio.File(url) as f:
-        d = remote.fetch(f._reader, [(out.ctypes.data, len(data), 0)], to_gpu=True, device=0, stream=0,
+        d = remote.fetch(f._reader, [out], [(0, len(data), 0)], to_gpu=True, device=0, stream=0,
                          settings=s, ring=ring)
     assert bytes(out) == data
-    assert d["backend"] == "http" and d["chunks"] == 32 and len(rings) == 2
+    assert d.backend == "http" and d.chunks == 32 and len(rings) == 2
     reps = [r.report() for r in rings]
-    assert sum(r["copies"] for r in reps) == 32
-    assert all(r["reuse_violations"] == 0 for r in reps)
-    assert max(r["max_queued"] for r in reps) >= 2  # a GET finished while an earlier copy was still queued
-    assert sum(r["waits"] for r in reps) > 0  # and the ring waited for a slot rather than overwrite it
+    assert sum(r.copies for r in reps) == 32
+    assert all(r.reuse_violations == 0 for r in reps)
+    assert max(r.max_queued for r in reps) >= 2  # a GET finished while an earlier copy was still queued
+    assert sum(r.waits for r in reps) > 0  # and the ring waited for a slot rather than overwrite it
 
 
 def test_staging_ring_refuses_misuse():
     r = _core.StagingRing(2, 4096, host_engine=True)
     k = r.next()
     with pytest.raises(ValueError, match="4097 bytes from a 4096-byte slot"):
-        r.copy(k, 0, 4097)
+        r.copy(k, np.zeros(8192, np.uint8), 0, 4097)
     with pytest.raises(ValueError, match="no staging slot 5"):
         r.buffer(5)
     r.close()
