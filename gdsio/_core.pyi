@@ -239,6 +239,7 @@ def img_decode_pixels_cuda(jobs: list[PixelJob], *, device: int, stream: int) ->
     """Queues the jobs (arrays on cuda:`device`) on `stream`; returns the kernel launches."""
 
 class NvjpegStatus:
+    _fields: tuple[str, ...]
     loaded: bool
     library: str
     version: tuple[int, int, int]
@@ -331,6 +332,7 @@ def tf_color(
 def jpeg_cpu_available() -> bool: ...
 def jpeg_cpu_version() -> str: ...
 class JpegResult:
+    _fields: tuple[str, ...]
     image_height: int
     image_width: int
     rows_decoded: int

@@ -13,6 +13,7 @@
 
 #include "bindings/arrays.hpp"
 #include "bindings/registry.hpp"
+#include "bindings/structs.hpp"
 #include "core/error.hpp"
 #include "image/decode.hpp"
 #include "image/nvjpeg_shim.hpp"
@@ -108,7 +109,25 @@ std::vector<PixelJob> pixel_jobs(const std::vector<const BoundPixelJob*>& jobs, 
   return js;
 }
 
-py::tuple version_tuple(int major, int minor, int patch) { return py::make_tuple(major, minor, patch); }
+// _core.NvjpegStatus: the shim's status with its versions as tuples (made with the GIL held).
+struct NvjpegStatusResult {
+  bool loaded = false;
+  std::string library;
+  py::tuple version;          // nvjpegGetProperty
+  py::object cudart_version;  // nvjpegGetCudartProperty: the CUDA runtime this libnvjpeg was built for; None: not told
+  std::string reason;
+};
+
+NvjpegStatusResult status_result(const NvjpegStatus& s) {
+  NvjpegStatusResult r;
+  r.loaded = s.loaded;
+  r.library = s.library;
+  r.version = py::make_tuple(s.major, s.minor, s.patch);
+  r.cudart_version =
+      s.cudart_major ? py::object(py::make_tuple(s.cudart_major, s.cudart_minor, s.cudart_patch)) : py::object(py::none());
+  r.reason = s.reason;
+  return r;
+}
 
 }  // namespace
 
@@ -193,29 +212,24 @@ GDSIO_EXPORT(decode) {
       py::arg("jobs"), py::kw_only(), py::arg("device"), py::arg("stream"),
       "Queues the pixel jobs (arrays on cuda:`device`) on `stream`; returns the kernel launches.");
 
-  py::class_<NvjpegStatus>(m, "NvjpegStatus", "Whether libnvjpeg is loaded, from where, its version, or why not.")
-      .def_readonly("loaded", &NvjpegStatus::loaded)
-      .def_readonly("library", &NvjpegStatus::library)
-      .def_property_readonly("version", [](const NvjpegStatus& s) { return version_tuple(s.major, s.minor, s.patch); })
-      .def_property_readonly(  // the CUDA runtime this libnvjpeg was built for (None: not told)
-          "cudart_version",
-          [](const NvjpegStatus& s) -> py::object {
-            if (!s.cudart_major) return py::none();
-            return version_tuple(s.cudart_major, s.cudart_minor, s.cudart_patch);
-          })
-      .def_readonly("reason", &NvjpegStatus::reason)
-      .def("__repr__", [](const NvjpegStatus& s) {
-        return "NvjpegStatus(loaded=" + std::string(s.loaded ? "True" : "False") + ", library='" + s.library +
-               "', reason='" + s.reason + "')";
-      });
+  gdsio::bindings::result_struct<NvjpegStatusResult>(
+      m, "NvjpegStatus", "libnvjpeg here: loaded from where, its version and its CUDA runtime's, or why not.",
+      std::pair{"loaded", &NvjpegStatusResult::loaded}, std::pair{"library", &NvjpegStatusResult::library},
+      std::pair{"version", &NvjpegStatusResult::version},
+      std::pair{"cudart_version", &NvjpegStatusResult::cudart_version},
+      std::pair{"reason", &NvjpegStatusResult::reason});
   m.def(
       "nvjpeg_load",
       [](const std::string& path) {
-        py::gil_scoped_release nogil;  // dlopen may take a while
-        return nvjpeg_load(path);
+        NvjpegStatus s;
+        {
+          py::gil_scoped_release nogil;  // dlopen may take a while; the result is built with the GIL
+          s = nvjpeg_load(path);
+        }
+        return status_result(s);
       },
       py::arg("path") = "", "Loads libnvjpeg (empty path: libnvjpeg.so.13, then .so.12); never raises.");
-  m.def("nvjpeg_status", [] { return nvjpeg_status(); }, "The status of the libnvjpeg loaded so far.");
+  m.def("nvjpeg_status", [] { return status_result(nvjpeg_status()); }, "libnvjpeg as loaded so far.");
 
   m.def(
       "nvjpeg_probe",

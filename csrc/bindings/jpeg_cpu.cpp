@@ -11,6 +11,7 @@
 
 #include "bindings/arrays.hpp"
 #include "bindings/registry.hpp"
+#include "bindings/structs.hpp"
 #include "core/error.hpp"
 #include "image/jpeg_turbo.hpp"
 
@@ -68,12 +69,11 @@ GDSIO_EXPORT(jpeg_cpu) {
   using namespace gdsio::image;
   m.def("jpeg_cpu_available", &jpeg::available, "Whether this build links libjpeg-turbo (the CPU crop decode).");
   m.def("jpeg_cpu_version", &jpeg::version, "libjpeg-turbo's version in this build, or why it is absent.");
-  py::class_<JpegResult>(m, "JpegResult", "What jpeg_cpu_decode did: the image's size, the rows and columns decoded.")
-      .def_readonly("image_height", &JpegResult::image_height)
-      .def_readonly("image_width", &JpegResult::image_width)
-      .def_readonly("rows_decoded", &JpegResult::rows_decoded)
-      .def_readonly("columns_decoded", &JpegResult::columns_decoded)
-      .def_readonly("warning", &JpegResult::warning);
+  gdsio::bindings::result_struct<JpegResult>(
+      m, "JpegResult", "What jpeg_cpu_decode did: the image's size, the rows and columns decoded, the first warning.",
+      std::pair{"image_height", &JpegResult::image_height}, std::pair{"image_width", &JpegResult::image_width},
+      std::pair{"rows_decoded", &JpegResult::rows_decoded},
+      std::pair{"columns_decoded", &JpegResult::columns_decoded}, std::pair{"warning", &JpegResult::warning});
   m.def(
       "jpeg_cpu_decode",
       [](py::handle data, int top, int left, py::handle out, bool strict) {

@@ -29,7 +29,7 @@ import torch
 
 from .. import _core
 from ..errors import BackendUnavailable
-from ..platform.nvidia import load_nvidia_lib
+from ..platform.nvidia import load_nvidia_lib, status_dict
 from . import transfer, upsampling
 from .codec import Item, Options
 from .core_types import JPEG_OUTPUTS, NVJPEG_HARDWARE, NVJPEG_HOST, NVJPEG_HYBRID, pixel_job
@@ -71,13 +71,7 @@ BATCH = 256
 @functools.lru_cache(maxsize=None)
 def _loaded() -> dict[str, Any]:
     # libnvjpeg.so.13, then .so.12, when the loader looks on its own path.
-    return load_nvidia_lib("nvjpeg", lambda path: _status_dict(_core.nvjpeg_load(path)), "nvjpeg")
-
-
-def _status_dict(st: Any) -> dict[str, Any]:
-    """The core's NvjpegStatus as the dict nvjpeg_status() returns."""
-    return {"loaded": st.loaded, "library": st.library, "version": st.version, "cudart_version": st.cudart_version,
-            "reason": st.reason}
+    return load_nvidia_lib("nvjpeg", lambda path: status_dict(_core.nvjpeg_load(path)), "nvjpeg")
 
 
 def nvjpeg_status() -> dict[str, Any]:
