@@ -263,70 +263,80 @@ tf_max_pad_fill: int
 def tf_cpu_simd() -> str: ...
 def tf_set_cpu_simd(level: str) -> str: ...
 def tf_resize_workspace_bytes(
-    images: Any, *, channels: int, out_h: int, out_w: int, filter: str, antialias: bool
-) -> int: ...
+    images: Any, *, out_h: int, out_w: int, filter: str, antialias: bool, boxes: Any = None
+) -> int:
+    """Bytes of CUDA workspace tf_resize needs for these images (channel
+    planes: pixel stride 1), each cropped to boxes[i] when given."""
 def tf_resize_windows(
-    images: Any, *, channels: int, out_h: int, out_w: int, filter: str, antialias: bool
-) -> bytes: ...
+    images: Any, *, out_h: int, out_w: int, filter: str, antialias: bool, boxes: Any = None
+) -> bytes:
+    """The host's filter windows, int32 bytes laid out as the CUDA workspace (tests compare the two)."""
 def tf_resize(
     images: Any,
     *,
-    channels: int,
-    out_h: int,
-    out_w: int,
+    out: Any,
     filter: str,
     antialias: bool,
-    out: int,
-    out_dtype: str = "uint8",
+    boxes: Any = None,
+    flips: Any = None,
     scale: bool = False,
-    mean: list[float] | None = None,
-    std: list[float] | None = None,
-    device: int = -1,
+    mean: Sequence[float] | None = None,
+    std: Sequence[float] | None = None,
     stream: int = 0,
-    workspace: int = 0,
-    workspace_bytes: int = 0,
+    workspace: Any = None,
     threads: int = 1,
-) -> None: ...
+) -> None:
+    """Resizes uint8 (C, H, W) images, a sequence of arrays of any strides (a
+    (C, H, W) view of (H, W, C) memory on the CPU; channel planes on CUDA) or
+    one (N, C, H, W) array, into `out`: a contiguous writable (N, C, out_h,
+    out_w) array whose dtype (uint8, float32, float16, bfloat16) is the
+    output's. boxes: (N, 4) int64 (top, left, height, width), each inside its
+    image; flips: N bools (mirror left-right); scale to [0, 1], then (x - mean)
+    / std. Runs on the arrays' device (all one): the CPU on `threads` threads,
+    or CUDA on `stream` with `workspace` (a byte array of
+    tf_resize_workspace_bytes, or a callable given that count returning one).
+    A wrong device, dtype, shape, stride or size: ValueError naming the array."""
 def tf_pad(
-    src: int,
-    out: int,
+    src: Any,
+    out: Any,
     *,
-    planes: int,
-    channels: int,
-    height: int,
-    width: int,
-    elem_size: int,
     left: int,
     top: int,
     right: int,
     bottom: int,
     mode: str,
     fill: list[int],
-    device: int = -1,
     stream: int = 0,
     threads: int = 1,
-) -> None: ...
+) -> None:
+    """Pads the contiguous (..., C, H, W) or (H, W) `src` (1, 2, 4 or 8-byte
+    elements) into the contiguous writable `out` of the padded shape, same dtype
+    and device (CPU on `threads` threads, CUDA on `stream`); negative padding
+    crops; fill holds the fill's bits per channel (or one value for all)."""
 
 # ---- colour ops (csrc/bindings/color.cpp)
 tf_color_ops: dict[str, int]
 
-def tf_color_workspace_bytes(
-    images: Any, outs: Any, ops: Any, factors: Any, *, dtype: str, channels: int
-) -> int: ...
+def tf_color_workspace_bytes(images: Any, ops: Any, factors: Any) -> int:
+    """Bytes of CUDA workspace tf_color needs for these images and ops (the contrast sums and means)."""
 def tf_color(
     images: Any,
     outs: Any,
     ops: Any,
     factors: Any,
     *,
-    dtype: str,
-    channels: int,
-    device: int = -1,
     stream: int = 0,
-    workspace: int = 0,
-    workspace_bytes: int = 0,
+    workspace: Any = None,
     threads: int = 1,
-) -> None: ...
+) -> None:
+    """Runs each image's colour ops (codes tf_color_ops, up to 4 a row of the
+    (N, 4) int32 `ops`, with the (N, 4) `factors`) into its output. images: (C,
+    H, W) arrays of 1 or 3 channels and one dtype (uint8, float32, float16,
+    bfloat16), rows of adjacent pixels, as a sequence or one (N, C, H, W) array;
+    outs likewise, each contiguous, writable, of its image's shape and dtype.
+    On the arrays' device: the CPU on `threads` threads, or CUDA on `stream`
+    with `workspace` (a byte array of tf_color_workspace_bytes, or a callable
+    given that count returning one). ValueError naming the array otherwise."""
 
 # ---- JPEG on the CPU through libjpeg-turbo (csrc/bindings/jpeg_cpu.cpp) ----
 def jpeg_cpu_available() -> bool: ...

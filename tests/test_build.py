@@ -55,15 +55,14 @@ def test_gpu_calls_of_the_v2_ops_say_how_the_build_was_made():
 
     if _core.built_with_cuda:
         return  # their GPU behaviour: tests/transforms/test_transforms_v2_gpu.py
-    a = torch.zeros((3, 4, 5), dtype=torch.uint8)
-    out = torch.empty_like(a)
-    row = np.array([[a.data_ptr(), a.stride(0), a.stride(1), 4, 5]], np.int64)
+    from boundary.fakes import on_device  # host memory described as device 0's
+
+    a = on_device(torch.zeros((3, 4, 5), dtype=torch.uint8))
+    out = on_device(torch.empty((3, 4, 5), dtype=torch.uint8))
+    ws = on_device(torch.empty(64, dtype=torch.uint8))
     calls = [
-        lambda: _core.tf_pad(a.data_ptr(), out.data_ptr(), planes=3, channels=3, height=4, width=5, elem_size=1,
-                             left=0, top=0, right=0, bottom=0, mode="edge", fill=[0], device=0),
-        lambda: _core.tf_color(row, np.array([out.data_ptr()], np.int64), np.array([[1, 0, 0, 0]], np.int32),
-                               np.ones((1, 4)), dtype="uint8", channels=3, device=0, workspace=out.data_ptr(),
-                               workspace_bytes=64),
+        lambda: _core.tf_pad(a, out, left=0, top=0, right=0, bottom=0, mode="edge", fill=[0]),
+        lambda: _core.tf_color([a], [out], np.array([[1, 0, 0, 0]], np.int32), np.ones((1, 4)), workspace=ws),
     ]
     for call in calls:
         with pytest.raises(gdsio.BackendUnavailable, match="built without CUDA"):

@@ -1,16 +1,21 @@
 // gdsio._core.tf_color*: the colour ops (brightness, contrast, saturation,
 // hue) over a batch; gdsio/transforms.py and gdsio.data's ColorJitter are
-// the public faces. Pointers, strides, device indices and streams cross as
-// ints; device < 0 runs the CPU twin on `threads` threads.
+// the public faces. Images, outputs and the workspace cross as arrays
+// (bindings/arrays.hpp), viewed and checked here before any byte moves; the
+// device is the arrays' (cpu: the CPU twin on `threads` threads; cuda:n: the
+// kernels on `stream`).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "bindings/arrays.hpp"
+#include "bindings/image_arrays.hpp"
 #include "bindings/registry.hpp"
 #include "core/error.hpp"
 #include "image/transforms.hpp"
@@ -18,44 +23,59 @@
 namespace py = pybind11;
 using namespace gdsio;
 using namespace gdsio::image;
+using bindings::Array;
 
 namespace {
 
-using I64 = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
 using I32 = py::array_t<std::int32_t, py::array::c_style | py::array::forcecast>;
 using F64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
 
-PixelType color_dtype(const std::string& s) {
-  if (s == "uint8") return PixelType::kU8;
-  if (s == "float32") return PixelType::kF32;
-  if (s == "float16") return PixelType::kF16;
-  if (s == "bfloat16") return PixelType::kBF16;
-  throw ValueError("dtype: the colour ops take uint8, float32, float16 or bfloat16, not '" + s + "'");
-}
+// A batch of the colour ops: images, a sequence of (C, H, W) arrays or one
+// (N, C, H, W) array of one dtype, rows of adjacent pixels (channel planes);
+// outs, one contiguous array of each image's shape, dtype and device (a
+// sequence or one (N, C, H, W) array); ops (N, 4) ColorOp codes; factors (N, 4).
+struct ColorBatch {
+  std::vector<Array> arrays;  // the views: they keep the memory alive until the call ends
+  std::vector<ColorImage> images;
+  ColorSpec spec;
+  int device = -1;
+};
 
-// images: (N, 5) (data, channel_stride, row_stride, height, width); outs: (N,)
-// contiguous outputs; ops: (N, 4) ColorOp codes; factors: (N, 4).
-std::vector<ColorImage> to_color_images(const I64& images, const I64& outs, const I32& ops, const F64& factors) {
-  GDSIO_EXPECT(images.ndim() == 2 && images.shape(1) == 5, ValueError,
-               "images: an (N, 5) table of (data, channel_stride, row_stride, height, width) expected");
-  const std::int64_t n = images.shape(0);
-  GDSIO_EXPECT(outs.ndim() == 1 && outs.shape(0) == n, ValueError, "outs: one output pointer per image expected");
+ColorBatch color_batch(py::handle images, py::handle outs, const I32& ops, const F64& factors) {
+  ColorBatch b;
+  std::vector<Array> in = bindings::view_batch(images, "images", 3);
+  const auto n = static_cast<std::int64_t>(in.size());
+  GDSIO_EXPECT(n > 0, ValueError, "images: the batch is empty");
+  std::vector<Array> out;
+  if (!outs.is_none()) {
+    out = bindings::view_batch(outs, "outs", 3);
+    GDSIO_EXPECT(static_cast<std::int64_t>(out.size()) == n, ValueError, "outs: ", out.size(), " arrays for ", n,
+                 " images");
+  }
   GDSIO_EXPECT(ops.ndim() == 2 && ops.shape(0) == n && ops.shape(1) == kMaxColorOps, ValueError,
                "ops: an (N, 4) table of colour op codes expected");
   GDSIO_EXPECT(factors.ndim() == 2 && factors.shape(0) == n && factors.shape(1) == kMaxColorOps, ValueError,
                "factors: an (N, 4) table of factors expected");
-  std::vector<ColorImage> v((std::size_t)n);
-  const std::int64_t* im = images.data();
-  for (std::int64_t i = 0; i < n; ++i, im += 5) {
-    GDSIO_EXPECT(im[3] >= 0 && im[3] <= INT32_MAX && im[4] >= 0 && im[4] <= INT32_MAX, ValueError, "images[", i,
-                 "]: size ", im[3], "x", im[4], " out of range");
-    ColorImage& c = v[(std::size_t)i];
-    c.src = (std::uintptr_t)im[0];
-    c.channel_stride = im[1];
-    c.row_stride = im[2];
-    c.height = (std::int32_t)im[3];
-    c.width = (std::int32_t)im[4];
-    c.dst = (std::uintptr_t)outs.data()[i];
+  const Array& first = in[0];
+  b.spec = ColorSpec{bindings::pixel_type_of(first, "the colour ops take"),
+                     static_cast<std::int32_t>(std::min<std::int64_t>(first.size(0), INT32_MAX))};
+  b.images.resize(static_cast<std::size_t>(n));
+  std::vector<const Array*> all;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Array& a = in[static_cast<std::size_t>(i)];
+    a.of(first.dtype).shaped({first.shape[0], -1, -1}).unit_stride(2);
+    GDSIO_EXPECT(a.shape[1] <= INT32_MAX && a.shape[2] <= INT32_MAX, ValueError, a.name, ": size ", a.shape[1], "x",
+                 a.shape[2], " out of range");
+    ColorImage& c = b.images[static_cast<std::size_t>(i)];
+    c.src = a.data;
+    c.channel_stride = a.strides[0];
+    c.row_stride = a.strides[1];
+    c.height = static_cast<std::int32_t>(a.shape[1]);
+    c.width = static_cast<std::int32_t>(a.shape[2]);
+    // Planning only (no outs): the plan checks that an output is there.
+    c.dst = out.empty() ? a.data : out[static_cast<std::size_t>(i)].data;
+    if (!out.empty()) out[static_cast<std::size_t>(i)].writable().of(a.dtype).shaped(a.shape).is_dense();
+    all.push_back(&a);
     for (int k = 0; k < kMaxColorOps; ++k) {
       const std::int32_t op = ops.data()[i * kMaxColorOps + k];
       GDSIO_EXPECT(op >= 0 && op <= (int)ColorOp::kHue, ValueError, "ops[", i, "]: unknown colour op ", op);
@@ -65,7 +85,11 @@ std::vector<ColorImage> to_color_images(const I64& images, const I64& outs, cons
       c.one_minus[k] = (float)(1.0 - f);  // torchvision's alpha=(1.0 - ratio), in double
     }
   }
-  return v;
+  for (const Array& o : out) all.push_back(&o);
+  b.device = bindings::common_device(all, -1);
+  b.arrays = std::move(in);
+  for (Array& o : out) b.arrays.push_back(std::move(o));
+  return b;
 }
 
 }  // namespace
@@ -79,30 +103,32 @@ GDSIO_EXPORT(color) {
 
   m.def(
       "tf_color_workspace_bytes",
-      [](const I64& images, const I64& outs, const I32& ops, const F64& factors, const std::string& dtype,
-         int channels) {
-        std::vector<ColorImage> v = to_color_images(images, outs, ops, factors);
-        return plan_color(v, ColorSpec{color_dtype(dtype), channels});
+      [](py::handle images, const I32& ops, const F64& factors) {
+        ColorBatch b = color_batch(images, py::none(), ops, factors);
+        return plan_color(b.images, b.spec);
       },
-      py::arg("images"), py::arg("outs"), py::arg("ops"), py::arg("factors"), py::kw_only(), py::arg("dtype"),
-      py::arg("channels"), "Bytes of device workspace tf_color needs (the contrast sums and means).");
+      py::arg("images"), py::arg("ops"), py::arg("factors"),
+      "Bytes of device workspace tf_color needs for these images and ops (the contrast sums and means).");
 
   m.def(
       "tf_color",
-      [](const I64& images, const I64& outs, const I32& ops, const F64& factors, const std::string& dtype,
-         int channels, int device, std::uintptr_t stream, std::uintptr_t workspace, std::size_t workspace_bytes,
-         std::size_t threads) {
-        std::vector<ColorImage> v = to_color_images(images, outs, ops, factors);
-        const ColorSpec spec{color_dtype(dtype), channels};
+      [](py::handle images, py::handle outs, const I32& ops, const F64& factors, std::uintptr_t stream,
+         py::handle workspace, std::size_t threads) {
+        GDSIO_EXPECT(!outs.is_none(), ValueError, "outs: one output array per image expected, got None");
+        ColorBatch b = color_batch(images, outs, ops, factors);
+        if (b.device < 0) {
+          py::gil_scoped_release nogil;
+          color_cpu(std::move(b.images), b.spec, threads);
+          return;
+        }
+        const Array ws = bindings::workspace_for(workspace, plan_color(b.images, b.spec), b.device);
         py::gil_scoped_release nogil;
-        if (device < 0)
-          color_cpu(std::move(v), spec, threads);
-        else
-          color_cuda(std::move(v), spec, workspace, workspace_bytes, device, stream);
+        color_cuda(std::move(b.images), b.spec, ws.data, static_cast<std::size_t>(ws.numel()) * ws.dtype.itemsize(),
+                   b.device, stream);
       },
-      py::arg("images"), py::arg("outs"), py::arg("ops"), py::arg("factors"), py::kw_only(), py::arg("dtype"),
-      py::arg("channels"), py::arg("device") = -1, py::arg("stream") = 0, py::arg("workspace") = 0,
-      py::arg("workspace_bytes") = 0, py::arg("threads") = 1,
-      "Runs each image's colour ops (codes tf_color_ops, up to 4, in order) into its contiguous output; "
-      "device < 0: CPU.");
+      py::arg("images"), py::arg("outs"), py::arg("ops"), py::arg("factors"), py::kw_only(), py::arg("stream") = 0,
+      py::arg("workspace") = py::none(), py::arg("threads") = 1,
+      "Runs each image's colour ops (codes tf_color_ops, up to 4, in order) into its contiguous output of the "
+      "same shape, dtype and device; images and outs are sequences of (C, H, W) arrays or (N, C, H, W) arrays "
+      "(CUDA: `workspace`, a byte buffer or a callable given the bytes that returns one).");
 }

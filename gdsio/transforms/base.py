@@ -1,4 +1,4 @@
-"""What the transform modules share: how a tensor's device reaches the core,
+"""What the transform modules share: how the core runs on a tensor's device,
 and the argument checks every op makes the same way.
 
 Sizes have one rule: an int, or a sequence of 1 or 2 ints (h, w). Every
@@ -20,7 +20,7 @@ from PIL import Image
 
 from ..config import current as _current_settings
 
-__all__ = ["check_spatial", "device_args", "elem_size_of", "is_int", "is_pil", "size_arg", "size_pair"]
+__all__ = ["check_spatial", "elem_size_of", "is_int", "is_pil", "launch_args", "size_arg", "size_pair"]
 
 
 def is_int(v: Any) -> bool:
@@ -33,12 +33,13 @@ def is_pil(v: Any) -> bool:
     return isinstance(v, Image.Image)
 
 
-def device_args(device: torch.device) -> dict[str, int]:
-    """The core's (device, stream) for a CUDA tensor, (device=-1, threads) for a CPU one."""
+def launch_args(device: torch.device) -> dict[str, int]:
+    """How the core runs on the tensors' device (which it reads from the
+    arrays): the current stream for CUDA, the thread count for the CPU."""
     if device.type == "cuda":
         idx = device.index if device.index is not None else torch.cuda.current_device()
-        return {"device": idx, "stream": torch.cuda.current_stream(idx).cuda_stream}
-    return {"device": -1, "threads": _current_settings().threads}
+        return {"stream": torch.cuda.current_stream(idx).cuda_stream}
+    return {"threads": _current_settings().threads}
 
 
 def check_spatial(img: Any, what: str) -> None:

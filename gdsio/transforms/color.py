@@ -22,7 +22,7 @@ import torch
 
 from .. import _core
 from . import pil
-from .base import device_args, is_pil
+from .base import is_pil, launch_args
 
 __all__ = ["adjust_brightness", "adjust_contrast", "adjust_hue", "adjust_saturation", "color_jitter"]
 
@@ -84,12 +84,12 @@ def _order(order: Any, n: int) -> np.ndarray:
 
 # ---- the images of one call -----------------------------------------------------------------
 class _Images:
-    """The images of one call as the core takes them (a table of pointers and
-    strides, one output each), and the results given back in the caller's form:
-    a (C, H, W) or (H, W) tensor, a (..., C, H, W) batch, or a list."""
+    """The images of one call as the core takes them (the tensors, each with
+    its output; the core views and checks both), and the results given back in
+    the caller's form: a (C, H, W) or (H, W) tensor, a (..., C, H, W) batch,
+    or a list."""
 
     def __init__(self, img: Any, what: str) -> None:
-        self.keep: list[torch.Tensor] = []
         self.what = what
         if isinstance(img, torch.Tensor):
             self.form = "tensor"
@@ -98,18 +98,13 @@ class _Images:
                 raise ValueError(f"{what}: img must be (..., C, H, W) or (H, W), got shape {self.shape}")
             flat = img.reshape(1, 1, *img.shape) if img.ndim == 2 else img.reshape(-1, *img.shape[-3:])
             self._check(flat, "img")
+            flat = flat.detach()  # a view the core can take (a tensor that requires grad has none)
             if flat.numel() and flat.stride(-1) != 1:
                 flat = flat.contiguous()
-            self.keep.append(flat)
-            n = int(flat.shape[0])
             self.out = torch.empty(flat.shape, dtype=img.dtype, device=img.device)
-            step = flat.stride(0) * flat.element_size()
-            plane = self.out[0].numel() * self.out.element_size() if n else 0
-            rows = [
-                (flat.data_ptr() + i * step, flat.stride(1), flat.stride(2), flat.shape[2], flat.shape[3],
-                 self.out.data_ptr() + i * plane)
-                for i in range(n)
-            ]
+            self.images: Any = flat
+            self.outs: Any = self.out
+            self.live = list(range(flat.shape[0])) if flat.shape[2] and flat.shape[3] else []
             self.dtype, self.device, self.channels = img.dtype, img.device, int(flat.shape[1])
         elif isinstance(img, (list, tuple)):
             self.form = "list"
@@ -123,9 +118,10 @@ class _Images:
                     raise ValueError(f"{what}: img[{i}] must be (C, H, W) or (H, W), got shape {tuple(t.shape)}")
                 t3 = t[None] if t.ndim == 2 else t
                 self._check(t3[None], f"img[{i}]")
+                if t3.requires_grad:
+                    t3 = t3.detach()
                 if t3.numel() and t3.stride(-1) != 1:
                     t3 = t3.contiguous()
-                    self.keep.append(t3)
                 items.append(t3)
             first = items[0]
             self.dtype, self.device, self.channels = first.dtype, first.device, int(first.shape[0])
@@ -140,18 +136,13 @@ class _Images:
             buf = torch.empty(sum(sizes), dtype=self.dtype, device=self.device)
             offs = np.concatenate([[0], np.cumsum(sizes)])
             self.views = [buf[int(o) : int(o) + s].view(t.shape) for o, s, t in zip(offs, sizes, items)]
-            self.keep.append(buf)
-            es = buf.element_size()
-            rows = [
-                (t.data_ptr(), t.stride(0), t.stride(1), t.shape[1], t.shape[2], buf.data_ptr() + int(o) * es)
-                for t, o in zip(items, offs)
-            ]
+            self.images, self.outs = items, self.views
+            self.live = [i for i, t in enumerate(items) if t.shape[1] and t.shape[2]]
         else:
             raise TypeError(f"{what}: img must be a tensor, a list of tensors or a PIL image, got {type(img).__name__}")
         if self.device.type not in ("cpu", "cuda"):
             raise ValueError(f"{what}: img lives on {self.device}; gdsio transforms run on cpu or cuda tensors")
-        self.rows = rows
-        self.count = len(rows)
+        self.count = len(self.images)
 
     def _check(self, t: torch.Tensor, name: str) -> None:
         if t.dtype not in _DTYPES:
@@ -163,20 +154,18 @@ class _Images:
 
     def run(self, ops: np.ndarray, factors: np.ndarray) -> Any:
         """ops: (count, 4) op codes, factors: (count, 4); returns the results in the caller's form."""
-        live = [i for i, r in enumerate(self.rows) if r[3] and r[4]]  # empty images have nothing to compute
+        live = self.live  # empty images have nothing to compute
         if live:
-            table = np.array([self.rows[i][:5] for i in live], np.int64)
-            outs = np.array([self.rows[i][5] for i in live], np.int64)
+            images, outs = self.images, self.outs
+            if len(live) < self.count:
+                images, outs = [images[i] for i in live], [outs[i] for i in live]
             ops_l = np.ascontiguousarray(ops[live], np.int32)
             fac_l = np.ascontiguousarray(factors[live], np.float64)
-            kw: dict[str, Any] = {"dtype": _DTYPES[self.dtype], "channels": self.channels}
-            dev = device_args(self.device)
-            extra: dict[str, Any] = {}
+            run: dict[str, Any] = launch_args(self.device)
             if self.device.type == "cuda":
-                nbytes = _core.tf_color_workspace_bytes(table, outs, ops_l, fac_l, **kw)
-                ws = torch.empty(nbytes, dtype=torch.uint8, device=self.device)
-                extra = {"workspace": ws.data_ptr(), "workspace_bytes": nbytes}
-            _core.tf_color(table, outs, ops_l, fac_l, **kw, **dev, **extra)
+                device = self.device  # the contrast sums' workspace, from torch's allocator (the core asks the bytes)
+                run["workspace"] = lambda nbytes: torch.empty(nbytes, dtype=torch.uint8, device=device)
+            _core.tf_color(images, outs, ops_l, fac_l, **run)
         if self.form == "tensor":
             return self.out.reshape(self.shape)
         return [v[0] if d == 2 else v for v, d in zip(self.views, self.dims)]

@@ -90,18 +90,6 @@ def _as_boxes(boxes: Any, n: int) -> np.ndarray:
     return arr.astype(np.int64)
 
 
-def _check_boxes(batch: ImageBatch, boxes: np.ndarray) -> None:
-    top, left, bh, bw = boxes.T
-    h, w = batch.table[:, 3], batch.table[:, 4]
-    bad = (bh <= 0) | (bw <= 0) | (top < 0) | (left < 0) | (top + bh > h) | (left + bw > w)
-    if bad.any():
-        i = int(np.argmax(bad))
-        raise ValueError(
-            f"boxes[{i}] = (top={top[i]}, left={left[i]}, height={bh[i]}, width={bw[i]}) is outside images[{i}] "
-            f"({h[i]}x{w[i]})"
-        )
-
-
 def _as_flips(flips: Any, n: int) -> np.ndarray:
     if flips is None or isinstance(flips, (bool, np.bool_)):
         return np.full(n, bool(flips), dtype=bool)
@@ -153,8 +141,7 @@ def resized_crop_flip_normalize(
         raise TypeError(f"dtype must be torch.uint8, float32, float16 or bfloat16, got {dtype}")
     batch = ImageBatch(images, "images")
     n = len(batch)
-    box_arr = _as_boxes(boxes, n)
-    _check_boxes(batch, box_arr)
+    box_arr = _as_boxes(boxes, n)  # the core checks each box lies inside its image
     flip_arr = _as_flips(flips, n)
     out_h, out_w = size_pair(size, "size")
     if (mean is None) != (std is None):
@@ -169,11 +156,12 @@ def resized_crop_flip_normalize(
             raise ValueError("std: a channel's std is 0 (division by zero)")
     out = run_resize(
         batch,
-        batch.refs(box_arr, flip_arr),
         out_h,
         out_w,
         filt,
         antialias,
+        boxes=box_arr,
+        flips=flip_arr,
         dtype=dtype,
         scale=scale and dtype != torch.uint8,
         mean=mean_l,

@@ -14,7 +14,7 @@ import torch
 
 from .. import _core
 from . import pil
-from .base import check_spatial, device_args, elem_size_of, is_int, is_pil
+from .base import check_spatial, elem_size_of, is_int, is_pil, launch_args
 
 __all__ = ["PADDING_MODES", "pad"]
 
@@ -103,7 +103,7 @@ def pad(img: Any, padding: int | Sequence[int], fill: Any = None, padding_mode: 
     if isinstance(img, (list, tuple)):
         return [pad(t, padding, fill, padding_mode) for t in img]
     check_spatial(img, "pad")
-    elem = elem_size_of(img, "pad")
+    elem_size_of(img, "pad")  # the dtypes the kernel moves (the core checks the size too)
     channels = int(img.shape[-3]) if img.ndim >= 3 else 1
     if len(fills) not in (1, channels):
         raise ValueError(f"fill has {len(fills)} values for {channels} channels")
@@ -117,12 +117,10 @@ def pad(img: Any, padding: int | Sequence[int], fill: Any = None, padding_mode: 
         if kept < 1:
             raise ValueError(f"padding {ltrb}: the negative padding crops away the whole {name} ({n})")
         out_hw.append(max(before, 0) + kept + max(after, 0))
-    src = img.contiguous()
+    # A plain contiguous tensor the core can view (DLPack takes no tensor that
+    # requires grad or carries a lazy conjugate or negation).
+    src = img.detach().resolve_conj().resolve_neg().contiguous()
     out = torch.empty(tuple(img.shape[:-2]) + tuple(out_hw), dtype=img.dtype, device=img.device)
-    planes = src.numel() // (h * w) if h * w else 0
-    _core.tf_pad(
-        src.data_ptr(), out.data_ptr(), planes=planes, channels=channels, height=h, width=w, elem_size=elem,
-        left=left, top=top, right=right, bottom=bottom, mode=padding_mode, fill=_fill_bits(fills, img.dtype),
-        **device_args(src.device),
-    )
+    _core.tf_pad(src, out, left=left, top=top, right=right, bottom=bottom, mode=padding_mode,
+                 fill=_fill_bits(fills, img.dtype), **launch_args(src.device))
     return out

@@ -189,18 +189,12 @@ def _resize_cpu_image(img: Any, size: Any, interpolation: Any, antialias: Any) -
     out_h, out_w = size
     if not (n > 0 and 1 <= c <= 4 and h > 0 and w > 0 and out_h > 0 and out_w > 0):
         return None
-    st = img.stride()
-    sc, sh, sw = st[-3:]
-    if not keeps_layout(img, (sc, sh, sw), w):
+    if not keeps_layout(img, img.stride(), w):
         return None
-    out = torch.empty((c, out_h, out_w) if dim == 3 else (n, c, out_h, out_w), dtype=_U8)
-    refs = np.array([[img.data_ptr(), sc, sh, h, w, 0, sw]], np.int64)
-    if n > 1:
-        refs = np.repeat(refs, n, axis=0)
-        refs[:, 0] += np.arange(n, dtype=np.int64) * st[0]
-    _core.tf_resize(refs, channels=c, out_h=out_h, out_w=out_w, filter=filt, antialias=aa, out=out.data_ptr(),
+    out = torch.empty((n, c, out_h, out_w), dtype=_U8)
+    _core.tf_resize((img,) if dim == 3 else img, out=out, filter=filt, antialias=aa,
                     threads=_current_settings().threads)
-    return out
+    return out[0] if dim == 3 else out
 
 
 def resize(
@@ -274,7 +268,7 @@ def resize(
             "give size as [h, w] to stack them"
         )
     out_h, out_w = sizes.pop()
-    out = run_resize(batch, batch.refs(), out_h, out_w, filt, aa)
+    out = run_resize(batch, out_h, out_w, filt, aa)
     return out[0] if batch.single else out
 
 
@@ -330,5 +324,5 @@ def resized_crop(
     n = len(batch)
     boxes = np.tile(np.array([[top, left, height, width]], dtype=np.int64), (n, 1))
     out_h, out_w = geometry.output_size(int(height), int(width), size, None)
-    out = run_resize(batch, batch.refs(boxes), out_h, out_w, filt, aa)
+    out = run_resize(batch, out_h, out_w, filt, aa, boxes=boxes)
     return out[0] if batch.single else out

@@ -7,7 +7,7 @@ replay driver (replay.cpp) runs every recorded call on the CPU twin and on the
 emulated kernels and compares.
 
 Adding a kernel's cases: a recorder in RECORDERS for its ``_core`` function
-(which arguments are pointers, how many bytes each may read), an op handler
+(which arrays it reads, how many bytes of each may be read), an op handler
 in tests/kernels/ops_*.cpp, and its GPU test's cases in ``write_cases``.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import re
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
 
@@ -90,41 +91,74 @@ def _wrap(r: Recorder, real: Callable, rec: Callable) -> Callable:
 # --------------------------------------------------------------------------- one recorder per core call
 
 
-def _resize(r: Recorder, images: np.ndarray, *, channels: int, out_h: int, out_w: int, filter: str,
-            antialias: bool, out: int, out_dtype: str = "uint8", scale: bool = False, mean: Any = None,
-            std: Any = None, **_: Any) -> None:
+def _views(images: Any) -> list[tuple[int, list[int], list[int]]]:
+    """(data, shape, strides in elements) of each (C, H, W) image of a batch
+    argument: a sequence of arrays, or one (N, C, H, W) array."""
+    if isinstance(images, (list, tuple)):
+        return [(v.data, v.shape, v.strides) for v in map(_core.array_view, images)]
+    v = _core.array_view(images)
+    step = v.strides[0] * _itemsize(v.dtype)
+    return [(v.data + i * step, v.shape[1:], v.strides[1:]) for i in range(v.shape[0])]
+
+
+def _itemsize(dtype: str) -> int:
+    """Bytes of an element of an ArrayView's dtype ("uint8", "bfloat16", "bool", "dlpack type 5/64")."""
+    return 1 if dtype == "bool" else int(re.findall(r"\d+", dtype)[-1]) // 8
+
+
+def _resize(r: Recorder, images: Any, *, out: Any, filter: str, antialias: bool, boxes: Any = None,
+            flips: Any = None, scale: bool = False, mean: Any = None, std: Any = None, **_: Any) -> None:
+    o = _core.array_view(out, "out")
+    if o.device >= 0:
+        return  # a GPU call: the emulation replays the CPU twin's
+    _, channels, out_h, out_w = o.shape
     keys: list[tuple[str, list[Any]]] = [
         ("channels", [channels]), ("out_h", [out_h]), ("out_w", [out_w]), ("filter", [filter]),
-        ("antialias", [int(antialias)]), ("out_dtype", [out_dtype]), ("scale", [int(scale)]),
+        ("antialias", [int(antialias)]), ("out_dtype", [o.dtype]), ("scale", [int(scale)]),
     ]
     if mean is not None:
         keys += [("mean", _f32(mean)), ("std", _f32(std))]
     blobs = []
-    for data, cs, rs, h, w, flip, *pixel in np.asarray(images).tolist():
-        # A 7th column is the CPU path's pixel stride (interleaved rows); the
+    for i, (data, (_, h, w), (cs, rs, ps)) in enumerate(_views(images)):
+        # The CPU path also reads interleaved pixels (pixel stride C); the
         # kernels read planes only, so a GPU test's case must be planes.
-        if pixel and pixel[0] != 1:
-            raise ValueError(f"a GPU test case resized interleaved pixels (pixel stride {pixel[0]}): the kernels read planes")
+        if ps != 1:
+            raise ValueError(f"a GPU test case resized interleaved pixels (pixel stride {ps}): the kernels read planes")
+        if boxes is not None:  # the crop: a pointer offset, as the binding makes it
+            top, left, h, w = (int(v) for v in np.asarray(boxes)[i])
+            data += top * rs + left
         # Channel 0's top-left to the last channel's bottom-right: what the call may read.
         blobs.append(_bytes(data, (channels - 1) * cs + (h - 1) * rs + w))
-        keys.append(("image", [cs, rs, h, w, int(bool(flip))]))
+        flip = flips is not None and bool(np.asarray(flips)[i])
+        keys.append(("image", [cs, rs, h, w, int(flip)]))
     r.write("resize", keys, blobs)
 
 
-def _pad(r: Recorder, src: int, out: int, *, planes: int, channels: int, height: int, width: int, elem_size: int,
-         left: int, top: int, right: int, bottom: int, mode: str, fill: list[int], **_: Any) -> None:
+def _pad(r: Recorder, src: Any, out: Any, *, left: int, top: int, right: int, bottom: int, mode: str,
+         fill: list[int], **_: Any) -> None:
+    v = _core.array_view(src, "src")
+    if v.device >= 0:
+        return
+    *lead, height, width = v.shape
+    planes = int(np.prod(lead, dtype=np.int64)) if lead else 1
+    channels = lead[-1] if lead else 1
+    elem_size = _itemsize(v.dtype)
     keys = [("planes", [planes]), ("channels", [channels]), ("height", [height]), ("width", [width]),
             ("elem_size", [elem_size]), ("ltrb", [left, top, right, bottom]), ("mode", [mode]),
-            ("fill", [int(v) for v in fill])]
-    r.write("pad", keys, [_bytes(src, planes * height * width * elem_size)])
+            ("fill", [int(f) for f in fill])]
+    r.write("pad", keys, [_bytes(v.data, planes * height * width * elem_size)])
 
 
-def _color(r: Recorder, images: np.ndarray, outs: np.ndarray, ops: np.ndarray, factors: np.ndarray, *,
-           dtype: str, channels: int, **_: Any) -> None:
+def _color(r: Recorder, images: Any, outs: Any, ops: np.ndarray, factors: np.ndarray, **_: Any) -> None:
+    views = _views(images)
+    first = _core.array_view(images[0] if isinstance(images, (list, tuple)) else images)
+    if first.device >= 0:
+        return
+    dtype, channels = first.dtype, views[0][1][0]
     keys: list[tuple[str, list[Any]]] = [("dtype", [dtype]), ("channels", [channels])]
     blobs = []
-    for (data, cs, rs, h, w), op, f in zip(np.asarray(images).tolist(), np.asarray(ops).tolist(),
-                                          np.asarray(factors, np.float64).tolist()):
+    for (data, (_, h, w), (cs, rs, _)), op, f in zip(views, np.asarray(ops).tolist(),
+                                                     np.asarray(factors, np.float64).tolist()):
         # Channel 0's top-left to the last channel's bottom-right, in elements.
         blobs.append(_bytes(data, ((channels - 1) * cs + (h - 1) * rs + w) * _ELEM[dtype]))
         # The factors in double: the kernels take (float)f and (float)(1.0 - f).

@@ -130,11 +130,10 @@ def test_fused_step_on_interleaved_batches_equals_planes(level, threads):
     assert torch.equal(a, b) and torch.equal(u8, u8_planes)
 
 
-def test_cuda_table_refuses_interleaved_rows():
-    t = torch.zeros(4, 5, 3, dtype=torch.uint8)
-    table = np.array([[t.data_ptr(), 1, 15, 4, 5, 0, 3]], dtype=np.int64)
+def test_cuda_resize_refuses_interleaved_rows():
+    t = torch.zeros(4, 5, 3, dtype=torch.uint8).permute(2, 0, 1)  # (C, H, W) of (H, W, C) memory: pixel stride 3
     with pytest.raises(ValueError, match=r"images\[0\]: the CUDA resize reads channel planes \(pixel stride 1\)"):
-        _core.tf_resize_workspace_bytes(table, channels=3, out_h=2, out_w=2, filter="bilinear", antialias=True)
+        _core.tf_resize_workspace_bytes([t], out_h=2, out_w=2, filter="bilinear", antialias=True)
 
 
 def test_simd_level_names():

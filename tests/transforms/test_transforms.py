@@ -12,6 +12,7 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from boundary.fakes import on_device
 from PIL import Image
 from skimage import data as skdata
 
@@ -449,20 +450,21 @@ def test_pointwise_errors() -> None:
 
 def test_gpu_launchers_refuse_cleanly_without_a_usable_device() -> None:
     """Built without CUDA, or no usable device (here device 1000, which no
-    machine has): every launcher raises before touching memory."""
-    a = to_chw(PHOTOS["chelsea"])
-    refs = np.array([(a.data_ptr(), a.stride(0), a.stride(1), a.shape[1], a.shape[2], 0)], np.int64)
-    kw = {"channels": 3, "out_h": 8, "out_w": 8, "filter": "bilinear", "antialias": True}
+    machine has; host memory described as its memory): every launcher raises
+    before touching memory."""
+    a = to_chw(PHOTOS["chelsea"]).contiguous()
     out = torch.empty((1, 3, 8, 8), dtype=torch.uint8)
+    ws = torch.empty(1 << 20, dtype=torch.uint8)
+    kw = {"filter": "bilinear", "antialias": True}
     refused = (gdsio.BackendUnavailable, ValueError)
     with pytest.raises(refused, match="CUDA|cuda"):
-        _core.tf_resize(refs, **kw, out=out.data_ptr(), device=1000, workspace=out.data_ptr(), workspace_bytes=1 << 20)
-    with pytest.raises(refused, match="workspace: 4 bytes given|built without CUDA"):
-        _core.tf_resize(refs, **kw, out=out.data_ptr(), device=1000, workspace=out.data_ptr(), workspace_bytes=4)
+        _core.tf_resize([on_device(a, 1000)], out=on_device(out, 1000), **kw, workspace=on_device(ws, 1000))
+    with pytest.raises(refused, match="workspace: holds 4 bytes|built without CUDA"):
+        _core.tf_resize([on_device(a, 1000)], out=on_device(out, 1000), **kw, workspace=on_device(ws[:4], 1000))
     with pytest.raises(refused, match="CUDA|cuda"):
-        _core.tf_pad(a.data_ptr(), out.data_ptr(), planes=1, channels=1, height=2, width=2, elem_size=1, left=1,
-                     top=0, right=0, bottom=0, mode="constant", fill=[0], device=1000)
-    color = (refs[:, :5], np.array([out.data_ptr()], np.int64), np.array([[2, 0, 0, 0]], np.int32),
-             np.array([[0.5, 0, 0, 0]]))
+        _core.tf_pad(on_device(a[:1, :2, :2].contiguous(), 1000), on_device(out[0, :1, :2, :3].contiguous(), 1000),
+                     left=1, top=0, right=0, bottom=0, mode="constant", fill=[0])
+    ops, factors = np.array([[2, 0, 0, 0]], np.int32), np.array([[0.5, 0, 0, 0]])
     with pytest.raises(refused, match="CUDA|cuda"):
-        _core.tf_color(*color, dtype="uint8", channels=3, device=1000, workspace=out.data_ptr(), workspace_bytes=1 << 20)
+        _core.tf_color([on_device(a, 1000)], [on_device(torch.empty_like(a), 1000)], ops, factors,
+                       workspace=on_device(ws, 1000))

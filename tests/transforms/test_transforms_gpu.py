@@ -122,16 +122,13 @@ def test_resize_equals_cpu(filt: str, antialias: bool, shape: tuple, size: tuple
 def test_device_windows_equal_host_windows(filt: str, antialias: bool) -> None:
     """The window kernel's double arithmetic is the host's, bit for bit."""
     imgs = [t.cuda() for t in window_images()]
-    refs = np.array([(t.data_ptr(), t.stride(0), t.stride(1), t.shape[1], t.shape[2], 0) for t in imgs], np.int64)
-    kw = {"channels": 3, "out_h": WINDOW_SIZE[0], "out_w": WINDOW_SIZE[1], "filter": filt, "antialias": antialias}
-    nbytes = _core.tf_resize_workspace_bytes(refs, **kw)
+    kw = {"out_h": WINDOW_SIZE[0], "out_w": WINDOW_SIZE[1], "filter": filt, "antialias": antialias}
+    nbytes = _core.tf_resize_workspace_bytes(imgs, **kw)
     ws = torch.zeros(nbytes, dtype=torch.uint8, device="cuda")
     out = torch.empty((len(imgs), 3, *WINDOW_SIZE), dtype=torch.uint8, device="cuda")
     stream = torch.cuda.current_stream().cuda_stream
-    _core.tf_resize(
-        refs, **kw, out=out.data_ptr(), device=0, stream=stream, workspace=ws.data_ptr(), workspace_bytes=nbytes
-    )
-    host = np.frombuffer(_core.tf_resize_windows(refs, **kw), np.int32)
+    _core.tf_resize(imgs, out=out, filter=filt, antialias=antialias, stream=stream, workspace=ws)
+    host = np.frombuffer(_core.tf_resize_windows(imgs, **kw), np.int32)
     assert np.array_equal(ws.cpu().numpy().view(np.int32), host)
 
 

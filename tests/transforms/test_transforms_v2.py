@@ -486,14 +486,12 @@ def test_color_jitter_in_a_training_chain() -> None:
 def test_core_refuses_bad_colour_tables() -> None:
     a = u8(3, 4, 5)
     out = torch.empty_like(a)
-    row = np.array([[a.data_ptr(), a.stride(0), a.stride(1), 4, 5]], np.int64)
-    outs = np.array([out.data_ptr()], np.int64)
     with pytest.raises(ValueError, match="at most one contrast op"):
-        _core.tf_color(row, outs, np.array([[2, 2, 0, 0]], np.int32), np.ones((1, 4)), dtype="uint8", channels=3)
+        _core.tf_color([a], [out], np.array([[2, 2, 0, 0]], np.int32), np.ones((1, 4)))
     with pytest.raises(ValueError, match="unknown colour op 9"):
-        _core.tf_color(row, outs, np.array([[9, 0, 0, 0]], np.int32), np.ones((1, 4)), dtype="uint8", channels=3)
+        _core.tf_color([a], [out], np.array([[9, 0, 0, 0]], np.int32), np.ones((1, 4)))
     with pytest.raises(ValueError, match="hue factor 0.7 is not in"):
-        _core.tf_color(row, outs, np.array([[4, 0, 0, 0]], np.int32), np.full((1, 4), 0.7), dtype="uint8",
-                       channels=3)
+        _core.tf_color([a], [out], np.array([[4, 0, 0, 0]], np.int32), np.full((1, 4), 0.7))
+    four = u8(4, 4, 5)
     with pytest.raises(ValueError, match="the colour ops take 1 or 3 channels"):
-        _core.tf_color(row, outs, np.zeros((1, 4), np.int32), np.ones((1, 4)), dtype="uint8", channels=4)
+        _core.tf_color([four], [torch.empty_like(four)], np.zeros((1, 4), np.int32), np.ones((1, 4)))
