@@ -26,6 +26,19 @@ def test_read_whole_file(make_file, nbytes, direct_io, no_leaks):
         assert st.chunks == -(-nbytes // (1 << 20)) or st.chunks >= 1
 
 
+@pytest.mark.parametrize("out", [np.empty(0, np.uint8), np.empty((0, 3), np.float32), torch.empty(0, dtype=torch.uint8),
+                                 torch.empty(0, dtype=torch.bfloat16), bytearray()],
+                         ids=["numpy", "numpy-2d", "torch", "torch-bf16", "bytearray"])
+def test_empty_destinations_take_zero_bytes(make_file, out):
+    """An empty array is contiguous whatever strides its exporter gives it
+    (numpy's DLPack says 0): the core takes it for a read of 0 bytes."""
+    path, _ = make_file(100)
+    st = gdsio.read_into(path, out, offset=10)
+    assert st.backend == "posix" and st.nbytes == 0
+    with gdsio.File(path) as f:
+        assert f.read_batch([(out, 0, 5), (np.zeros(4, np.uint8), 4, 0)]).nbytes == 4
+
+
 @pytest.mark.parametrize("direct_io", [False, True], ids=["buffered", "odirect"])
 @pytest.mark.parametrize("offset", OFFSETS)
 @pytest.mark.parametrize("size", [1, 4095, 4096, 4097, 70000, (2 << 20) + 5])
