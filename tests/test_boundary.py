@@ -33,6 +33,7 @@ WRITERS = {
     "img_decode_pixels_cpu", "img_decode_pixels_cuda", "nvjpeg_decode_batch", "jpeg_cpu_decode",
     "jpeg_cpu_decode_many",
     "read", "staged_read_host_engine", "read_paths", "read_file_into", "StagingRing.copy",
+    "cufile_register_buffer",  # cuFile writes into a registered buffer later, by DMA
 }
 KINDS = ("wrong device", "wrong stride", "too small")
 # "out: has shape ...", "images[3]: is on cpu ...", "jobs[0].dst: ...".
@@ -111,3 +112,25 @@ def test_no_binding_takes_an_address():
             if m.group(1) not in allowed:
                 found.append(f"{src.name}: {m.group(1)}")
     assert not found, f"bindings that take an address as an int: {found}"
+
+
+def test_a_torch_tensor_and_its_dlpack_give_one_view():
+    # torch tensors take a shorter road to the same capsule (arrays.cpp's
+    # torch_exporter); anything with __dlpack__ takes the public one.
+    import torch
+
+    class Only:  # __dlpack__ and nothing else
+        def __init__(self, t):
+            self.t = t
+
+        def __dlpack__(self, **kw):
+            return self.t.__dlpack__(**kw)
+
+    t = torch.arange(2 * 3 * 5, dtype=torch.int32).reshape(2, 3, 5).permute(2, 0, 1)[1:]
+    fast, public = _core.array_view(t, "t"), _core.array_view(Only(t), "t")
+    assert fast.protocol in ("torch", "dlpack") and public.protocol == "dlpack"
+    for f in ("data", "shape", "strides", "dtype", "device", "readonly", "extent_bytes", "contiguous"):
+        assert getattr(fast, f) == getattr(public, f), f
+    assert fast.data == t.data_ptr() and fast.strides == list(t.stride())
+    with pytest.raises(ValueError, match="^t: .*require gradient"):
+        _core.array_view(torch.zeros(2, requires_grad=True), "t")

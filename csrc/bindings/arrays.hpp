@@ -50,6 +50,7 @@ class Array {
   DType dtype;
   int device = -1;                   // -1: host memory (pinned or not); >= 0: a CUDA device
   bool readonly = false;
+  const char* protocol = "";          // how it was viewed: "torch", "dlpack", "cuda_array_interface", "buffer"
   pybind11::object owner;            // what keeps the memory viewed while the call runs
 
   int ndim() const { return static_cast<int>(shape.size()); }

@@ -106,7 +106,10 @@ def run(script: str, *args: str, timeout: float = 600) -> subprocess.CompletedPr
     """Runs `script` (Python source) with the ASan module importable as `_core`
     and tests/ on sys.path."""
     so = build()
-    env = {**os.environ, **ENV, "LD_PRELOAD": runtime() or "",
+    # libstdc++ beside the ASan runtime: ASan's __cxa_throw interceptor must find
+    # the real one when the first C++ exception is thrown.
+    stdcpp = subprocess.run([compiler(), "-print-file-name=libstdc++.so"], capture_output=True, text=True).stdout
+    env = {**os.environ, **ENV, "LD_PRELOAD": " ".join(p for p in (runtime(), stdcpp.strip()) if p),
            "PYTHONPATH": os.pathsep.join([str(so.parent), str(ROOT / "tests")])}
     return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env,
                           timeout=timeout, cwd=str(so.parent))
