@@ -3,7 +3,10 @@
 // returning what the test configured (fake_nvjpeg_set); it counts what it saw
 // (fake_nvjpeg_get). It decodes nothing. Its hardware-support check reads the
 // first byte of a "header": 'S' supported, 'U' unsupported, 'B' a header it
-// cannot parse, 'N' a stream the check itself fails on.
+// cannot parse, 'N' a stream the check itself fails on. nvjpegGetImageInfo
+// walks the JPEG markers for the first SOF, as nvJPEG does, and refuses
+// device memory (nvJPEG parses the host's).
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -11,6 +14,11 @@
 #include <string>
 
 extern "C" void gdsio_emu_log(const char* line) __attribute__((weak));
+// The emulated runtime's view of a pointer (shim_tests exports it; absent
+// when loaded into Python, where no emulated device memory exists).
+namespace gdsio {
+std::string cuda_pointer_kind(const void* p, int* device) __attribute__((weak));
+}
 
 namespace {
 struct Handle {
@@ -32,6 +40,8 @@ std::map<std::string, long> g_cfg = {
     {"state_status", 0},      // what nvjpegJpegStateCreate returns
     {"init_status", 0},       // what nvjpegDecodeBatchedInitialize returns
     {"stream_status", 0},     // what nvjpegJpegStreamCreate returns
+    {"info_status", 0},       // what nvjpegGetImageInfo returns (0: what the bitstream says)
+    {"info_needs_eoi", 0},    // nvjpegGetImageInfo wants the whole bitstream (up to EOI), not a header
 };
 std::map<std::string, long> g_count;
 long cfg(const char* k) {
@@ -108,6 +118,54 @@ int nvjpegDecodeBatched(void* h, void*, const unsigned char* const*, const std::
   log("nvjpegDecodeBatched backend=" + std::to_string(static_cast<Handle*>(h)->backend) + " status=" +
       std::to_string(g_decode_status));
   return g_decode_status;
+}
+// Status 3 (BAD_JPEG) for bytes that are not a JPEG's markers, 10
+// (INCOMPLETE_BITSTREAM) for a JPEG that ends before its SOF (or, with
+// info_needs_eoi, before an EOI at its end); else the SOF's sizes per component.
+int nvjpegGetImageInfo(void*, const unsigned char* data, std::size_t length, int* components, int* subsampling,
+                       int* widths, int* heights) {
+  count("image_infos");
+  if (gdsio::cuda_pointer_kind && gdsio::cuda_pointer_kind(data, nullptr) == "device") {
+    log("nvjpegGetImageInfo given device memory");
+    return 2;  // NVJPEG_STATUS_INVALID_PARAMETER
+  }
+  log("nvjpegGetImageInfo n=" + std::to_string(length));
+  if (const long st = cfg("info_status")) return static_cast<int>(st);
+  if (length < 2 || data[0] != 0xFF || data[1] != 0xD8) return 3;
+  if (cfg("info_needs_eoi") && (length < 4 || data[length - 2] != 0xFF || data[length - 1] != 0xD9)) return 10;
+  for (std::size_t pos = 2; pos + 4 <= length;) {
+    if (data[pos] != 0xFF) return 3;
+    const unsigned m = data[pos + 1];
+    if (m == 0xFF) {  // a fill byte
+      ++pos;
+      continue;
+    }
+    const std::size_t len = std::size_t{data[pos + 2]} << 8 | data[pos + 3];
+    const bool sof = m >= 0xC0 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC;
+    if (!sof) {
+      if (m == 0xDA || m == 0xD9) return 3;  // a scan, or the end, before any SOF
+      pos += 2 + len;
+      continue;
+    }
+    if (pos + 2 + len > length || len < 8) return 10;
+    const unsigned char* f = data + pos + 4;  // P, Y, X, Nf, then (C, HV, Tq) per component
+    const int h = f[1] << 8 | f[2], w = f[3] << 8 | f[4], n = f[5];
+    if (n < 1 || n > 4 || len < 8u + 3u * n) return 3;
+    int hmax = 1, vmax = 1;
+    for (int c = 0; c < n; ++c) {
+      hmax = std::max(hmax, f[7 + 3 * c] >> 4);
+      vmax = std::max(vmax, f[7 + 3 * c] & 15);
+    }
+    *components = n;
+    *subsampling = n == 1 ? 5 : 2;  // NVJPEG_CSS_GRAY, NVJPEG_CSS_420 (not looked at by the shim)
+    for (int c = 0; c < 4; ++c) {
+      const int hc = c < n ? f[7 + 3 * c] >> 4 : 0, vc = c < n ? f[7 + 3 * c] & 15 : 0;
+      widths[c] = c < n ? (w * hc + hmax - 1) / hmax : 0;
+      heights[c] = c < n ? (h * vc + vmax - 1) / vmax : 0;
+    }
+    return 0;
+  }
+  return 10;
 }
 int nvjpegGetHardwareDecoderInfo(void*, unsigned* engines, unsigned* cores) {
   *engines = static_cast<unsigned>(cfg("hw_engines"));
