@@ -253,7 +253,8 @@ def nvjpeg_hardware_supported(device: int, headers: list[bytes]) -> list[int]: .
 def nvjpeg_decode_batch(device: int, backend: str, output: str, jobs: Sequence[tuple[Any, Any]], stream: int) -> None:
     """One nvjpegDecodeBatched call over [(data, dst), ...]: data a dense uint8 bitstream (on cuda:`device`,
     on the host for nvjpeg-host), dst a contiguous uint8 (3, H, W) ('rgb') or (1, H, W) ('y') array on
-    cuda:`device`."""
+    cuda:`device` of the image's size: nvJPEG's own size of each image (nvjpegGetImageInfo) is checked
+    against dst's (H, W) before anything is decoded, and a job that differs is refused (ValueError)."""
 def nvjpeg_release() -> bool: ...
 
 # ---- transforms (csrc/bindings/transforms.cpp)

@@ -34,7 +34,10 @@ pytestmark = pytest.mark.skipif(_WHY is not None, reason=f"the shim checks canno
 # The scenarios, by what each covers: a review finding of issue 12 ("12.2":
 # finding 2), or an item of issue 28 ("28.F1", "28.F3"; "28.5": the paths of
 # the shims no other scenario runs, so that each shim runs >= 85% of its lines:
-# tests/kernels/shim_coverage.py, bench/results/shim-coverage-*.md).
+# tests/kernels/shim_coverage.py, bench/results/shim-coverage-*.md); "dst-size":
+# nvJPEG's own size of each image (nvjpegGetImageInfo) checked against dst's
+# before any decode, so that a header the Python parser read wrong cannot make
+# nvJPEG write past dst.
 SCENARIOS = {
     "nvjpeg-device-backends-wait-before-decoding": "12.2",
     "nvjpeg-failed-hardware-decode-waits-before-throwing": "12.3",
@@ -67,6 +70,8 @@ SCENARIOS = {
     "nvjpeg-state-and-initialize-failures": "28.5",
     "nvjpeg-every-status-is-named": "28.5",
     "nvjpeg-load-failures": "28.5",
+    "nvjpeg-dst-smaller-than-the-image-is-refused": "dst-size",
+    "nvjpeg-image-info-of-device-bitstreams": "dst-size",
 }
 
 

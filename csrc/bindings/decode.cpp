@@ -315,7 +315,8 @@ GDSIO_EXPORT(decode) {
       py::arg("device"), py::arg("backend"), py::arg("output"), py::arg("jobs"), py::arg("stream"),
       "One nvjpegDecodeBatched call over [(data, dst), ...]: data a dense uint8 bitstream (on cuda:`device`,\n"
       "on the host for nvjpeg-host), dst a contiguous uint8 (3, H, W) ('rgb') or (1, H, W) ('y') array on\n"
-      "cuda:`device` of the image's size.");
+      "cuda:`device` of the image's size: nvJPEG's own size of each image (nvjpegGetImageInfo) is checked\n"
+      "against dst's (H, W) before anything is decoded, and a job that differs is refused (ValueError).");
 
   m.def("nvjpeg_release", &nvjpeg_release, py::call_guard<py::gil_scoped_release>(),
         "Destroys the idle nvJPEG states and handles; False while a decode is in flight.");

@@ -6,7 +6,9 @@
 
 #ifdef GDSIO_WITH_CUDA
 
+#include <algorithm>
 #include <map>
+#include <memory>
 #include <mutex>
 #endif
 
@@ -47,6 +49,7 @@ constexpr int kBackendHardwareDevice = 5;    // NVJPEG_BACKEND_HARDWARE_DEVICE
 constexpr unsigned kFlagHwDecodeNoPipeline = 1u;               // NVJPEG_FLAGS_HW_DECODE_NO_PIPELINE
 constexpr unsigned kFlagUpsamplingWithInterpolation = 1u << 5;  // NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION
 constexpr int kMajorVersion = 0, kMinorVersion = 1, kPatchLevel = 2;  // libraryPropertyType
+constexpr int kMaxComponents = 4;  // NVJPEG_MAX_COMPONENT: nvjpegGetImageInfo's widths and heights
 
 // nvjpegStatus_t, the one table of it: each value's name and whether it says
 // "this bitstream (or this image with this backend)" rather than "the library
@@ -114,6 +117,8 @@ struct Api {
   nvj::Status (*BatchedInitialize)(nvj::Handle, nvj::State, int, int, int) = nullptr;
   nvj::Status (*DecodeBatched)(nvj::Handle, nvj::State, const unsigned char* const*, const std::size_t*,
                                nvj::Image*, cudaStream_t) = nullptr;
+  // (handle, data in host memory, length, components, subsampling, widths[4], heights[4])
+  nvj::Status (*GetImageInfo)(nvj::Handle, const unsigned char*, std::size_t, int*, int*, int*, int*) = nullptr;
   // Optional: the hardware-support check.
   nvj::Status (*GetHardwareDecoderInfo)(nvj::Handle, unsigned*, unsigned*) = nullptr;
   nvj::Status (*StreamCreate)(nvj::Handle, nvj::Stream*) = nullptr;
@@ -130,6 +135,8 @@ struct PooledState {
   cudaEvent_t done = nullptr;
   int batch = -1;  // what nvjpegDecodeBatchedInitialize last set up: re-done only when it changes
   int output = -1;
+  unsigned char* headers = nullptr;  // pinned: the first bytes of device bitstreams (DeviceHeaders)
+  std::size_t header_bytes = 0;
 };
 
 // One backend on one device: its handle (thread-safe, shared) and a pool of
@@ -158,6 +165,7 @@ std::map<int, DeviceSlots> g_devices;
 void destroy(const PooledState& p) {
   if (p.state) g_api.StateDestroy(p.state);
   if (p.done) (void)cudaEventDestroy(p.done);
+  if (p.headers) (void)cudaFreeHost(p.headers);
 }
 
 using dl::sym;
@@ -283,6 +291,22 @@ class Checkout {
   }
   void end(cudaStream_t stream) { GDSIO_CUDA_CHECK(cudaEventRecord(p_.done, stream), "cudaEventRecord (nvJPEG state)"); }
   void discard() { discard_ = true; }
+  // The state's pinned buffer of at least `n` bytes, or nullptr when pinned
+  // memory cannot be had (the caller then copies into pageable memory).
+  unsigned char* pinned_headers(std::size_t n) {
+    if (p_.header_bytes >= n) return p_.headers;
+    if (p_.headers) (void)cudaFreeHost(p_.headers);
+    p_.headers = nullptr;
+    p_.header_bytes = 0;
+    void* h = nullptr;
+    if (cudaHostAlloc(&h, n, cudaHostAllocDefault) != cudaSuccess || !h) {
+      (void)cudaGetLastError();  // not sticky: nothing is left of the failed allocation
+      return nullptr;
+    }
+    p_.headers = static_cast<unsigned char*>(h);
+    p_.header_bytes = n;
+    return p_.headers;
+  }
 
  private:
   int device_;
@@ -297,6 +321,127 @@ class Checkout {
                                            n == 1 ? " image)" : " images)");
   if (nvj::about_the_data(st)) throw ValueError("nvJPEG rejected the batch: " + where + ": " + status_text(st));
   throw NvjpegError("nvJPEG failed: " + where + ": " + status_text(st));
+}
+
+// How many first bytes of a JPEG hold its header up to the end of its first
+// SOS segment: k <= have when p[0, have) holds them; k > have when at least
+// k bytes are needed to tell; 0 when p is not a marker sequence this walk
+// follows (nvJPEG is then given the whole bitstream, and judges it).
+std::size_t jpeg_header_end(const unsigned char* p, std::size_t have) {
+  if (have < 2) return 2;
+  if (p[0] != 0xFF || p[1] != 0xD8) return 0;
+  std::size_t pos = 2;
+  for (;;) {
+    if (pos + 2 > have) return pos + 2;
+    if (p[pos] != 0xFF) return 0;
+    const unsigned char m = p[pos + 1];
+    if (m == 0xFF) {  // a fill byte before the marker
+      ++pos;
+      continue;
+    }
+    if (m == 0x01 || (m >= 0xD0 && m <= 0xD7)) {  // TEM, RSTn: no length
+      pos += 2;
+      continue;
+    }
+    if (m == 0xD8 || m == 0xD9) return 0;  // SOI or EOI before any scan
+    if (pos + 4 > have) return pos + 4;
+    const std::size_t len = static_cast<std::size_t>(p[pos + 2]) << 8 | p[pos + 3];
+    if (len < 2) return 0;
+    pos += 2 + len;
+    if (m == 0xDA) return pos;
+  }
+}
+
+// The header of each device bitstream on the host, for nvjpegGetImageInfo
+// (which parses host memory only). The first bytes of every image are copied
+// into the state's pinned buffer, queued before the host wait that the device
+// backends make anyway; a header longer than that (large APPn segments) is
+// fetched again, at least twice as long each time, until its SOS is in.
+class DeviceHeaders {
+ public:
+  // Up to this many first bytes an image in one batched round (less when the
+  // batch is large: the pinned buffer stays within kBudget).
+  static constexpr std::size_t kFirst = 8 << 10, kBudget = 16 << 20, kLeast = 64;
+
+  // Queues the copies on `s`; they are complete once `s` is waited for.
+  DeviceHeaders(Checkout& co, const std::vector<JpegJob>& jobs, cudaStream_t s) : jobs_(jobs), s_(s) {
+    const std::size_t first = std::max(kLeast, std::min(kFirst, kBudget / jobs.size()));
+    offsets_.resize(jobs.size() + 1);
+    for (std::size_t i = 0; i < jobs.size(); ++i) offsets_[i + 1] = offsets_[i] + std::min(jobs[i].length, first);
+    buf_ = co.pinned_headers(offsets_.back());
+    if (!buf_) {  // pageable: each copy then waits for itself
+      pageable_.resize(offsets_.back());
+      buf_ = pageable_.data();
+    }
+    for (std::size_t i = 0; i < jobs.size(); ++i)
+      GDSIO_CUDA_CHECK(cudaMemcpyAsync(buf_ + offsets_[i], jobs[i].data, offsets_[i + 1] - offsets_[i],
+                                       cudaMemcpyDeviceToHost, s),
+                       "cudaMemcpyAsync (the header of JPEG job ", i, " to the host)");
+  }
+
+  struct Header {
+    const unsigned char* data;
+    std::size_t length;
+  };
+
+  // Job i's header through its first SOS (its whole bitstream when `whole`,
+  // or when the markers cannot be followed); `more` keeps what was fetched.
+  Header get(std::size_t i, bool whole, std::vector<unsigned char>& more) const {
+    const JpegJob& j = jobs_[i];
+    Header h{buf_ + offsets_[i], offsets_[i + 1] - offsets_[i]};
+    for (;;) {
+      const std::size_t need = whole ? 0 : jpeg_header_end(h.data, h.length);
+      if (need != 0 && need <= h.length) return {h.data, need};
+      if (h.length >= j.length) return h;
+      const std::size_t n = need == 0 ? j.length : std::min(j.length, std::max(need, 2 * h.length));
+      more.resize(n);
+      // Into pageable memory: returns once copied, ordered after the bitstream's writes on s.
+      GDSIO_CUDA_CHECK(cudaMemcpyAsync(more.data(), j.data, n, cudaMemcpyDeviceToHost, s_),
+                       "cudaMemcpyAsync (the header of JPEG job ", i, " to the host)");
+      h = {more.data(), n};
+    }
+  }
+
+ private:
+  const std::vector<JpegJob>& jobs_;
+  cudaStream_t s_;
+  std::vector<std::size_t> offsets_;
+  unsigned char* buf_ = nullptr;
+  std::vector<unsigned char> pageable_;
+};
+
+// nvjpegDecodeBatched writes the image it parses through dst's pointers,
+// whatever size the caller allocated: each job's dst must have the size
+// nvJPEG itself finds (nvjpegGetImageInfo, component 0), or it is refused
+// before anything is decoded. `headers`: the device bitstreams' headers on
+// the host (nullptr for the host backend, whose bitstreams are host memory).
+void check_sizes(const Api& api, nvj::Handle handle, JpegBackend backend, int device, const std::vector<JpegJob>& jobs,
+                 const DeviceHeaders* headers) {
+  std::vector<unsigned char> more;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    const JpegJob& j = jobs[i];
+    int components = 0, subsampling = 0, widths[nvj::kMaxComponents] = {}, heights[nvj::kMaxComponents] = {};
+    auto info = [&](const DeviceHeaders::Header& h) {
+      return api.GetImageInfo(handle, h.data, h.length, &components, &subsampling, widths, heights);
+    };
+    DeviceHeaders::Header h = headers ? headers->get(i, false, more) : DeviceHeaders::Header{j.data, j.length};
+    nvj::Status st = info(h);
+    // A header alone may not do for this libnvjpeg: the whole bitstream decides.
+    if ((st != 0 || widths[0] <= 0 || heights[0] <= 0) && h.length < j.length) {
+      h = headers->get(i, true, more);
+      st = info(h);
+    }
+    if (st != 0) {
+      const std::string where =
+          detail::concat("nvjpegGetImageInfo (", jpeg_backend_name(backend), ", cuda:", device, "): ", status_text(st));
+      if (nvj::about_the_data(st))
+        throw ValueError(detail::concat("jobs[", i, "]: nvJPEG rejected the bitstream: ", where));
+      throw NvjpegError(detail::concat("jobs[", i, "]: nvJPEG failed: ", where));
+    }
+    GDSIO_EXPECT(widths[0] == j.width && heights[0] == j.height, ValueError, "jobs[", i, "]: the bitstream is ",
+                 widths[0], "x", heights[0], " (nvjpegGetImageInfo), dst holds ", j.width, "x", j.height,
+                 ": nvJPEG writes the bitstream's size, so dst must have it");
+  }
 }
 
 }  // namespace
@@ -323,6 +468,7 @@ NvjpegStatus nvjpeg_load(const std::string& path) {
   else if (!sym(lib, "nvjpegJpegStateDestroy", &a.StateDestroy)) missing = "nvjpegJpegStateDestroy";
   else if (!sym(lib, "nvjpegDecodeBatchedInitialize", &a.BatchedInitialize)) missing = "nvjpegDecodeBatchedInitialize";
   else if (!sym(lib, "nvjpegDecodeBatched", &a.DecodeBatched)) missing = "nvjpegDecodeBatched";
+  else if (!sym(lib, "nvjpegGetImageInfo", &a.GetImageInfo)) missing = "nvjpegGetImageInfo";
   if (missing) {
     g_status.reason = "libnvjpeg at " + loaded_from + " lacks " + missing;
     return g_status;
@@ -448,12 +594,22 @@ void nvjpeg_decode_batch(int device, JpegBackend backend, JpegOutput output, con
   // torchvision's decode_jpegs_cuda waits before decoding. The engines' writes
   // are also waited for after the call, failed or not, so that no later kernel
   // on `s` reads an output they are writing, and no output Python frees for the
-  // retry is written after it was reallocated.
+  // retry is written after it was reallocated. The device bitstreams' headers
+  // go to the host for check_sizes behind the same wait.
   const bool engines = backend == JpegBackend::kHardwareDevice;
-  if (backend != JpegBackend::kHost) {
-    const cudaError_t e = cudaStreamSynchronize(s);
-    if (e != cudaSuccess) co.discard();
-    GDSIO_CUDA_CHECK(e, "cudaStreamSynchronize (before the nvJPEG ", jpeg_backend_name(backend), " decode)");
+  std::unique_ptr<DeviceHeaders> headers;
+  try {
+    if (backend != JpegBackend::kHost) {
+      headers = std::make_unique<DeviceHeaders>(co, jobs, s);  // copies the wait below completes
+      const cudaError_t e = cudaStreamSynchronize(s);
+      GDSIO_CUDA_CHECK(e, "cudaStreamSynchronize (before the nvJPEG ", jpeg_backend_name(backend), " decode)");
+    }
+    check_sizes(api, co.handle(), backend, device, jobs, headers.get());
+  } catch (const CudaError&) {
+    // A failed copy may leave others queued into the state's pinned buffer, and
+    // nvjpegGetImageInfo's own failure (an NvjpegError) is nvJPEG's: not trusted again.
+    co.discard();
+    throw;
   }
   nvj::Status st = co.initialize(api, static_cast<int>(n), static_cast<int>(output));
   if (st != 0) {

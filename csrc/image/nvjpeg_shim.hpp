@@ -92,6 +92,10 @@ std::vector<int> nvjpeg_hardware_supported(int device, const std::vector<const s
 // gdsio::ValueError ("nvJPEG rejected ...", the status named): the caller
 // retries image by image. Other nvJPEG failures (allocation, execution)
 // throw gdsio::CudaError; a backend that cannot run throws Unavailable.
+// Before anything is decoded, each job's image size as nvJPEG reads it
+// (nvjpegGetImageInfo, component 0; a device bitstream's header is copied to
+// the host for it) must be the job's width x height, else ValueError
+// ("jobs[i]: the bitstream is WxH ..."): nvJPEG writes the size it parses.
 void nvjpeg_decode_batch(int device, JpegBackend backend, JpegOutput output, const std::vector<JpegJob>& jobs,
                          std::uintptr_t stream);
 

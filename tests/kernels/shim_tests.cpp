@@ -99,6 +99,12 @@ Thrown thrown_by(const std::function<void()>& fn) {
   return {};
 }
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+// A pointer as the call log prints it.
+std::string ptr_text(const void* p) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%p", p);
+  return b;
+}
 
 // ---- nvJPEG --------------------------------------------------------------------------------------
 
@@ -111,17 +117,64 @@ void load_nvjpeg() {
   if (!st.loaded) throw std::runtime_error("the fake libnvjpeg did not load: " + st.reason);
 }
 
-// One 8x8 RGB job: the bitstream and the output in emulated device memory.
-struct Job {
-  DeviceBuffer bits{64}, out{3 * 8 * 8};
-  std::vector<JpegJob> jobs() {
-    JpegJob j;
-    j.data = bits.p;
-    j.length = bits.n;
-    j.dst = out.p;
-    j.height = j.width = 8;
-    return {j};
+// A JPEG's markers as nvJPEG parses them (the fake's nvjpegGetImageInfo reads
+// the SOF): SOI, APP1 segments of `app` bytes in all, DQT, SOF0 of a w x h
+// YCbCr 4:2:0 image (after a fill byte when `fill`), DHT, SOS, 32 bytes of
+// entropy-coded data, EOI. No real image: the fake decodes nothing.
+std::vector<unsigned char> jpeg_bytes(int w, int h, std::size_t app = 0, bool fill = false) {
+  std::vector<unsigned char> b = {0xFF, 0xD8};
+  auto segment = [&](unsigned char marker, const std::vector<unsigned char>& body) {
+    const std::size_t n = body.size() + 2;
+    b.insert(b.end(), {0xFF, marker, static_cast<unsigned char>(n >> 8), static_cast<unsigned char>(n & 0xFF)});
+    b.insert(b.end(), body.begin(), body.end());
+  };
+  for (std::size_t left = app; left > 0;) {
+    const std::size_t k = std::min<std::size_t>(left, 65533);
+    segment(0xE1, std::vector<unsigned char>(k, 'E'));
+    left -= k;
   }
+  segment(0xDB, std::vector<unsigned char>(65, 1));
+  if (fill) b.push_back(0xFF);
+  const auto hi = [](int v) { return static_cast<unsigned char>(v >> 8); };
+  const auto lo = [](int v) { return static_cast<unsigned char>(v & 0xFF); };
+  segment(0xC0, {8, hi(h), lo(h), hi(w), lo(w), 3, 1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1});
+  segment(0xC4, std::vector<unsigned char>(29, 0));
+  segment(0xDA, {3, 1, 0x00, 2, 0x11, 3, 0x11, 0, 63, 0});
+  b.insert(b.end(), 32, 0x12);
+  b.insert(b.end(), {0xFF, 0xD9});
+  return b;
+}
+// Bytes of jpeg_bytes(w, h, app) up to the end of its SOS segment.
+std::size_t jpeg_header_bytes(std::size_t app, bool fill = false) {
+  return jpeg_bytes(8, 8, app, fill).size() - 32 - 2;
+}
+
+// One RGB job: a bitstream (an 8x8 JPEG unless told), in host memory for the
+// host backend and in emulated device memory for the others, as the binding
+// takes them, and a (3, dst_h, dst_w) output in emulated device memory.
+struct Job {
+  bool on_host;
+  std::vector<unsigned char> host;
+  DeviceBuffer device, out;
+  std::int64_t width, height;
+  explicit Job(JpegBackend b = JpegBackend::kHardwareDevice, const std::vector<unsigned char>& image = jpeg_bytes(8, 8),
+               int dst_w = 8, int dst_h = 8)
+      : on_host(b == JpegBackend::kHost), host(image), device(image.size()),
+        out(3 * static_cast<std::size_t>(dst_w) * dst_h), width(dst_w), height(dst_h) {
+    std::memcpy(device.p, image.data(), image.size());
+  }
+  const unsigned char* data() const { return on_host ? host.data() : device.p; }
+  JpegJob job() const {
+    JpegJob j;
+    j.data = data();
+    j.length = host.size();
+    j.dst = out.p;
+    j.height = height;
+    j.width = width;
+    return j;
+  }
+  std::vector<JpegJob> jobs() const { return {job()}; }
+  bool untouched() const { return std::all_of(out.p, out.p + out.n, [](unsigned char c) { return c == 0xEE; }); }
 };
 
 const char* kBackendEnum[] = {"5", "4", "0"};  // NVJPEG_BACKEND_* of JpegBackend 0, 1, 2
@@ -141,7 +194,7 @@ void nvjpeg_version() {
 void nvjpeg_device_backends_wait_before_decoding() {
   load_nvjpeg();
   for (JpegBackend b : {JpegBackend::kHardwareDevice, JpegBackend::kGpuHybridDevice, JpegBackend::kHost}) {
-    Job job;
+    Job job(b);
     gdsio_emu::set_call_log(true);
     gdsio::image::nvjpeg_decode_batch(0, b, JpegOutput::kRGB, job.jobs(), reinterpret_cast<std::uintptr_t>(kStream));
     gdsio_emu::set_call_log(false);
@@ -321,7 +374,7 @@ void nvjpeg_state_and_initialize_failures() {
     std::vector<std::unique_ptr<Job>> jobs;
     std::vector<JpegJob> all;
     for (std::size_t i = 0; i < images; ++i) {
-      jobs.push_back(std::make_unique<Job>());
+      jobs.push_back(std::make_unique<Job>(JpegBackend::kHost));
       all.push_back(jobs.back()->jobs()[0]);
     }
     return thrown_by([&] {
@@ -368,7 +421,7 @@ void nvjpeg_every_status_is_named() {
       {42, "unknown nvJPEG status"}};
   for (const auto& [status, name] : names) {
     nv.set("decode_status", status);
-    Job job;
+    Job job(JpegBackend::kHost);
     const Thrown t = thrown_by([&] {
       gdsio::image::nvjpeg_decode_batch(0, JpegBackend::kHost, JpegOutput::kY, job.jobs(),
                                         reinterpret_cast<std::uintptr_t>(kStream));
@@ -386,7 +439,7 @@ void nvjpeg_every_status_is_named() {
 // Before a library is loaded, and when the one named cannot be: every entry
 // point says why, and a later load of a good library still works.
 void nvjpeg_load_failures() {
-  Job job;
+  Job job(JpegBackend::kHost);
   auto decode = [&] {
     gdsio::image::nvjpeg_decode_batch(0, JpegBackend::kHost, JpegOutput::kRGB, job.jobs(),
                                       reinterpret_cast<std::uintptr_t>(kStream));
@@ -410,6 +463,152 @@ void nvjpeg_load_failures() {
   EXPECT(gdsio::image::nvjpeg_status().major == 13, gdsio::image::nvjpeg_status().major);
   t = thrown_by(decode);
   EXPECT(t.type.empty(), t.type, ": ", t.what);
+  EXPECT(gdsio::image::nvjpeg_release(), "");
+}
+
+// ---- nvJPEG: the bitstream's size against dst's ----------------------------------------------------
+
+long count_calls(const std::vector<std::string>& calls, const std::string& prefix) {
+  return std::count_if(calls.begin(), calls.end(), [&](const std::string& c) { return c.rfind(prefix, 0) == 0; });
+}
+
+// A job whose dst is not the size nvJPEG finds in its bitstream (smaller: it
+// would write past dst; larger, or of another width) fails the whole call with
+// ValueError naming it, on every backend, before any decode is initialised or
+// launched: the call log has nvjpegGetImageInfo of each image and no
+// nvjpegDecodeBatched*. The device backends' headers reach nvjpegGetImageInfo
+// in host memory, copied after the wait for the stream. The refused call's
+// state is reused, and a batch of the right sizes decodes after it.
+void nvjpeg_dst_smaller_than_the_image_is_refused() {
+  load_nvjpeg();
+  Fake nv = fake("libfake_nvjpeg.so", "fake_nvjpeg_set", "fake_nvjpeg_get");
+  struct Bad {
+    int image_w, image_h, dst_w, dst_h;
+  };
+  for (JpegBackend b : {JpegBackend::kHardwareDevice, JpegBackend::kGpuHybridDevice, JpegBackend::kHost}) {
+    const std::string name = gdsio::image::jpeg_backend_name(b);
+    for (const Bad bad : {Bad{8, 8, 8, 4}, Bad{16, 8, 8, 8}, Bad{8, 8, 16, 8}}) {
+      Job good(b), wrong(b, jpeg_bytes(bad.image_w, bad.image_h), bad.dst_w, bad.dst_h);
+      gdsio_emu::set_call_log(true);
+      const Thrown t = thrown_by([&] {
+        gdsio::image::nvjpeg_decode_batch(0, b, JpegOutput::kRGB, {good.job(), wrong.job()},
+                                          reinterpret_cast<std::uintptr_t>(kStream));
+      });
+      gdsio_emu::set_call_log(false);
+      const auto calls = gdsio_emu::take_calls();
+      const std::string want =
+          gdsio::detail::concat("jobs[1]: the bitstream is ", bad.image_w, "x", bad.image_h,
+                                " (nvjpegGetImageInfo), dst holds ", bad.dst_w, "x", bad.dst_h,
+                                ": nvJPEG writes the bitstream's size, so dst must have it");
+      EXPECT(t.type == "ValueError" && t.what == want, name, ": ", t.type, ": ", t.what);
+      EXPECT(find_call(calls, "nvjpegDecodeBatched") < 0, name, ": a decode after the refusal", joined(calls));
+      EXPECT(count_calls(calls, "nvjpegGetImageInfo n=") == 2, name, ": ", joined(calls));
+      EXPECT(find_call(calls, "nvjpegGetImageInfo given device memory") < 0, name, joined(calls));
+      EXPECT(good.untouched() && wrong.untouched(), name, ": an output was written");
+      if (b != JpegBackend::kHost) {
+        // Each header is copied from the bitstream, then the stream is waited for, then parsed.
+        const long copy = find_call(calls, "cudaMemcpyAsync src=" + ptr_text(wrong.device.p));
+        const long sync = find_call(calls, "cudaStreamSynchronize " + kStreamText);
+        const long info = find_call(calls, "nvjpegGetImageInfo");
+        EXPECT(copy >= 0 && copy < sync && sync < info, name, ": ", joined(calls));
+      }
+    }
+    Job good(b), also(b);
+    gdsio_emu::set_call_log(true);
+    const Thrown t = thrown_by([&] {
+      gdsio::image::nvjpeg_decode_batch(0, b, JpegOutput::kRGB, {good.job(), also.job()},
+                                        reinterpret_cast<std::uintptr_t>(kStream));
+    });
+    gdsio_emu::set_call_log(false);
+    const auto calls = gdsio_emu::take_calls();
+    EXPECT(t.type.empty(), name, ": ", t.type, ": ", t.what);
+    // The host backend's bitstreams are parsed whole; the device ones' headers up to their SOS.
+    const std::size_t parsed = b == JpegBackend::kHost ? good.host.size() : jpeg_header_bytes(0);
+    const long info = find_call(calls, "nvjpegGetImageInfo n=" + std::to_string(parsed));
+    EXPECT(info >= 0 && find_call(calls, "nvjpegDecodeBatched backend=") > info, name, ": ", joined(calls));
+  }
+  EXPECT(nv.get("states_created") == 3, nv.get("states_created"), " states made (a refusal is not a failed state)");
+  EXPECT(gdsio::image::nvjpeg_release(), "a refused decode still counted as in flight");
+}
+
+// Device bitstreams' headers on the host: one longer than the first copy (big
+// APP1 segments) is fetched again until its SOS is in, and nvjpegGetImageInfo
+// gets exactly the bytes through the SOS; a libnvjpeg that wants more than the
+// header is given the whole bitstream; bytes that are not a JPEG, or that end
+// inside the header, go whole to nvJPEG, which rejects them (ValueError naming
+// the job); its own failure is an NvjpegError, and that state is not reused.
+void nvjpeg_image_info_of_device_bitstreams() {
+  load_nvjpeg();
+  Fake nv = fake("libfake_nvjpeg.so", "fake_nvjpeg_set", "fake_nvjpeg_get");
+  const auto hybrid = JpegBackend::kGpuHybridDevice;
+  auto decode = [](const Job& job, std::vector<std::string>* calls = nullptr) {
+    gdsio_emu::set_call_log(true);
+    const Thrown t = thrown_by([&] {
+      gdsio::image::nvjpeg_decode_batch(0, JpegBackend::kGpuHybridDevice, JpegOutput::kRGB, job.jobs(),
+                                        reinterpret_cast<std::uintptr_t>(kStream));
+    });
+    gdsio_emu::set_call_log(false);
+    auto c = gdsio_emu::take_calls();
+    if (calls) *calls = std::move(c);
+    return t;
+  };
+  for (const std::size_t app : {std::size_t{20000}, std::size_t{150000}}) {
+    for (const bool fill : {false, true}) {
+      Job job(hybrid, jpeg_bytes(8, 8, app, fill));
+      std::vector<std::string> calls;
+      const Thrown t = decode(job, &calls);
+      EXPECT(t.type.empty(), app, ": ", t.type, ": ", t.what);
+      const std::string info = "nvjpegGetImageInfo n=" + std::to_string(jpeg_header_bytes(app, fill));
+      EXPECT(count_calls(calls, "nvjpegGetImageInfo") == 1 && find_call(calls, info) >= 0, app, ": ", joined(calls));
+      EXPECT(count_calls(calls, "cudaMemcpyAsync src=" + ptr_text(job.device.p)) >= 2, app,
+             ": the header was not fetched again", joined(calls));
+      EXPECT(find_call(calls, info) >= 0 && find_call(calls, "nvjpegDecodeBatched backend=4") > find_call(calls, info),
+             joined(calls));
+    }
+  }
+  // A libnvjpeg that will not parse a header alone: the whole bitstream, then the decode.
+  nv.set("info_needs_eoi", 1);
+  {
+    Job job(hybrid);
+    std::vector<std::string> calls;
+    const Thrown t = decode(job, &calls);
+    EXPECT(t.type.empty(), t.type, ": ", t.what);
+    const long header = find_call(calls, "nvjpegGetImageInfo n=" + std::to_string(jpeg_header_bytes(0)));
+    const long whole = find_call(calls, "nvjpegGetImageInfo n=" + std::to_string(job.host.size()));
+    EXPECT(header >= 0 && whole > header && find_call(calls, "nvjpegDecodeBatched backend=4") > whole, joined(calls));
+  }
+  nv.set("info_needs_eoi", 0);
+  // A header that says 0 pixels wide: the whole bitstream is asked, then refused for its size.
+  Thrown t = decode(Job(hybrid, jpeg_bytes(0, 8)));
+  EXPECT(t.type == "ValueError" && has(t.what, "jobs[0]: the bitstream is 0x8 (nvjpegGetImageInfo), dst holds 8x8"),
+         t.type, ": ", t.what);
+  const std::string rejected =
+      "jobs[0]: nvJPEG rejected the bitstream: nvjpegGetImageInfo (nvjpeg-gpu-hybrid-device, cuda:0): ";
+  std::vector<std::string> calls;
+  Job not_jpeg(hybrid, std::vector<unsigned char>(10000, 0xEE));  // past the first copy: fetched whole
+  t = decode(not_jpeg, &calls);
+  EXPECT(t.type == "ValueError" && t.what == rejected + "NVJPEG_STATUS_BAD_JPEG (3)", t.type, ": ", t.what);
+  EXPECT(find_call(calls, "nvjpegGetImageInfo n=10000") >= 0 && find_call(calls, "nvjpegDecodeBatched") < 0,
+         joined(calls));
+  std::vector<unsigned char> cut = jpeg_bytes(8, 8, 20000);
+  cut.resize(9000);  // ends inside the APP1 segment, past the first copy
+  t = decode(Job(hybrid, cut), &calls);
+  EXPECT(t.type == "ValueError" && t.what == rejected + "NVJPEG_STATUS_INCOMPLETE_BITSTREAM (10)", t.type, ": ",
+         t.what);
+  EXPECT(find_call(calls, "nvjpegGetImageInfo n=9000") >= 0 && find_call(calls, "nvjpegDecodeBatched") < 0,
+         joined(calls));
+  EXPECT(find_call(calls, "nvjpegGetImageInfo given device memory") < 0, joined(calls));
+  const long states = nv.get("states_created");
+  nv.set("info_status", 8);  // NVJPEG_STATUS_INTERNAL_ERROR
+  t = decode(Job(hybrid));
+  EXPECT(t.type == "NvjpegError" &&
+             t.what == "jobs[0]: nvJPEG failed: nvjpegGetImageInfo (nvjpeg-gpu-hybrid-device, cuda:0): "
+                       "NVJPEG_STATUS_INTERNAL_ERROR (8)",
+         t.type, ": ", t.what);
+  nv.set("info_status", 0);
+  t = decode(Job(hybrid));
+  EXPECT(t.type.empty() && nv.get("states_created") == states + 1, t.type, ": ", t.what, "; ",
+         nv.get("states_created") - states, " states made after nvjpegGetImageInfo failed (1 wanted)");
   EXPECT(gdsio::image::nvjpeg_release(), "");
 }
 
@@ -895,6 +1094,8 @@ const std::map<std::string, std::function<void()>>& scenarios() {
       {"nvjpeg-state-and-initialize-failures", nvjpeg_state_and_initialize_failures},
       {"nvjpeg-every-status-is-named", nvjpeg_every_status_is_named},
       {"nvjpeg-load-failures", nvjpeg_load_failures},
+      {"nvjpeg-dst-smaller-than-the-image-is-refused", nvjpeg_dst_smaller_than_the_image_is_refused},
+      {"nvjpeg-image-info-of-device-bitstreams", nvjpeg_image_info_of_device_bitstreams},
       {"cufile-p2pdma-asked-not-supported", [] { p2pdma_case(true, 0, 0, false); }},
       {"cufile-p2pdma-asked-and-supported", [] { p2pdma_case(true, 1, 0, true); }},
       {"cufile-p2pdma-asked-and-supported-cufile-1.13", [] { p2pdma_case(true, 0, 1, true); }},
