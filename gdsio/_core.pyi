@@ -248,7 +248,19 @@ class NvjpegStatus:
 
 def nvjpeg_load(path: str = "") -> NvjpegStatus: ...
 def nvjpeg_status() -> NvjpegStatus: ...
-def nvjpeg_probe(device: int) -> dict[str, Any]: ...
+class NvjpegBackendProbe:
+    _fields: tuple[str, ...]
+    usable: bool
+    reason: str
+    fancy_upsampling_flag: bool
+
+class NvjpegProbe:
+    _fields: tuple[str, ...]
+    hardware_engines: int
+    hardware_cores: int
+    backends: tuple[NvjpegBackendProbe, ...]  # in jpeg_backends' order
+
+def nvjpeg_probe(device: int) -> NvjpegProbe: ...
 def nvjpeg_hardware_supported(device: int, headers: list[bytes]) -> list[int]: ...
 def nvjpeg_decode_batch(device: int, backend: str, output: str, jobs: Sequence[tuple[Any, Any]], stream: int) -> None:
     """One nvjpegDecodeBatched call over [(data, dst), ...]: data a dense uint8 bitstream (on cuda:`device`,

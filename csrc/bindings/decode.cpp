@@ -231,6 +231,23 @@ GDSIO_EXPORT(decode) {
       py::arg("path") = "", "Loads libnvjpeg (empty path: libnvjpeg.so.13, then .so.12); never raises.");
   m.def("nvjpeg_status", [] { return status_result(nvjpeg_status()); }, "libnvjpeg as loaded so far.");
 
+  gdsio::bindings::result_struct<NvjpegBackendInfo>(
+      m, "NvjpegBackendProbe", "One nvJPEG backend on one device (nvjpeg_probe).",
+      std::pair{"usable", &NvjpegBackendInfo::usable}, std::pair{"reason", &NvjpegBackendInfo::reason},
+      std::pair{"fancy_upsampling_flag", &NvjpegBackendInfo::fancy_upsampling_flag});
+  gdsio::bindings::result_struct<NvjpegDeviceInfo>(
+      m, "NvjpegProbe", "What nvjpeg_probe found on one device.",
+      std::pair{"hardware_engines", &NvjpegDeviceInfo::hardware_engines},
+      std::pair{"hardware_cores", &NvjpegDeviceInfo::hardware_cores})
+      .def_property_readonly(
+          "backends",
+          [](const NvjpegDeviceInfo& d) {
+            py::tuple t(kJpegBackends);
+            for (int k = 0; k < kJpegBackends; ++k) t[k] = py::cast(d.backends[k]);
+            return t;
+          },
+          "One NvjpegBackendProbe per backend, in jpeg_backends' order.");
+
   m.def(
       "nvjpeg_probe",
       [](int device) {
@@ -239,19 +256,7 @@ GDSIO_EXPORT(decode) {
           py::gil_scoped_release nogil;
           info = nvjpeg_probe(device);
         }
-        py::dict backends;
-        for (int k = 0; k < kJpegBackends; ++k) {
-          py::dict b;
-          b["usable"] = info.backends[k].usable;
-          b["reason"] = info.backends[k].reason;
-          b["fancy_upsampling_flag"] = info.backends[k].fancy_upsampling_flag;
-          backends[jpeg_backend_name(static_cast<JpegBackend>(k))] = b;
-        }
-        py::dict d;
-        d["backends"] = backends;
-        d["hardware_engines"] = info.hardware_engines;
-        d["hardware_cores"] = info.hardware_cores;
-        return d;
+        return info;
       },
       py::arg("device"), "Creates the nvJPEG handles of `device` once and says which backends work there.");
 

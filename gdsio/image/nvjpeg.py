@@ -92,11 +92,13 @@ def nvjpeg_status() -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=None)
 def _probe(device: int) -> dict[str, Any]:
-    info = _core.nvjpeg_probe(device)
-    for name, b in info["backends"].items():
-        # What the backend does, from its decode of a probe image: it may take the flag and ignore it.
-        b["fancy_upsampling"] = upsampling.measure(device, name) if b["usable"] else False
-    return info
+    probe = _core.nvjpeg_probe(device)
+    backends = {}
+    for name, b in zip(_core.jpeg_backends, probe.backends):
+        backends[name] = {"usable": b.usable, "reason": b.reason, "fancy_upsampling_flag": b.fancy_upsampling_flag,
+                          # What the backend does, from its decode of a probe image: it may take the flag and ignore it.
+                          "fancy_upsampling": upsampling.measure(device, name) if b.usable else False}
+    return {"backends": backends, "hardware_engines": probe.hardware_engines, "hardware_cores": probe.hardware_cores}
 
 
 def nvjpeg_backends(device: int = 0) -> dict[str, Any]:
