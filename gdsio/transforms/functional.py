@@ -2,9 +2,12 @@
 uint8 or float ``(C, H, W)`` tensors, ``(..., C, H, W)`` batches, ``(H, W)``
 gray images, lists of images of different sizes, and PIL images.
 
-CUDA tensors run gdsio's CUDA kernels on the current stream; CPU tensors run
-the C++ twin of those kernels (``gdsio.settings(threads=...)`` threads). Both
-share one implementation of the arithmetic, so they give the same bytes. PIL
+Resize, the fused crop-resize-flip-normalize, pad and the colour ops run
+gdsio's CUDA kernels on the current stream for CUDA tensors and their C++
+twins for CPU tensors (``gdsio.settings(threads=...)`` threads); both share
+one implementation of the arithmetic, so they give the same bytes. hflip,
+vflip, to_dtype and normalize on their own are torch's ops, as torchvision
+calls them. PIL
 images are handed to Pillow, as torchvision's functional ops do, and a PIL
 image comes back.
 
