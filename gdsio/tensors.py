@@ -2,26 +2,34 @@
 
 Headers are read and validated on the host; the data travels through the I/O
 engine (``gdsio.read_into``) into one device allocation, so on a GDS machine
-it never touches host memory.
+it never touches host memory. On the CPU the tensors can instead be views of
+a private (copy-on-write) mapping of the file, as safetensors.torch.load_file
+and numpy.load(mmap_mode="c") give them.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import json
 import math
+import mmap as _mmap
 import os
+import stat
 import struct
+import time
 from typing import Any, Iterable
 
 import numpy as np
 import torch
 
-from .device import resolve_device
+from .device import parse_device, resolve_device
 from .errors import NeedMoreData
 from .io import File, ReadStats
 from .io.buffers import host_empty
 from .io.npy_header import parse_npy_header
+from .io.urls import is_url
+from .platform.pagecache import _libc
 
 __all__ = ["MAX_SAFETENSORS_HEADER", "load_npy", "load_safetensors", "read_npy_header", "read_safetensors_header"]
 
@@ -71,6 +79,93 @@ def _alloc(nbytes: int, device: Any, path: str, file_offset: int = 0) -> Any:
     except (RuntimeError, MemoryError, OSError) as e:  # torch's OOM, mmap's ENOMEM
         raise OSError(errno.ENOMEM, f"cannot allocate {nbytes} bytes ({nbytes / 1e9:.1f} GB) on {dev} for the data "
                       f"of '{path}': {e}", path) from e
+
+
+# ---- private mappings (device="cpu") --------------------------------------------
+
+
+class _PrivateMapping:
+    """A private (copy-on-write) read-write mapping of a whole file, unmapped
+    when the last array over it goes: ``np.asarray`` of it is a uint8 array
+    whose base it is, and torch.frombuffer holds that array, so the mapping
+    lives as long as any tensor over it. It holds no descriptor."""
+
+    def __init__(self, fd: int, size: int, path: str, nbytes: int) -> None:
+        libc = _libc()
+        if libc is None:
+            raise OSError(errno.ENOSYS, f"cannot map '{path}': libc's mmap cannot be called here", path)
+        # MAP_PRIVATE with PROT_WRITE: a write copies the page for this process; the file never sees it.
+        # The kernel may refuse one larger than memory and swap hold (the copies it might have to make),
+        # as it refuses safetensors': the error then reads as the copy's (`nbytes` of data).
+        addr = libc.mmap(None, size, _mmap.PROT_READ | _mmap.PROT_WRITE, _mmap.MAP_PRIVATE, fd, 0)
+        if addr is None or addr == ctypes.c_void_p(-1).value:
+            err = ctypes.get_errno()
+            raise OSError(err, f"cannot allocate {nbytes} bytes ({nbytes / 1e9:.1f} GB) on cpu for the data of "
+                          f"'{path}': a private mapping of its {size} bytes: {os.strerror(err)}", path)
+        self._munmap, self._addr, self._size = libc.munmap, addr, size
+        self.__array_interface__ = {"data": (addr, False), "shape": (size,), "typestr": "|u1", "version": 3}
+
+    def __del__(self) -> None:
+        addr, self._addr = getattr(self, "_addr", None), None
+        if addr:
+            self._munmap(addr, self._size)
+
+
+class _Descriptor:
+    """What the header parsers use of a File (path, kind, size, read_into),
+    over the descriptor the mapping is made from, so that the header and the
+    tensors come from one open of the file (preads: a header never faults on
+    a page that a concurrent truncation took away)."""
+
+    kind = "local"
+
+    def __init__(self, fd: int, path: str, size: int) -> None:
+        self.fd, self.path, self._size = fd, path, size
+
+    def size(self) -> int:
+        return self._size
+
+    def read_into(self, buf: Any, size: int, offset: int, backend: str | None = None) -> None:
+        view = memoryview(buf).cast("B")[:size]
+        done = 0
+        while done < size:
+            n = os.preadv(self.fd, [view[done:]], offset + done)
+            if n == 0:
+                raise OSError(errno.EIO, f"'{self.path}' ended early (truncated while reading?): wanted {size} "
+                              f"bytes at offset {offset}, got {done}", self.path)
+            done += n
+
+
+def _open_to_map(path: Any, shown: str) -> tuple[int, int]:
+    """(read-only descriptor, size) of `path`, which a File opened and
+    checked as `shown` just before; what is no longer a regular file is refused."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"'{shown}' is no longer a regular file (replaced while loading)", shown)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
+def _is_cpu(device: Any) -> bool:
+    """`device` names the CPU (a spelling that names nothing is refused later, where it always was)."""
+    try:
+        return parse_device(device).type == "cpu"
+    except ValueError:
+        return False
+
+
+def _mapped_stats(path: str, t0: float, mapped: int, copied: int, what: str) -> ReadStats:
+    """ReadStats of a mapped load: backend "mmap", ``nbytes`` the bytes copied
+    out of the mapping (tensors that could not be views), none read otherwise."""
+    reason = f"{mapped} bytes mapped privately (copy-on-write); their pages are read on first touch"
+    if copied:
+        reason += f"; {copied} bytes copied ({what})"
+    return ReadStats(backend="mmap", nbytes=copied, seconds=time.perf_counter() - t0, threads=0, chunks=0,
+                     reason=reason, path=path, device="cpu")
 
 
 def _safetensors_header(f: Any) -> tuple[int, dict[str, Any], dict[str, str]]:
@@ -171,28 +266,62 @@ def read_safetensors_header(path: str | os.PathLike[str]) -> tuple[int, dict[str
         return _safetensors_header(f)
 
 
+def _wanted(header: dict[str, Any], keys: Iterable[str] | None, path: str) -> list[str]:
+    """The names to load, in order; KeyError for a name the file lacks,
+    ValueError for an F4 tensor torch cannot hold (an odd last dimension)."""
+    names = list(header) if keys is None else list(keys)
+    missing = [k for k in names if k not in header]
+    if missing:
+        raise KeyError(f"'{path}' has no tensor(s) {missing}; it has {sorted(header)[:10]}...")
+    for k in names:  # safetensors.torch's rule: torch packs F4 values in pairs along the last dimension
+        e = header[k]
+        if e["dtype"] in _SUB_BYTE_BITS and (not e["shape"] or e["shape"][-1] % 2):
+            raise ValueError(f"'{path}', tensor {k!r}: an F4 tensor needs an even last dimension to load "
+                             f"into torch's float4_e2m1fn_x2 (two values a byte), got shape {e['shape']}")
+    return names
+
+
 def load_safetensors(
     path: str | os.PathLike[str],
     *,
     device: Any = "cuda",
     keys: Iterable[str] | None = None,
+    mmap: bool | None = None,
     return_stats: bool = False,
 ) -> Any:
     """Loads a .safetensors file: the header is parsed and validated on the
-    host, the data region travels in one read (the I/O engine: cuFile where
-    GDS works, else the pinned pipeline, or posix to the CPU) into one
-    allocation on `device`, and the tensors are zero-copy views of it (a
-    tensor whose offset is not a multiple of its element size is copied to be
-    aligned).
+    host, and the tensors come either from a private mapping of the file (on
+    the CPU, by default: what safetensors.torch.load_file returns) or from one
+    read (the I/O engine: cuFile where GDS works, else the pinned pipeline, or
+    posix to the CPU) into one allocation on `device`, of which they are
+    zero-copy views. Either way a tensor whose offset is not a multiple of its
+    element size is copied to be aligned.
+
+    The mapped mode (``mmap=True``, the default on the CPU for a local file)
+    maps the file copy-on-write, as safetensors does: loading costs no copy
+    and pages are read from the page cache (or the disk) when first touched;
+    each tensor has a storage of its own over its bytes, a write to a tensor
+    copies the page for this process and never reaches the file, the mapping
+    holds no file descriptor and is unmapped when the last tensor over it is
+    freed. As with any mapping (safetensors' and numpy's mmap_mode alike), a
+    file truncated by someone else while its tensors live makes touching the
+    lost pages fail with SIGBUS; load with ``mmap=False`` to own a copy.
 
     Args:
         path: the .safetensors file.
         device: where the tensors live. Default "cuda" (the current CUDA
             device); ``"cuda:N"`` or an int N, or ``"cpu"``.
-        keys: only these tensors (read in one batch into one packed allocation);
-            default: all.
+        keys: only these tensors (read in one batch into one packed allocation,
+            or views of the mapping); default: all.
+        mmap: ``True``: tensors over a private mapping of the file (CPU and a
+            local file only); ``False``: a copy read into memory this call
+            allocates; ``None`` (default): the mapping where it can be made
+            (device "cpu", a local file), what safetensors users get from
+            ``load_file``; the read otherwise (GPU devices, URLs).
         return_stats: also return the ReadStats of the read (None when no
-            byte had to be read).
+            byte had to be read or mapped); a mapped load gives backend
+            ``"mmap"``, ``nbytes`` the bytes copied (unaligned tensors; 0 when
+            every tensor is a view) and the bytes mapped in ``reason``.
 
     Returns:
         dict[str, torch.Tensor]: name -> tensor, with the file's dtypes and
@@ -207,7 +336,12 @@ def load_safetensors(
             truncated, not JSON, overlapping or out-of-range tensors, a dtype
             this torch lacks such as F6_E2M3, an F4 tensor with an odd last
             dimension); the message names the file and the tensor.
+            ``mmap=True`` with a GPU device or a URL (naming ``mmap``).
+        TypeError: `mmap` is not a bool or None.
         KeyError: a name in `keys` that the file does not hold.
+        OSError: the file cannot be mapped (ENOMEM: more than the address
+            space holds) or the memory for a copy cannot be allocated; the
+            message names the file.
         gdsio.BackendUnavailable: a GPU device where CUDA cannot be used
             (the message says why and to pass device="cpu").
 
@@ -215,37 +349,43 @@ def load_safetensors(
         >>> device = "cuda" if torch.cuda.is_available() else "cpu"
         >>> w = gdsio.load_safetensors("model.safetensors", device=device)
         >>> head = gdsio.load_safetensors("model.safetensors", device=device, keys=["lm_head.weight"])
+        >>> owned = gdsio.load_safetensors("model.safetensors", device="cpu", mmap=False)
     """
+    if mmap is not None and not isinstance(mmap, bool):
+        raise TypeError(f"mmap must be True, False or None, not {type(mmap).__name__}")
+    cpu, local = _is_cpu(device), not is_url(path)
+    if mmap and not cpu:
+        raise ValueError(f"mmap=True maps the file into host memory: it needs device='cpu', got device={device!r}")
+    if mmap and not local:
+        raise ValueError("mmap=True needs a local file, not a URL (pass mmap=False or None to read it)")
     with File(path) as f:  # one open: the header and the data come from the same file
-        path = f.path
-        data_start, header, _ = _safetensors_header(f)
-        names = list(header) if keys is None else list(keys)
-        missing = [k for k in names if k not in header]
-        if missing:
-            raise KeyError(f"'{path}' has no tensor(s) {missing}; it has {sorted(header)[:10]}...")
-        for k in names:  # safetensors.torch's rule: torch packs F4 values in pairs along the last dimension
-            e = header[k]
-            if e["dtype"] in _SUB_BYTE_BITS and (not e["shape"] or e["shape"][-1] % 2):
-                raise ValueError(f"'{path}', tensor {k!r}: an F4 tensor needs an even last dimension to load "
-                                 f"into torch's float4_e2m1fn_x2 (two values a byte), got shape {e['shape']}")
-        if keys is None:
-            lo = min((header[k]["data_offsets"][0] for k in names), default=0)
-            hi = max((header[k]["data_offsets"][1] for k in names), default=0)
-            buf = _alloc(hi - lo, device, path, file_offset=data_start + lo)
-            stats = f.read_into(buf, hi - lo, data_start + lo) if hi > lo else None
-            placed = {k: header[k]["data_offsets"][0] - lo for k in names}
+        if mmap is not False and cpu and local:
+            shown = f.path
         else:
-            # Only the wanted tensors, packed (8-byte aligned) into one allocation, in one batch.
-            placed, total = {}, 0
-            for k in names:
-                placed[k] = total
-                b, e = header[k]["data_offsets"]
-                total += -(-(e - b) // 8) * 8
-            buf = _alloc(total, device, path)
-            reqs = [(buf, header[k]["data_offsets"][1] - header[k]["data_offsets"][0],
-                     data_start + header[k]["data_offsets"][0], placed[k]) for k in names]
-            reqs = [r for r in reqs if r[1] > 0]
-            stats = f.read_batch(reqs) if reqs else None
+            shown = None
+            path = f.path
+            data_start, header, _ = _safetensors_header(f)
+            names = _wanted(header, keys, path)
+            if keys is None:
+                lo = min((header[k]["data_offsets"][0] for k in names), default=0)
+                hi = max((header[k]["data_offsets"][1] for k in names), default=0)
+                buf = _alloc(hi - lo, device, path, file_offset=data_start + lo)
+                stats = f.read_into(buf, hi - lo, data_start + lo) if hi > lo else None
+                placed = {k: header[k]["data_offsets"][0] - lo for k in names}
+            else:
+                # Only the wanted tensors, packed (8-byte aligned) into one allocation, in one batch.
+                placed, total = {}, 0
+                for k in names:
+                    placed[k] = total
+                    b, e = header[k]["data_offsets"]
+                    total += -(-(e - b) // 8) * 8
+                buf = _alloc(total, device, path)
+                reqs = [(buf, header[k]["data_offsets"][1] - header[k]["data_offsets"][0],
+                         data_start + header[k]["data_offsets"][0], placed[k]) for k in names]
+                reqs = [r for r in reqs if r[1] > 0]
+                stats = f.read_batch(reqs) if reqs else None
+    if shown is not None:
+        return _load_safetensors_mapped(path, shown, keys, return_stats)
     dtypes = _torch_dtypes()
     out: dict[str, Any] = {}
     for k in names:
@@ -258,6 +398,41 @@ def load_safetensors(
         shape = _torch_shape(e["dtype"], e["shape"])
         out[k] = raw.view(dt).reshape(shape) if nbytes else torch.empty(shape, dtype=dt, device=buf.device)
     return (out, stats) if return_stats else out
+
+
+def _load_safetensors_mapped(path: Any, shown: str, keys: Iterable[str] | None, return_stats: bool) -> Any:
+    """load_safetensors' mapped mode: the header through preads of one
+    descriptor, the tensors views of a private mapping made from it (each with
+    a storage of its own, as safetensors gives them), the unaligned ones copied."""
+    t0 = time.perf_counter()
+    fd, size = _open_to_map(path, shown)
+    try:
+        data_start, header, _ = _safetensors_header(_Descriptor(fd, shown, size))
+        names = _wanted(header, keys, shown)
+        spans = {k: header[k]["data_offsets"] for k in names}
+        nbytes = sum(e - b for b, e in spans.values())
+        base = np.asarray(_PrivateMapping(fd, size, shown, nbytes)) if nbytes else None
+    finally:
+        os.close(fd)  # the mapping keeps the file
+    dtypes = _torch_dtypes()
+    out: dict[str, Any] = {}
+    copied = 0
+    for k in names:
+        e = header[k]
+        dt = dtypes[e["dtype"]]
+        shape = _torch_shape(e["dtype"], e["shape"])
+        (b, end), at = spans[k], data_start + spans[k][0]
+        if end == b:
+            out[k] = torch.empty(shape, dtype=dt)
+        elif at % dt.itemsize:  # the mapping is page-aligned: torch views need the element size to divide the address
+            out[k] = torch.frombuffer(base, dtype=torch.uint8, count=end - b, offset=at).clone().view(dt).view(shape)
+            copied += end - b
+        else:
+            out[k] = torch.frombuffer(base, dtype=dt, count=(end - b) // dt.itemsize, offset=at).view(shape)
+    if not return_stats:
+        return out
+    stats = _mapped_stats(shown, t0, size, copied, "tensors whose offset their element size does not divide")
+    return out, (stats if base is not None else None)
 
 
 # ---- npy ---------------------------------------------------------------------
@@ -312,18 +487,65 @@ def read_npy_header(path: str | os.PathLike[str]) -> tuple[int, str, bool, tuple
         return offset, dt.str, fortran, shape
 
 
-def load_npy(path: str | os.PathLike[str], *, device: Any = "cuda", return_stats: bool = False) -> Any:
-    """Loads a .npy file into a contiguous torch tensor on `device`, in one read
-    of its data through the I/O engine (cuFile where GDS works, else the
-    pinned pipeline, or posix to the CPU). Format 1, 2 or 3; C or Fortran
-    order; little or big endian (converted to native on the device). Object
-    dtypes are refused: it never unpickles.
+def _npy_torch_dtype(dt: Any, path: str) -> Any:
+    """The torch dtype of numpy dtype `dt` in native byte order; ValueError naming the file if torch has none."""
+    try:
+        return torch.from_numpy(np.empty(0, dt.newbyteorder("="))).dtype
+    except TypeError:
+        raise ValueError(f"'{path}': dtype {dt.str!r} has no torch equivalent") from None
+
+
+def _npy_tensor(buf: Any, dt: Any, tdt: Any, fortran: bool, shape: tuple[int, ...], contiguous: bool) -> Any:
+    """The array of bytes `buf` (a 1-D uint8 tensor we may modify, or None for
+    no bytes): byte-swapped to native order, in `shape`; a Fortran-order array
+    made contiguous, or (contiguous=False) a transposed view as numpy's memmap has it."""
+    if buf is None:
+        return torch.empty(shape, dtype=tdt)
+    if dt.byteorder == ">" and dt.itemsize > 1:
+        # Byte swap on the device, per scalar: a complex number is two floats, each swapped on its own.
+        unit = dt.itemsize // 2 if dt.kind == "c" else dt.itemsize
+        buf = buf.view(-1, unit).flip(-1).reshape(-1)
+    t = buf.view(tdt)
+    if fortran and len(shape) > 1:  # 0-d and 1-d arrays are the same in either order
+        t = t.reshape(tuple(reversed(shape))).permute(*reversed(range(len(shape))))
+        return t.contiguous() if contiguous else t
+    return t.reshape(shape)
+
+
+def load_npy(
+    path: str | os.PathLike[str], *, device: Any = "cuda", mmap_mode: str | None = None, return_stats: bool = False
+) -> Any:
+    """Loads a .npy file into a torch tensor on `device`: by default a
+    contiguous copy, in one read of its data through the I/O engine (cuFile
+    where GDS works, else the pinned pipeline, or posix to the CPU), as
+    numpy.load returns a copy; or, with ``mmap_mode="c"`` on the CPU, a view of
+    a private (copy-on-write) mapping of the file, as
+    ``numpy.load(mmap_mode="c")``. Format 1, 2 or 3; C or Fortran order;
+    little or big endian (converted to native on the device). Object dtypes
+    are refused: it never unpickles.
+
+    The default stays numpy's: ``np.load`` copies unless asked to map, and
+    its users own the array it returns. The mapped mode costs no copy: pages
+    are read when first touched, a write to the tensor copies the page for
+    this process and never reaches the file, the mapping holds no file
+    descriptor and is unmapped when the last tensor over it is freed. A
+    Fortran-order array comes back as a transposed (non-contiguous) view, as
+    numpy's memmap; a big-endian array (byte-swapped) or one whose data offset
+    its element size does not divide is copied out of the mapping. As with
+    any mapping, a file truncated by someone else while the tensor lives makes
+    touching the lost pages fail with SIGBUS.
 
     Args:
         path: the .npy file.
         device: where the tensor lives. Default "cuda" (the current CUDA
             device); ``"cuda:N"`` or an int N, or ``"cpu"``.
-        return_stats: also return the ReadStats of the read (None for an empty array).
+        mmap_mode: None (default): a copy; ``"c"``: the private mapping (device
+            "cpu" and a local file only). numpy's ``"r"`` and ``"r+"`` are
+            refused: torch has no read-only tensors, and a tensor whose writes
+            reached the file would alias its pages.
+        return_stats: also return the ReadStats of the read (None for an
+            empty array); a mapped load gives backend ``"mmap"``, ``nbytes``
+            the bytes copied (0 for a view) and the bytes mapped in ``reason``.
 
     Returns:
         torch.Tensor: the array's shape and dtype; with ``return_stats=True``,
@@ -332,32 +554,70 @@ def load_npy(path: str | os.PathLike[str], *, device: Any = "cuda", return_stats
     Raises:
         FileNotFoundError: `path` does not exist (PermissionError, IsADirectoryError likewise).
         ValueError: not a .npy file, a corrupt or truncated header, a dtype
-            torch has no equivalent for (structured, object, strings).
+            torch has no equivalent for (structured, object, strings);
+            `mmap_mode` other than None and "c", or "c" with a GPU device or
+            a URL (naming ``mmap_mode``).
+        OSError: the file cannot be mapped, or the memory for the copy
+            cannot be allocated; the message names the file.
         gdsio.BackendUnavailable: a GPU device where CUDA cannot be used
             (the message says why and to pass device="cpu").
 
     Example:
         >>> device = "cuda" if torch.cuda.is_available() else "cpu"
         >>> x = gdsio.load_npy("features.npy", device=device)
+        >>> view = gdsio.load_npy("features.npy", device="cpu", mmap_mode="c")
     """
+    if mmap_mode is not None:
+        if mmap_mode in ("r", "readonly", "r+", "readwrite"):
+            why = ("torch has no read-only tensors" if mmap_mode in ("r", "readonly")
+                   else "a tensor whose writes reach the file would alias its pages")
+            raise ValueError(f"mmap_mode={mmap_mode!r} is not offered: {why}; mmap_mode='c' maps it copy-on-write")
+        if mmap_mode not in ("c", "copyonwrite"):
+            raise ValueError(f"mmap_mode must be None or 'c' (copy-on-write), got {mmap_mode!r}")
+        if not _is_cpu(device):
+            raise ValueError(f"mmap_mode='c' maps the file into host memory: it needs device='cpu', "
+                             f"got device={device!r}")
+        if is_url(path):
+            raise ValueError("mmap_mode='c' needs a local file, not a URL (pass mmap_mode=None to read it)")
+        with File(path) as f:  # the checks and messages of every load; the mapping opens it again
+            shown = f.path
+        return _load_npy_mapped(path, shown, return_stats)
     with File(path) as f:  # one open: the header and the data come from the same file
         path = f.path
         offset, dt, fortran, shape = _npy_header(f)
-        native = dt.newbyteorder("=")
-        try:
-            tdt = torch.from_numpy(np.empty(0, native)).dtype
-        except TypeError:
-            raise ValueError(f"'{path}': dtype {dt.str!r} has no torch equivalent") from None
+        tdt = _npy_torch_dtype(dt, path)
         nbytes = math.prod(shape) * dt.itemsize
         buf = _alloc(nbytes, device, path)
         stats: ReadStats | None = f.read_into(buf, nbytes, offset) if nbytes else None
-    if dt.byteorder == ">" and dt.itemsize > 1:
-        # Byte swap on the device, per scalar: a complex number is two floats, each swapped on its own.
-        unit = dt.itemsize // 2 if dt.kind == "c" else dt.itemsize
-        buf = buf.view(-1, unit).flip(-1).reshape(-1)
-    t = buf.view(tdt) if nbytes else torch.empty(0, dtype=tdt, device=buf.device)
-    if fortran and len(shape) > 1:  # 0-d and 1-d arrays are the same in either order
-        t = t.reshape(tuple(reversed(shape))).permute(*reversed(range(len(shape)))).contiguous()
-    else:
-        t = t.reshape(shape)
+    t = _npy_tensor(buf if nbytes else None, dt, tdt, fortran, shape, contiguous=True)
+    if not nbytes:
+        t = t.to(buf.device)
     return (t, stats) if return_stats else t
+
+
+def _load_npy_mapped(path: Any, shown: str, return_stats: bool) -> Any:
+    """load_npy's mapped mode: the header through preads of one descriptor,
+    the array a view of a private mapping made from it (a copy out of it when
+    it must be byte-swapped or realigned)."""
+    t0 = time.perf_counter()
+    fd, size = _open_to_map(path, shown)
+    try:
+        offset, dt, fortran, shape = _npy_header(_Descriptor(fd, shown, size))
+        tdt = _npy_torch_dtype(dt, shown)
+        nbytes = math.prod(shape) * dt.itemsize
+        base = np.asarray(_PrivateMapping(fd, size, shown, nbytes)) if nbytes else None
+    finally:
+        os.close(fd)  # the mapping keeps the file
+    if base is None:
+        t = _npy_tensor(None, dt, tdt, fortran, shape, contiguous=False)
+        return (t, None) if return_stats else t
+    raw = torch.frombuffer(base, dtype=torch.uint8, count=nbytes, offset=offset)
+    swap = dt.byteorder == ">" and dt.itemsize > 1
+    copied = nbytes if swap or offset % dt.itemsize else 0
+    if copied:  # torch views need native byte order, and the element size to divide the address
+        raw = raw.clone()
+    t = _npy_tensor(raw, dt, tdt, fortran, shape, contiguous=False)
+    if not return_stats:
+        return t
+    why = "byte-swapped" if swap else "realigned: its offset is not a multiple of its element size"
+    return t, _mapped_stats(shown, t0, size, copied, why)

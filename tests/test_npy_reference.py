@@ -61,6 +61,14 @@ def check_agrees(data: bytes, path) -> str:
     except ValueError as e:
         assert str(path) in str(e), e
         got = e
+    try:  # the mapped mode parses the same header from its own descriptor: the same verdict, the same values
+        mapped = gdsio.load_npy(path, device="cpu", mmap_mode="c")
+    except ValueError as e:
+        assert isinstance(got, ValueError) and str(e) == str(got), (e, got)
+    else:
+        assert not isinstance(got, ValueError), f"mapped loads what the copy refuses: {got}"
+        assert mapped.shape == got.shape and mapped.dtype == got.dtype
+        assert mapped.numpy().tobytes() == got.numpy().tobytes()
     if ref is None:
         assert isinstance(got, ValueError), f"numpy refuses {data[:120]!r}, gdsio loaded {got!r}"
         with pytest.raises(ValueError, match="^data: "):

@@ -153,8 +153,10 @@ def test_random_mutations_agree_with_safetensors(tmp_path):
     assert outcomes["ok"] and outcomes["refused"]  # both sides of the rule were exercised
 
 
-def test_a_sparse_terabyte_file_says_the_path_and_the_size(tmp_path):
-    """A 1 TB data region that cannot be allocated: OSError naming the file and the size."""
+@pytest.mark.parametrize("mmap", [None, False], ids=["mapped", "copied"])
+def test_a_sparse_terabyte_file_says_the_path_and_the_size(tmp_path, mmap):
+    """A 1 TB data region that cannot be allocated (or mapped privately: the
+    kernel refuses it as it refuses safetensors'): OSError naming the file and the size."""
     if Path("/proc/sys/vm/overcommit_memory").read_text().strip() == "1":
         pytest.skip("vm.overcommit_memory=1: a 1 TB mapping would be granted")
     n = 1 << 40
@@ -164,5 +166,5 @@ def test_a_sparse_terabyte_file_says_the_path_and_the_size(tmp_path):
         f.write(head)
         f.truncate(len(head) + n)  # sparse: no disk used
     with pytest.raises(OSError, match=r"cannot allocate 1099511627776 bytes \(1099\.5 GB\) on cpu") as e:
-        gdsio.load_safetensors(p, device="cpu")
+        gdsio.load_safetensors(p, device="cpu", mmap=mmap)
     assert str(p) in str(e.value)

@@ -3,8 +3,12 @@ every header defect caught with a message naming the file."""
 
 from __future__ import annotations
 
+import gc
 import json
+import os
+import re
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -49,7 +53,7 @@ def test_safetensors_matches_reference_loader(tmp_path, no_leaks):
     p = tmp_path / "m.safetensors"
     sft.save_file(tensors, str(p), metadata={"format": "pt"})
     ref = sft.load_file(str(p))
-    got, stats = load_safetensors(p, device="cpu", return_stats=True)
+    got, stats = load_safetensors(p, device="cpu", mmap=False, return_stats=True)
     assert set(got) == set(ref)
     for k in ref:
         assert same(got[k], ref[k]), k
@@ -59,12 +63,13 @@ def test_safetensors_matches_reference_loader(tmp_path, no_leaks):
     assert len(ptrs) == 1
 
 
-def test_safetensors_keys(tmp_path):
+@pytest.mark.parametrize("mmap", [None, False], ids=["mapped", "copied"])
+def test_safetensors_keys(tmp_path, mmap):
     tensors = all_dtype_tensors()
     p = tmp_path / "m.safetensors"
     sft.save_file(tensors, str(p))
     keys = ["bf16", "odd", "empty"] + [k for k in ("float4_e2m1fn_x2",) if k in tensors]
-    got = gdsio.load_safetensors(p, device="cpu", keys=keys)
+    got = gdsio.load_safetensors(p, device="cpu", keys=keys, mmap=mmap)
     assert list(got) == keys
     for k in got:
         assert same(got[k], tensors[k]), k
@@ -86,7 +91,8 @@ def test_safetensors_f4_shape_counts_values_torch_counts_pairs(tmp_path):
     assert same(got, sft.load_file(str(p))["w"]) and same(got, t)
 
 
-def test_safetensors_unaligned_offsets(tmp_path):
+@pytest.mark.parametrize("mmap", [None, False], ids=["mapped", "copied"])
+def test_safetensors_unaligned_offsets(tmp_path, mmap):
     """The format does not promise aligned offsets; such tensors are copied."""
     f = np.array([1.5, -2.25], "<f4").tobytes()
     header = {"odd": {"dtype": "U8", "shape": [7], "data_offsets": [0, 7]},
@@ -94,9 +100,10 @@ def test_safetensors_unaligned_offsets(tmp_path):
     p = write_raw_safetensors(tmp_path / "u.safetensors", header, bytes(range(7)) + f)
     ref = sft.load_file(p)
     for keys in (None, ["f"]):
-        got = load_safetensors(p, device="cpu", keys=keys)
+        got = load_safetensors(p, device="cpu", keys=keys, mmap=mmap)
         for k in got:
             assert same(got[k], ref[k]), k
+            assert got[k].data_ptr() % got[k].element_size() == 0, k
 
 
 def write_raw_safetensors(path, header: dict | bytes, data: bytes = b"", length: int | None = None) -> str:
@@ -123,20 +130,25 @@ def write_raw_safetensors(path, header: dict | bytes, data: bytes = b"", length:
         ({"__metadata__": {"a": 1}}, b"", None, "__metadata__"),
     ],
 )
-def test_safetensors_header_defects(tmp_path, header, data, length, match, no_leaks):
+@pytest.mark.parametrize("mmap", [None, False], ids=["mapped", "copied"])
+def test_safetensors_header_defects(tmp_path, header, data, length, match, mmap, no_leaks):
     p = write_raw_safetensors(tmp_path / "bad.safetensors", header, data, length)
     with pytest.raises(ValueError, match=match) as ei:
-        load_safetensors(p, device="cpu")
+        load_safetensors(p, device="cpu", mmap=mmap)
     assert "bad.safetensors" in str(ei.value)
 
 
-def test_safetensors_too_short_and_missing(tmp_path):
+@pytest.mark.parametrize("mmap", [None, False], ids=["mapped", "copied"])
+def test_safetensors_too_short_and_missing(tmp_path, mmap):
     p = tmp_path / "short.safetensors"
     p.write_bytes(b"\1\2\3")
     with pytest.raises(ValueError, match="too short"):
-        load_safetensors(p, device="cpu")
+        load_safetensors(p, device="cpu", mmap=mmap)
+    p.write_bytes(b"")
+    with pytest.raises(ValueError, match="short.safetensors' is not a safetensors file: 0 bytes"):
+        load_safetensors(p, device="cpu", mmap=mmap)
     with pytest.raises(FileNotFoundError):
-        load_safetensors(tmp_path / "none.safetensors", device="cpu")
+        load_safetensors(tmp_path / "none.safetensors", device="cpu", mmap=mmap)
 
 
 @pytest.mark.parametrize("version", [(1, 0), (2, 0), (3, 0)])
@@ -179,22 +191,23 @@ def test_npy_refuses_objects_and_structs(tmp_path, no_leaks):
         load_npy(q, device="cpu")
 
 
-def test_npy_defects(tmp_path, no_leaks):
+@pytest.mark.parametrize("mmap_mode", [None, "c"], ids=["copied", "mapped"])
+def test_npy_defects(tmp_path, mmap_mode, no_leaks):
     p = tmp_path / "bad.npy"
     p.write_bytes(b"NOTNPY" + b"\0" * 20)
     with pytest.raises(ValueError, match="bad magic"):
-        load_npy(p, device="cpu")
+        load_npy(p, device="cpu", mmap_mode=mmap_mode)
     np.save(p, np.arange(100, dtype=np.int64))
     raw = p.read_bytes()
     p.write_bytes(raw[:-8])
     with pytest.raises(ValueError, match="truncated"):
-        load_npy(p, device="cpu")
+        load_npy(p, device="cpu", mmap_mode=mmap_mode)
     p.write_bytes(raw[:8] + b"\x09\x00" + b"{'descr': __import__('os')}")
     with pytest.raises(ValueError, match="bad.npy"):
-        load_npy(p, device="cpu")
+        load_npy(p, device="cpu", mmap_mode=mmap_mode)
     p.write_bytes(b"\x93NUMPY\x07\x00" + b"\0" * 20)
     with pytest.raises(ValueError, match="unsupported .npy format version 7"):
-        load_npy(p, device="cpu")
+        load_npy(p, device="cpu", mmap_mode=mmap_mode)
 
 
 def test_npy_from_many_threads(tmp_path):
@@ -220,3 +233,184 @@ def test_npy_header_longer_than_numpys_cap_is_refused(tmp_path):
     p.write_bytes(b"\x93NUMPY\x02\x00" + struct.pack("<I", len(text)) + text + bytes(4))
     with pytest.raises(ValueError, match="longer than 10000"):
         load_npy(p, device="cpu")
+
+
+# ---- the mapped mode (device="cpu") ---------------------------------------------------------------------
+
+
+def mappings_of(path) -> list[str]:
+    """The lines of /proc/self/maps that map `path`."""
+    real = os.path.realpath(path)
+    with open("/proc/self/maps") as f:
+        return [line for line in f if line.rstrip("\n").endswith(" " + real)]
+
+
+def test_safetensors_maps_privately_by_default_on_the_cpu(tmp_path, no_leaks):
+    """As safetensors.torch.load_file: views of a private (copy-on-write)
+    mapping, a storage each, no descriptor held, nothing read."""
+    tensors = all_dtype_tensors()
+    p = tmp_path / "m.safetensors"
+    sft.save_file(tensors, str(p), metadata={"format": "pt"})
+    ref = sft.load_file(str(p))
+    got, stats = load_safetensors(p, device="cpu", return_stats=True)
+    assert set(got) == set(ref)
+    for k in ref:
+        assert same(got[k], ref[k]), k
+    assert (stats.backend, stats.nbytes, stats.path) == ("mmap", 0, str(p))
+    assert f"{p.stat().st_size} bytes mapped privately" in stats.reason
+    del ref
+    gc.collect()
+    lines = mappings_of(p)
+    assert len(lines) == 1 and lines[0].split()[1] == "rw-p", lines  # "p": private, copy-on-write
+    for k, t in got.items():
+        if t.numel():
+            assert t.untyped_storage().data_ptr() == t.data_ptr(), k  # a storage of its own, as safetensors
+            assert t.untyped_storage().nbytes() == t.numel() * t.element_size() or k == "float4_e2m1fn_x2", k
+    no_leaks()  # the mapping holds no descriptor
+    assert load_safetensors(p, device="cpu", mmap=True).keys() == got.keys()
+
+
+@pytest.mark.parametrize("mmap", [None, True])
+def test_safetensors_mapped_writes_never_reach_the_file(tmp_path, mmap):
+    p = tmp_path / "w.safetensors"
+    sft.save_file({"a": torch.arange(4096, dtype=torch.float32), "b": torch.ones(3, dtype=torch.int16)}, str(p))
+    before = p.read_bytes()
+    got = load_safetensors(p, device="cpu", mmap=mmap)
+    other = load_safetensors(p, device="cpu", mmap=mmap)
+    got["a"].fill_(-1.0)
+    got["b"][1] = 7
+    assert got["a"].eq(-1.0).all() and got["b"].tolist() == [1, 7, 1]
+    assert p.read_bytes() == before
+    assert torch.equal(other["a"], torch.arange(4096, dtype=torch.float32)) and other["b"].tolist() == [1, 1, 1]
+    assert torch.equal(sft.load_file(str(p))["a"], torch.arange(4096, dtype=torch.float32))
+
+
+def test_safetensors_mapping_lives_while_a_tensor_does(tmp_path, no_leaks):
+    p = tmp_path / "l.safetensors"
+    sft.save_file({f"t{i}": torch.full((1000,), float(i)) for i in range(5)}, str(p))
+    got = load_safetensors(p, device="cpu")
+    assert len(mappings_of(p)) == 1
+    keep = got["t3"][10:20]
+    del got
+    gc.collect()
+    assert len(mappings_of(p)) == 1 and keep.eq(3.0).all()
+    del keep
+    gc.collect()
+    assert mappings_of(p) == []
+    for _ in range(20):  # loads in a loop leave no mapping and no descriptor behind
+        got = load_safetensors(p, device="cpu")
+        assert float(got["t4"].sum()) == 4000.0
+    del got
+    gc.collect()
+    assert mappings_of(p) == []
+
+
+def test_safetensors_mapped_unaligned_tensors_are_copies(tmp_path):
+    f = np.array([1.5, -2.25], "<f4").tobytes()
+    header = {"odd": {"dtype": "U8", "shape": [7], "data_offsets": [0, 7]},
+              "f": {"dtype": "F32", "shape": [2], "data_offsets": [7, 15]}}
+    p = write_raw_safetensors(tmp_path / "u.safetensors", header, bytes(range(7)) + f)
+    got, stats = load_safetensors(p, device="cpu", return_stats=True)
+    assert got["f"].tolist() == [1.5, -2.25] and got["f"].data_ptr() % 4 == 0
+    assert got["odd"].tolist() == list(range(7))
+    assert stats.backend == "mmap" and stats.nbytes == 8 and "8 bytes copied" in stats.reason
+    got["odd"][0] = 99
+    got["f"][0] = 0.0
+    assert Path(p).read_bytes()[-15:] == bytes(range(7)) + f
+
+
+def test_mmap_argument_is_checked(tmp_path):
+    p = tmp_path / "a.safetensors"
+    sft.save_file({"a": torch.ones(2)}, str(p))
+    with pytest.raises(ValueError, match="mmap=True .* needs device='cpu'"):
+        load_safetensors(p, device="cuda", mmap=True)
+    with pytest.raises(ValueError, match="mmap=True needs a local file"):
+        load_safetensors("https://example.invalid/a.safetensors", device="cpu", mmap=True)
+    with pytest.raises(TypeError, match="mmap must be True, False or None"):
+        load_safetensors(p, device="cpu", mmap="yes")
+    q = tmp_path / "a.npy"
+    np.save(q, np.ones(3))
+    for mode in ("r", "r+"):
+        with pytest.raises(ValueError, match=re.escape(f"mmap_mode='{mode}' is not offered")):
+            load_npy(q, device="cpu", mmap_mode=mode)
+    with pytest.raises(ValueError, match="mmap_mode must be None or 'c'"):
+        load_npy(q, device="cpu", mmap_mode="w+")
+    with pytest.raises(ValueError, match="mmap_mode='c' .* needs device='cpu'"):
+        load_npy(q, device="cuda", mmap_mode="c")
+
+
+def test_npy_copies_by_default(tmp_path):
+    p = tmp_path / "a.npy"
+    np.save(p, np.arange(10, dtype=np.int32))
+    t, stats = load_npy(p, device="cpu", return_stats=True)
+    assert stats.backend == "posix" and mappings_of(p) == []
+    t[0] = 5
+    assert np.load(p)[0] == 0
+
+
+@pytest.mark.parametrize(
+    "arr",
+    [
+        np.arange(24, dtype="<i4").reshape(2, 3, 4),
+        np.arange(24, dtype=">i4").reshape(2, 3, 4),
+        np.asfortranarray(np.arange(24, dtype="<f8").reshape(2, 3, 4)),
+        np.asfortranarray(np.arange(12, dtype=">f4").reshape(3, 4)),
+        np.array(2.5, dtype="<f2"),
+        np.zeros((0, 3), np.uint16),
+        np.array([True, False, True]),
+        (np.arange(6) + 10j * np.arange(6)).astype(">c8"),
+        np.arange(10, dtype=np.uint8),
+    ],
+    ids=["c-le", "c-be", "f-le", "f-be", "scalar", "empty", "bool", "complex-be", "u8"],
+)
+def test_npy_mapped_matches_numpys_memmap(tmp_path, arr, no_leaks):
+    p = tmp_path / "a.npy"
+    np.save(p, arr)
+    mm = np.load(p, mmap_mode="c")
+    ref, ref_strides = np.array(mm), mm.strides
+    del mm  # numpy's memmap holds a descriptor (a dup in Python's mmap) and a mapping of its own
+    gc.collect()
+    t, stats = load_npy(p, device="cpu", mmap_mode="c", return_stats=True)
+    assert tuple(t.shape) == arr.shape and t.numpy().dtype == arr.dtype.newbyteorder("=")
+    assert np.array_equal(t.numpy(), ref)
+    swapped = arr.dtype.byteorder == ">"
+    if arr.size == 0:
+        assert stats is None
+    else:
+        assert stats.backend == "mmap" and stats.nbytes == (arr.nbytes if swapped else 0)
+        assert (len(mappings_of(p)) == 1) != swapped  # a swapped copy keeps no mapping
+    if arr.ndim > 1 and not swapped:
+        assert t.stride() == tuple(s // arr.itemsize for s in ref_strides)  # numpy's memmap layout, no copy
+    before = p.read_bytes()
+    if t.numel():
+        t.view(-1)[0:1].zero_() if t.is_contiguous() else t.zero_()
+        assert p.read_bytes() == before
+    del t, ref
+    gc.collect()
+    assert mappings_of(p) == []
+
+
+def test_npy_mapped_at_an_unaligned_offset_is_a_copy(tmp_path):
+    """A header numpy reads whose length leaves the data at an odd offset."""
+    text = b"{'descr': '<f4', 'fortran_order': False, 'shape': (3,), } \n"
+    p = tmp_path / "odd.npy"
+    p.write_bytes(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + np.arange(3, dtype="<f4").tobytes())
+    assert (10 + len(text)) % 4
+    ref = np.load(p)
+    for mode in (None, "c"):
+        t = load_npy(p, device="cpu", mmap_mode=mode)
+        assert np.array_equal(t.numpy(), ref) and t.data_ptr() % 4 == 0
+    _, stats = load_npy(p, device="cpu", mmap_mode="c", return_stats=True)
+    assert stats.nbytes == 12 and "realigned" in stats.reason
+
+
+def test_mapped_file_replaced_after_loading_keeps_the_old_bytes(tmp_path):
+    """The mapping holds the file it was made of: a rename over the path changes nothing."""
+    p = tmp_path / "r.safetensors"
+    sft.save_file({"a": torch.zeros(1000)}, str(p))
+    got = load_safetensors(p, device="cpu")
+    q = tmp_path / "new.safetensors"
+    sft.save_file({"a": torch.ones(1000)}, str(q))
+    os.replace(q, p)
+    assert float(got["a"].sum()) == 0.0
+    assert float(load_safetensors(p, device="cpu")["a"].sum()) == 1000.0
