@@ -37,7 +37,7 @@ from .jpeg_header import JpegHeader
 from .layout import interleaved_layout
 
 __all__ = ["BACKEND", "BOX_BACKEND", "NATIVE_BACKEND", "available", "box_available", "decode", "decode_box",
-           "decode_many", "decode_many_native", "native_refusal", "refusal"]
+           "decode_many", "decode_many_native", "decode_native", "native_refusal", "refusal"]
 
 BACKEND = "simplejpeg"
 # Whole images through the same linked libjpeg-turbo, a batch in one call
@@ -180,22 +180,40 @@ def decode_many_native(blobs: Sequence[Any], headers: Sequence[JpegHeader], mode
     outs, jobs = [], []
     for k, (data, h) in enumerate(zip(blobs, headers)):
         top, left, bh, bw = (int(v) for v in boxes[k]) if boxes is not None else (0, 0, h.height, h.width)
-        _, c = _colorspace(h, mode)
-        # numpy arrays, here and to the core: np.empty, .numpy() and the core's view of a numpy array
-        # retire fewer instructions than host_empty, .view() and a tensor's view (4% of a small JPEG's decode).
-        if bh * bw * c >= POOLED_OUTPUT_MIN:
-            out = host_empty(bh * bw * c, pool_from=POOLED_OUTPUT_MIN).numpy().reshape(bh, bw, c)
-        else:
-            out = np.empty((bh, bw, c), np.uint8)  # malloc's heap, as torch.empty's
+        out = _native_output(bh, bw, _colorspace(h, mode)[1])
         outs.append(out)
         jobs.append((data.numpy(), top, left, out, h.height, h.width))
     errors = _core.jpeg_cpu_decode_many(jobs, threads=max(1, threads), strict=True) if jobs else []
-    res: list[Any] = []
-    for out, err in zip(outs, errors):
-        if err:
-            res.append(ValueError(err))
-        elif mode == "GRAY" and out.shape[2] == 3:
-            res.append(_luma(out))
-        else:
-            res.append(torch.from_numpy(out.transpose(2, 0, 1)))
-    return res
+    return [ValueError(err) if err else _native_image(out, mode) for out, err in zip(outs, errors)]
+
+
+def decode_native(data: Any, h: JpegHeader, mode: str) -> Any:
+    """decode_many_native of one whole image, in one core call and no
+    thread-pool hop: `data` a 1-D uint8 numpy array. None where
+    decode_many_native would give a ValueError (libjpeg-turbo refused or
+    warned, or read a size other than the header's): the caller then takes
+    the general path, which says why."""
+    out = _native_output(h.height, h.width, _colorspace(h, mode)[1])
+    try:
+        r = _core.jpeg_cpu_decode(data, 0, 0, out, True)
+    except ValueError:
+        return None
+    if r.image_height != h.height or r.image_width != h.width:
+        return None
+    return _native_image(out, mode)
+
+
+def _native_output(bh: int, bw: int, c: int) -> Any:
+    """The (bh, bw, c) uint8 numpy array libjpeg-turbo writes whole (never zeroed first)."""
+    # numpy arrays, here and to the core: np.empty, .numpy() and the core's view of a numpy array
+    # retire fewer instructions than host_empty, .view() and a tensor's view (4% of a small JPEG's decode).
+    if bh * bw * c >= POOLED_OUTPUT_MIN:
+        return host_empty(bh * bw * c, pool_from=POOLED_OUTPUT_MIN).numpy().reshape(bh, bw, c)
+    return np.empty((bh, bw, c), np.uint8)  # malloc's heap, as torch.empty's
+
+
+def _native_image(out: Any, mode: str) -> Any:
+    """The (C, H, W) tensor of a decoded (H, W, C) array: a view, or the luma for GRAY of RGB."""
+    if mode == "GRAY" and out.shape[2] == 3:
+        return _luma(out)
+    return torch.from_numpy(out.transpose(2, 0, 1))

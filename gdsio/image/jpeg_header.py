@@ -98,16 +98,23 @@ def parse_jpeg(buf: bytes, total: int, tail: bytes = b"\xff\xd9") -> JpegHeader:
     orientation = 1
     restart = 0
     data = bytes(buf)
+    # `if end > n: need(...)` is need(...) without its call when the bytes are there (nearly always).
+    n = len(data)
     while True:
-        pos, m = _next_marker(data, total, pos)
+        m = data[pos + 1] if pos + 2 <= n and pos <= MAX_HEADER_BYTES and data[pos] == 0xFF else 0xFF
+        if m != 0xFF and m != 0x00:  # the next marker right here, as _next_marker would find it
+            pos += 2
+        else:
+            pos, m = _next_marker(data, total, pos)
         if m == 0x01 or 0xD0 <= m <= 0xD7:  # TEM, RSTn: no length
             continue
         if m == 0xD8:
             raise ValueError(f"corrupt JPEG: a second SOI marker at byte {pos - 2}")
         if m == 0xD9:
             raise ValueError("corrupt JPEG: EOI before any scan (no image data)")
-        need(buf, total, pos + 2, "JPEG header")
-        (length,) = struct.unpack_from(">H", buf, pos)
+        if pos + 2 > n:
+            need(buf, total, pos + 2, "JPEG header")
+        length = data[pos] << 8 | data[pos + 1]
         if length < 2:
             raise ValueError(f"corrupt JPEG: segment 0xFF{m:02X} at byte {pos - 2} has length {length}")
         end = pos + length
@@ -117,7 +124,8 @@ def parse_jpeg(buf: bytes, total: int, tail: bytes = b"\xff\xd9") -> JpegHeader:
         if m in _SOF_KINDS:
             if frame is not None:
                 raise ValueError("corrupt JPEG: more than one frame header (SOF)")
-            need(buf, total, end, "JPEG header")
+            if end > n:
+                need(buf, total, end, "JPEG header")
             if length < 8:
                 raise ValueError(f"corrupt JPEG: SOF segment of length {length}")
             precision, height, width, nf = struct.unpack_from(">BHHB", buf, seg_start)
@@ -142,7 +150,8 @@ def parse_jpeg(buf: bytes, total: int, tail: bytes = b"\xff\xd9") -> JpegHeader:
         elif m == 0xDA:  # SOS
             if frame is None:
                 raise ValueError("corrupt JPEG: a scan (SOS) before the frame header (SOF)")
-            need(buf, total, end, "JPEG header")
+            if end > n:
+                need(buf, total, end, "JPEG header")
             ns = buf[seg_start] if length > 2 else 0
             if ns < 1 or length != 6 + 2 * ns:
                 raise ValueError(f"corrupt JPEG: SOS of length {length} for {ns} components")
@@ -170,21 +179,26 @@ def parse_jpeg(buf: bytes, total: int, tail: bytes = b"\xff\xd9") -> JpegHeader:
                 header_bytes=end, has_eoi=b"\xff\xd9" in bytes(tail),
             )
         elif m == 0xDD:  # DRI
-            need(buf, total, end, "JPEG header")
+            if end > n:
+                need(buf, total, end, "JPEG header")
             if length != 4:
                 raise ValueError(f"corrupt JPEG: DRI of length {length}")
             (restart,) = struct.unpack_from(">H", buf, seg_start)
         elif m == 0xE0:  # APP0
-            need(buf, total, min(end, seg_start + 5), "JPEG header")
+            if min(end, seg_start + 5) > n:
+                need(buf, total, min(end, seg_start + 5), "JPEG header")
             if bytes(buf[seg_start : seg_start + 5]) == b"JFIF\x00":
                 jfif = True
         elif m == 0xE1:  # APP1: EXIF
-            need(buf, total, min(end, seg_start + 6), "JPEG header")
+            if min(end, seg_start + 6) > n:
+                need(buf, total, min(end, seg_start + 6), "JPEG header")
             if bytes(buf[seg_start : seg_start + 6]) == b"Exif\x00\x00" and orientation == 1:
-                need(buf, total, end, "JPEG header")
+                if end > n:
+                    need(buf, total, end, "JPEG header")
                 orientation = exif_orientation(bytes(buf[seg_start + 6 : end]))
         elif m == 0xEE:  # APP14: Adobe
-            need(buf, total, min(end, seg_start + 12), "JPEG header")
+            if min(end, seg_start + 12) > n:
+                need(buf, total, min(end, seg_start + 12), "JPEG header")
             if length >= 14 and bytes(buf[seg_start : seg_start + 5]) == b"Adobe":
                 adobe_transform = buf[seg_start + 11]
         pos = end

@@ -133,3 +133,35 @@ def test_large_cpu_outputs_reuse_the_host_pool_and_never_share_memory():
     assert len({t.untyped_storage().data_ptr() for t in again}) == 3
     for got, w in zip(again, want[::-1]):  # every pixel rewritten: nothing of the earlier images is left
         np.testing.assert_array_equal(got.numpy(), w)
+
+
+def test_one_cpu_jpeg_tensor_fast_path_gives_what_the_batch_steps_give():
+    # gdsio.image.decode of one CPU tensor with default options takes formats/jpeg.py's decode_one;
+    # a list takes the batch steps. Pixels, layout and every refusal must be the same.
+    import warnings
+
+    import gdsio
+
+    photo = photos()[0][1]
+    rgb = pil_bytes(Image.fromarray(photo), quality=90)
+    gray = pil_bytes(Image.fromarray(photo).convert("L"), quality=90)
+    for data in (rgb, gray):
+        t = as_tensor(data)
+        for mode in ("UNCHANGED", "RGB", "GRAY", "rgb"):
+            one, listed = gi.decode(t, mode=mode), gi.decode([t], mode=mode)[0]
+            assert one.shape == listed.shape and one.stride() == listed.stride() and one.dtype == listed.dtype
+            assert bool((one == listed).all()), mode
+    t = as_tensor(rgb)
+    h, w = photo.shape[:2]
+    with pytest.raises(ValueError, match="max_pixels"):
+        gi.decode(t, max_pixels=h * w - 1)
+    assert gi.decode(t, max_pixels=h * w).shape == (3, h, w)
+    with gdsio.settings(max_image_pixels=h * w - 1), pytest.warns(gdsio.DecompressionBombWarning):
+        gi.decode(t)
+    # Data past the EOI (libjpeg-turbo's path refuses it): the batch steps' decoder, as for a list.
+    padded = as_tensor(rgb + b"\0" * 64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert bool((gi.decode(padded) == gi.decode([padded])[0]).all())
+    with pytest.raises(ValueError, match="empty"):
+        gi.decode(as_tensor(b""))

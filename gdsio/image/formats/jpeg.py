@@ -13,12 +13,17 @@ import dataclasses
 import io
 from typing import Any, Callable, Sequence
 
+import torch
+
+from ...config import current as current_settings
 from .. import jpeg_cpu, nvjpeg, transfer
-from ..codec import Format, Item, Options, Size
+from ..codec import Format, Item, NeedMoreData, Options, Size
 from ..jpeg_header import JpegHeader, parse_jpeg
 from ..pillow import PILLOW, load_pillow, map_threads, to_chw
 
-__all__ = ["FORMAT", "HOST_DECODERS", "HostDecoder", "JpegHeader", "decode_on_host", "parse_jpeg"]
+__all__ = ["FORMAT", "HOST_DECODERS", "HostDecoder", "JpegHeader", "decode_on_host", "decode_one", "parse_jpeg"]
+
+_U8 = torch.uint8
 
 
 def sniff(buf: bytes) -> bool:
@@ -124,6 +129,43 @@ def decode_on_host(items: Sequence[Item], target: Any, opts: Options) -> None:
         for it, r in zip(done, transfer.upload([it.result for it in done], target)):
             it.result = r
         left = passed
+
+
+# The first bytes decode_one reads, and the last: batch.PROBE and batch.TAIL
+# (batch imports the formats, so they are repeated here; tests hold them equal).
+_PROBE = 4096
+_TAIL = 32
+_NATIVE_FIRST = HOST_DECODERS[0] is LIBJPEG_TURBO_JPEG
+
+
+def decode_one(data: Any, mode: str, max_pixels: int | None) -> Any:
+    """The common case of gdsio.image.decode in a few steps: one JPEG in a
+    contiguous 1-D uint8 CPU tensor, decoded on the CPU by the linked
+    libjpeg-turbo with on_error="raise", no EXIF orientation and no info
+    (the caller has checked those arguments; `mode` is one of the three
+    names). The same image the batch steps give (image/batch.py: header,
+    checks, HOST_DECODERS[0]), or None for anything else (another format, a
+    header longer than the probe, a bad one, an image past the pixel rule or
+    one libjpeg-turbo refuses): the caller then takes the batch steps, which
+    raise, warn or hand it to the next decoder as they always do."""
+    if (not _NATIVE_FIRST or data.dtype is not _U8 or data.dim() != 1 or not data.is_cpu
+            or not data.is_contiguous()):
+        return None
+    arr = data.numpy()
+    total = arr.size
+    prefix = arr[:_PROBE].tobytes()
+    if not sniff(prefix):  # also the empty tensor
+        return None
+    try:
+        h = parse_jpeg(prefix, total, arr[-_TAIL:].tobytes())
+    except (NeedMoreData, ValueError):
+        return None
+    if jpeg_cpu.native_refusal(h, mode) is not None:  # also every JPEG but 1- and 3-component ones
+        return None
+    n = h.width * h.height
+    if n > (max_pixels if max_pixels is not None else current_settings().max_image_pixels):
+        return None  # the cap's error, or the bomb rule's warning or error
+    return jpeg_cpu.decode_native(arr, h, mode)
 
 
 FORMAT = Format(
