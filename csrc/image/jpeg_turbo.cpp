@@ -135,11 +135,23 @@ Result decode(const std::uint8_t* data, std::size_t size, Box box, int channels,
     if (jpeg_read_scanlines(&d.cinfo, &p, 1) != 1) throw ValueError("libjpeg-turbo returned no scanline");
     ++rows_read;
   }
-  for (int y = 0; y < box.height; ++y) {
+  // Straight into `out`: as many rows a call as libjpeg-turbo gives (a row group), as TurboJPEG
+  // asks; a call per row retired ~30k more instructions on a 500x375 image.
+  constexpr int kRowsPerCall = 32;
+  JSAMPROW rows[kRowsPerCall];
+  for (int y = 0; direct && y < box.height;) {
+    const int n = box.height - y < kRowsPerCall ? box.height - y : kRowsPerCall;
+    for (int k = 0; k < n; ++k) rows[k] = out + (std::size_t)(y + k) * row_stride;
+    const int got = (int)jpeg_read_scanlines(&d.cinfo, rows, (JDIMENSION)n);
+    if (got <= 0) throw ValueError("libjpeg-turbo returned no scanline");
+    y += got;
+    rows_read += got;
+  }
+  for (int y = 0; !direct && y < box.height; ++y) {
     std::uint8_t* dst = out + (std::size_t)y * row_stride;
-    JSAMPROW p = direct ? dst : row.data();
+    JSAMPROW p = row.data();
     if (jpeg_read_scanlines(&d.cinfo, &p, 1) != 1) throw ValueError("libjpeg-turbo returned no scanline");
-    if (!direct) std::memcpy(dst, row.data() + (std::size_t)skip_x * channels, (std::size_t)box.width * channels);
+    std::memcpy(dst, row.data() + (std::size_t)skip_x * channels, (std::size_t)box.width * channels);
     ++rows_read;
   }
   r.rows_decoded = rows_read;

@@ -37,7 +37,8 @@ from .jpeg_header import JpegHeader
 from .layout import interleaved_layout
 
 __all__ = ["BACKEND", "BOX_BACKEND", "NATIVE_BACKEND", "available", "box_available", "decode", "decode_box",
-           "decode_many", "decode_many_native", "decode_native", "native_refusal", "refusal"]
+           "decode_many", "decode_many_native", "decode_native", "header_refusal", "native_refusal",
+           "refusal"]
 
 BACKEND = "simplejpeg"
 # Whole images through the same linked libjpeg-turbo, a batch in one call
@@ -75,17 +76,18 @@ def refusal(h: JpegHeader, mode: str) -> str | None:
     """Why the simplejpeg path leaves the image to Pillow, or None when it takes it."""
     if _module() is None:
         return "simplejpeg is not installed (a dependency of gdsio: pip install simplejpeg)"
-    return _refusal(h)
+    return header_refusal(h)
 
 
 def native_refusal(h: JpegHeader, mode: str) -> str | None:
     """Why the linked libjpeg-turbo path leaves the image to the next decoder, or None."""
     if not box_available():
         return f"this build has no libjpeg-turbo ({_core.jpeg_cpu_version()})"
-    return _refusal(h)
+    return header_refusal(h)
 
 
-def _refusal(h: JpegHeader) -> str | None:
+def header_refusal(h: JpegHeader) -> str | None:
+    """Why libjpeg-turbo's paths leave an image with this header to the next decoder, or None."""
     if h.coding not in ("baseline", "extended", "progressive"):
         return f"{h.coding} JPEG"
     if h.precision != 8:

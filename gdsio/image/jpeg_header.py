@@ -43,6 +43,18 @@ class JpegHeader:
 
 
 def _subsampling(sampling: tuple[tuple[int, int], ...]) -> str:
+    got = _SUBSAMPLING_OF.get(sampling)
+    if got is None:
+        got = _subsampling_of(sampling)
+        if len(sampling) <= 3:  # factors 1..4: at most 16 + 16**3 keys, whatever the files
+            _SUBSAMPLING_OF[sampling] = got
+    return got
+
+
+_SUBSAMPLING_OF: dict[tuple[tuple[int, int], ...], str] = {}
+
+
+def _subsampling_of(sampling: tuple[tuple[int, int], ...]) -> str:
     if len(sampling) == 1:
         return "gray"
     if len(sampling) != 3:
@@ -120,6 +132,9 @@ def parse_jpeg(buf: bytes, total: int, tail: bytes = b"\xff\xd9") -> JpegHeader:
         end = pos + length
         if end > MAX_HEADER_BYTES:
             raise ValueError(f"JPEG header longer than {MAX_HEADER_BYTES >> 20} MiB before its first scan")
+        if m == 0xDB or m == 0xC4:  # DQT, DHT: nothing here reads them (the most frequent segments)
+            pos = end
+            continue
         seg_start = pos + 2
         if m in _SOF_KINDS:
             if frame is not None:

@@ -160,7 +160,7 @@ def decode_one(data: Any, mode: str, max_pixels: int | None) -> Any:
         h = parse_jpeg(prefix, total, arr[-_TAIL:].tobytes())
     except (NeedMoreData, ValueError):
         return None
-    if jpeg_cpu.native_refusal(h, mode) is not None:  # also every JPEG but 1- and 3-component ones
+    if jpeg_cpu.header_refusal(h) is not None:  # native_refusal's (the build links it); every JPEG but 1 and 3 components
         return None
     n = h.width * h.height
     if n > (max_pixels if max_pixels is not None else current_settings().max_image_pixels):
