@@ -17,6 +17,8 @@ measured in the same process (bench/device_check.sh runs it on a GPU machine).
                wait share, real against replayed-batch throughput
   safetensors  a 4 GiB file: gdsio.load_safetensors against
                safetensors.torch.load_file(device=...), warm and cold page cache
+               (with device="cpu" both map the file copy-on-write by default: the
+               figure then times the mapping, not a read of the bytes)
 
     python bench/figures.py --json figures.json --md figures.md
     python bench/figures.py --only resize,jpeg --quick

@@ -9,13 +9,10 @@ and numpy.load(mmap_mode="c") give them.
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import json
 import math
-import mmap as _mmap
 import os
-import stat
 import struct
 import time
 from typing import Any, Iterable
@@ -27,9 +24,9 @@ from .device import parse_device, resolve_device
 from .errors import NeedMoreData
 from .io import File, ReadStats
 from .io.buffers import host_empty
+from .io.mapped import Descriptor, PrivateMapping, mapped_stats, open_to_map
 from .io.npy_header import parse_npy_header
 from .io.urls import is_url
-from .platform.pagecache import _libc
 
 __all__ = ["MAX_SAFETENSORS_HEADER", "load_npy", "load_safetensors", "read_npy_header", "read_safetensors_header"]
 
@@ -81,91 +78,12 @@ def _alloc(nbytes: int, device: Any, path: str, file_offset: int = 0) -> Any:
                       f"of '{path}': {e}", path) from e
 
 
-# ---- private mappings (device="cpu") --------------------------------------------
-
-
-class _PrivateMapping:
-    """A private (copy-on-write) read-write mapping of a whole file, unmapped
-    when the last array over it goes: ``np.asarray`` of it is a uint8 array
-    whose base it is, and torch.frombuffer holds that array, so the mapping
-    lives as long as any tensor over it. It holds no descriptor."""
-
-    def __init__(self, fd: int, size: int, path: str, nbytes: int) -> None:
-        libc = _libc()
-        if libc is None:
-            raise OSError(errno.ENOSYS, f"cannot map '{path}': libc's mmap cannot be called here", path)
-        # MAP_PRIVATE with PROT_WRITE: a write copies the page for this process; the file never sees it.
-        # The kernel may refuse one larger than memory and swap hold (the copies it might have to make),
-        # as it refuses safetensors': the error then reads as the copy's (`nbytes` of data).
-        addr = libc.mmap(None, size, _mmap.PROT_READ | _mmap.PROT_WRITE, _mmap.MAP_PRIVATE, fd, 0)
-        if addr is None or addr == ctypes.c_void_p(-1).value:
-            err = ctypes.get_errno()
-            raise OSError(err, f"cannot allocate {nbytes} bytes ({nbytes / 1e9:.1f} GB) on cpu for the data of "
-                          f"'{path}': a private mapping of its {size} bytes: {os.strerror(err)}", path)
-        self._munmap, self._addr, self._size = libc.munmap, addr, size
-        self.__array_interface__ = {"data": (addr, False), "shape": (size,), "typestr": "|u1", "version": 3}
-
-    def __del__(self) -> None:
-        addr, self._addr = getattr(self, "_addr", None), None
-        if addr:
-            self._munmap(addr, self._size)
-
-
-class _Descriptor:
-    """What the header parsers use of a File (path, kind, size, read_into),
-    over the descriptor the mapping is made from, so that the header and the
-    tensors come from one open of the file (preads: a header never faults on
-    a page that a concurrent truncation took away)."""
-
-    kind = "local"
-
-    def __init__(self, fd: int, path: str, size: int) -> None:
-        self.fd, self.path, self._size = fd, path, size
-
-    def size(self) -> int:
-        return self._size
-
-    def read_into(self, buf: Any, size: int, offset: int, backend: str | None = None) -> None:
-        view = memoryview(buf).cast("B")[:size]
-        done = 0
-        while done < size:
-            n = os.preadv(self.fd, [view[done:]], offset + done)
-            if n == 0:
-                raise OSError(errno.EIO, f"'{self.path}' ended early (truncated while reading?): wanted {size} "
-                              f"bytes at offset {offset}, got {done}", self.path)
-            done += n
-
-
-def _open_to_map(path: Any, shown: str) -> tuple[int, int]:
-    """(read-only descriptor, size) of `path`, which a File opened and
-    checked as `shown` just before; what is no longer a regular file is refused."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, f"'{shown}' is no longer a regular file (replaced while loading)", shown)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, st.st_size
-
-
 def _is_cpu(device: Any) -> bool:
     """`device` names the CPU (a spelling that names nothing is refused later, where it always was)."""
     try:
         return parse_device(device).type == "cpu"
     except ValueError:
         return False
-
-
-def _mapped_stats(path: str, t0: float, mapped: int, copied: int, what: str) -> ReadStats:
-    """ReadStats of a mapped load: backend "mmap", ``nbytes`` the bytes copied
-    out of the mapping (tensors that could not be views), none read otherwise."""
-    reason = f"{mapped} bytes mapped privately (copy-on-write); their pages are read on first touch"
-    if copied:
-        reason += f"; {copied} bytes copied ({what})"
-    return ReadStats(backend="mmap", nbytes=copied, seconds=time.perf_counter() - t0, threads=0, chunks=0,
-                     reason=reason, path=path, device="cpu")
 
 
 def _safetensors_header(f: Any) -> tuple[int, dict[str, Any], dict[str, str]]:
@@ -405,13 +323,13 @@ def _load_safetensors_mapped(path: Any, shown: str, keys: Iterable[str] | None, 
     descriptor, the tensors views of a private mapping made from it (each with
     a storage of its own, as safetensors gives them), the unaligned ones copied."""
     t0 = time.perf_counter()
-    fd, size = _open_to_map(path, shown)
+    fd, size = open_to_map(path, shown)
     try:
-        data_start, header, _ = _safetensors_header(_Descriptor(fd, shown, size))
+        data_start, header, _ = _safetensors_header(Descriptor(fd, shown, size))
         names = _wanted(header, keys, shown)
         spans = {k: header[k]["data_offsets"] for k in names}
         nbytes = sum(e - b for b, e in spans.values())
-        base = np.asarray(_PrivateMapping(fd, size, shown, nbytes)) if nbytes else None
+        base = np.asarray(PrivateMapping(fd, size, shown, nbytes)) if nbytes else None
     finally:
         os.close(fd)  # the mapping keeps the file
     dtypes = _torch_dtypes()
@@ -431,7 +349,7 @@ def _load_safetensors_mapped(path: Any, shown: str, keys: Iterable[str] | None, 
             out[k] = torch.frombuffer(base, dtype=dt, count=(end - b) // dt.itemsize, offset=at).view(shape)
     if not return_stats:
         return out
-    stats = _mapped_stats(shown, t0, size, copied, "tensors whose offset their element size does not divide")
+    stats = mapped_stats(shown, t0, size, copied, "tensors whose offset their element size does not divide")
     return out, (stats if base is not None else None)
 
 
@@ -600,12 +518,12 @@ def _load_npy_mapped(path: Any, shown: str, return_stats: bool) -> Any:
     the array a view of a private mapping made from it (a copy out of it when
     it must be byte-swapped or realigned)."""
     t0 = time.perf_counter()
-    fd, size = _open_to_map(path, shown)
+    fd, size = open_to_map(path, shown)
     try:
-        offset, dt, fortran, shape = _npy_header(_Descriptor(fd, shown, size))
+        offset, dt, fortran, shape = _npy_header(Descriptor(fd, shown, size))
         tdt = _npy_torch_dtype(dt, shown)
         nbytes = math.prod(shape) * dt.itemsize
-        base = np.asarray(_PrivateMapping(fd, size, shown, nbytes)) if nbytes else None
+        base = np.asarray(PrivateMapping(fd, size, shown, nbytes)) if nbytes else None
     finally:
         os.close(fd)  # the mapping keeps the file
     if base is None:
@@ -620,4 +538,4 @@ def _load_npy_mapped(path: Any, shown: str, return_stats: bool) -> Any:
     if not return_stats:
         return t
     why = "byte-swapped" if swap else "realigned: its offset is not a multiple of its element size"
-    return t, _mapped_stats(shown, t0, size, copied, why)
+    return t, mapped_stats(shown, t0, size, copied, why)

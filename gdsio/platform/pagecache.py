@@ -25,8 +25,8 @@ _ODD_BYTES = bytes(range(1, 256, 2))  # mincore sets bit 0 for a resident page
 
 
 @functools.cache
-def _libc() -> Any:
-    """libc with mmap, munmap and mincore typed, or None where that fails."""
+def typed_libc() -> Any:
+    """libc with mmap, munmap and mincore typed, or None where that fails (gdsio.io.mapped uses it too)."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.mmap.restype = ctypes.c_void_p
@@ -45,7 +45,7 @@ def resident_fraction(path: str) -> float | None:
     0.0 for an empty file; None when mincore is unavailable or the file cannot
     be opened or mapped.
     """
-    libc = _libc()
+    libc = typed_libc()
     if libc is None:
         return None
     try:
