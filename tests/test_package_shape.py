@@ -156,3 +156,21 @@ def test_the_cycle_check_finds_a_cycle():
 def test_few_gdsio_imports_inside_functions():
     _, in_functions = _graph()
     assert len(in_functions) <= MAX_FUNCTION_IMPORTS, in_functions
+
+
+def test_no_private_name_crosses_a_module():
+    # A name another module uses is public to the package and says so (issue 25):
+    # `from .x import _y` is refused; the compiled extension (`_core`) and dunders are not names of this kind.
+    modules = _modules()
+    found = []
+    for name, path in modules.items():
+        if path.is_dir() or path.suffix != ".py":
+            continue
+        for node, _ in _imports(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ImportFrom) or not _targets(name, path.name == "__init__.py", node, modules):
+                continue
+            for alias in node.names:
+                n = alias.name
+                if n.startswith("_") and not n.startswith("__") and n != "_core" and f"{node.module}".split(".")[-1] != n:
+                    found.append(f"{name}: from {'.' * node.level}{node.module or ''} import {n}")
+    assert not found, found
