@@ -151,24 +151,24 @@ def test_safetensors_too_short_and_missing(tmp_path, mmap):
         load_safetensors(tmp_path / "none.safetensors", device="cpu", mmap=mmap)
 
 
+# npy files of every layout and byte order gdsio reads (the copied and the mapped loads take them all).
+NPY_ARRAYS = {
+    "c-le": np.arange(24, dtype="<i4").reshape(2, 3, 4),
+    "c-be": np.arange(24, dtype=">i4").reshape(2, 3, 4),
+    "f-le": np.asfortranarray(np.arange(24, dtype="<f8").reshape(2, 3, 4)),
+    "f-be": np.asfortranarray(np.arange(12, dtype=">f4").reshape(3, 4)),
+    "scalar-be": np.array(2.5, dtype=">f2"),
+    "empty": np.zeros((0, 3), np.uint16),
+    "bool": np.array([True, False, True]),
+    "complex": (np.arange(6) + 1j).astype(np.complex64),
+    "complex-be": (np.arange(6) + 10j * np.arange(6)).astype(">c8"),
+    "complex128-f-be": np.asfortranarray((np.arange(6) - 3j).astype(">c16").reshape(2, 3)),
+    "u8": np.arange(10, dtype=np.uint8),
+}
+
+
 @pytest.mark.parametrize("version", [(1, 0), (2, 0), (3, 0)])
-@pytest.mark.parametrize(
-    "arr",
-    [
-        np.arange(24, dtype="<i4").reshape(2, 3, 4),
-        np.arange(24, dtype=">i4").reshape(2, 3, 4),
-        np.asfortranarray(np.arange(24, dtype="<f8").reshape(2, 3, 4)),
-        np.asfortranarray(np.arange(12, dtype=">f4").reshape(3, 4)),
-        np.array(2.5, dtype=">f2"),
-        np.zeros((0, 3), np.uint16),
-        np.array([True, False, True]),
-        (np.arange(6) + 1j).astype(np.complex64),
-        (np.arange(6) + 10j * np.arange(6)).astype(">c8"),
-        np.asfortranarray((np.arange(6) - 3j).astype(">c16").reshape(2, 3)),
-        np.arange(10, dtype=np.uint8),
-    ],
-    ids=["c-le", "c-be", "f-le", "f-be", "scalar-be", "empty", "bool", "complex", "complex-be", "complex128-f-be", "u8"],
-)
+@pytest.mark.parametrize("arr", list(NPY_ARRAYS.values()), ids=list(NPY_ARRAYS))
 def test_npy_matches_numpy(tmp_path, arr, version):
     p = tmp_path / "a.npy"
     with open(p, "wb") as f:
@@ -348,21 +348,8 @@ def test_npy_copies_by_default(tmp_path):
     assert np.load(p)[0] == 0
 
 
-@pytest.mark.parametrize(
-    "arr",
-    [
-        np.arange(24, dtype="<i4").reshape(2, 3, 4),
-        np.arange(24, dtype=">i4").reshape(2, 3, 4),
-        np.asfortranarray(np.arange(24, dtype="<f8").reshape(2, 3, 4)),
-        np.asfortranarray(np.arange(12, dtype=">f4").reshape(3, 4)),
-        np.array(2.5, dtype="<f2"),
-        np.zeros((0, 3), np.uint16),
-        np.array([True, False, True]),
-        (np.arange(6) + 10j * np.arange(6)).astype(">c8"),
-        np.arange(10, dtype=np.uint8),
-    ],
-    ids=["c-le", "c-be", "f-le", "f-be", "scalar", "empty", "bool", "complex-be", "u8"],
-)
+@pytest.mark.parametrize("arr", list(NPY_ARRAYS.values()) + [np.array(2.5, dtype="<f2")],
+                         ids=[*NPY_ARRAYS, "scalar-le"])
 def test_npy_mapped_matches_numpys_memmap(tmp_path, arr, no_leaks):
     p = tmp_path / "a.npy"
     np.save(p, arr)

@@ -269,12 +269,6 @@ std::string DType::name() const {
   }
 }
 
-DType dtype_named(const std::string& name, const char* what) {
-  for (DType t : {kUInt8, kUInt16, kInt32, kFloat16, kFloat32, kBFloat16})
-    if (t.name() == name) return t;
-  throw ValueError(std::string(what) + ": unsupported dtype '" + name + "'");
-}
-
 std::int64_t Array::size(int dim) const {
   const int d = dim < 0 ? dim + ndim() : dim;
   if (d < 0 || d >= ndim()) bad(*this, "has no dimension " + std::to_string(dim));
@@ -369,16 +363,11 @@ const Array& Array::holds(std::uint64_t bytes) const {
 
 Array Array::row(std::int64_t i, std::string row_name) const {
   if (ndim() < 1 || i < 0 || i >= shape[0]) bad(*this, "has no row " + std::to_string(i));
-  Array r;
+  Array r = *this;  // the same memory, dtype, device and owner, one dimension less
   r.name = std::move(row_name);
-  r.data = data + static_cast<std::uintptr_t>(i * strides[0]) * dtype.itemsize();
-  r.shape.assign(shape.begin() + 1, shape.end());
-  r.strides.assign(strides.begin() + 1, strides.end());
-  r.dtype = dtype;
-  r.device = device;
-  r.readonly = readonly;
-  r.protocol = protocol;
-  r.owner = owner;
+  r.data += static_cast<std::uintptr_t>(i * strides[0]) * dtype.itemsize();
+  r.shape.erase(r.shape.begin());
+  r.strides.erase(r.strides.begin());
   return r;
 }
 

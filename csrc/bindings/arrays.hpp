@@ -38,9 +38,6 @@ inline constexpr DType kFloat16{2, 16};
 inline constexpr DType kFloat32{2, 32};
 inline constexpr DType kBFloat16{4, 16};
 
-// The dtype a name gives ("uint8", "float32", ...); ValueError naming `what` otherwise.
-DType dtype_named(const std::string& name, const char* what);
-
 class Array {
  public:
   std::string name;                  // the argument as messages name it: "out", "images[3]"
