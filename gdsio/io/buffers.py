@@ -96,32 +96,23 @@ def _is_torch_tensor(obj: Any) -> bool:
 
 def _core_array(t: Any) -> Any:
     """`t` as the core can view it through DLPack: detached (a tensor that
-    requires grad is not exported), its bytes where DLPack has no such dtype;
-    in host memory a numpy view where numpy has the dtype (numpy's DLPack
-    export is C, torch's Python: about 1 us less per call)."""
+    requires grad is not exported), its bytes where DLPack has no such dtype.
+    (A host tensor needs no numpy view: the core takes torch's exporter
+    directly, 0.8 us a view against 1.3 through Tensor.numpy().)"""
     if t.requires_grad:
         t = t.detach()
-    kinds = _dtype_kinds()
-    if t.dtype in kinds[0]:
+    if t.dtype in _dtype_kinds():
         return t.reshape(-1).view(sys.modules["torch"].uint8)
-    if t.dtype in kinds[1] and t.device.type == "cpu":
-        return t.numpy()
     return t
 
 
 @functools.cache
-def _dtype_kinds() -> tuple[frozenset[Any], frozenset[Any]]:
-    """(the torch dtypes DLPack does not describe: the bits* types and
-    float4_e2m1fn_x2, two values an element; the dtypes Tensor.numpy() takes)."""
+def _dtype_kinds() -> frozenset[Any]:
+    """The torch dtypes DLPack does not describe: the bits* types and
+    float4_e2m1fn_x2, two values an element."""
     torch = sys.modules["torch"]
     bytes_only = ("bits1x8", "bits2x4", "bits4x2", "bits8", "bits16", "float4_e2m1fn_x2")
-    numpy = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64", "complex64",
-             "complex128")
-
-    def have(names: tuple[str, ...]) -> frozenset[Any]:
-        return frozenset(getattr(torch, n) for n in names if hasattr(torch, n))
-
-    return have(bytes_only), have(numpy)
+    return frozenset(getattr(torch, n) for n in bytes_only if hasattr(torch, n))
 
 
 def _from_torch(t: Any, stream: int | None, name: str) -> Destination:
