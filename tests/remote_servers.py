@@ -105,6 +105,7 @@ class RangeServer:
         self.ranges: list[str] = []
         self.headers_seen: list[dict[str, str]] = []
         self.paths: list[str] = []  # the request target of every HEAD and GET, in order
+        self.requests: list[tuple[str, str, str]] = []  # (method, target, Range header) of every HEAD and GET
         self.redirects: dict[str, tuple[int, str, tuple[str, ...], dict[str, str]]] = {}  # see redirect()
         self.version = 1
         server = self
@@ -127,6 +128,7 @@ class RangeServer:
 
             def _redirected(self) -> bool:
                 server.paths.append(self.path)
+                server.requests.append((self.command, self.path, self.headers.get("Range", "")))
                 r = server.redirects.get(self.path.split("?")[0])
                 if r is None or self.command not in r[2]:
                     return False

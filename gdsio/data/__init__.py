@@ -14,7 +14,7 @@ from . import disk_cache  # noqa: F401 - declares Cache(where="disk")
 from .dataset import SampleDataset
 from ..errors import SampleError
 from .loader import Loader
-from .sampler import ShardedOrder
+from .sampler import ShardedOrder, WindowOrder
 from .shard_write import write_shards
 from .sources import UNLABELED, FileList, SampleTable, scan
 from ..transforms.classes import (
@@ -61,6 +61,7 @@ __all__ = [
     "SampleTable",
     "ShardedOrder",
     "ToDtype",
+    "WindowOrder",
     "batch_context",
     "current_batch",
     "scan",

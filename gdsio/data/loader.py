@@ -45,14 +45,16 @@ from .flow import (POLL_S, BatchBuffers, ByteBudget, EmptyBatch, End, Failed, Re
                    track_threads)
 from .meter import LoaderStats, Meter
 from .producer import PassPlan, Producer
-from .sampler import ShardedOrder
+from .sampler import ShardedOrder, WindowOrder
 from .sources import SampleTable, scan
+from ..io.urls import is_url
 
-__all__ = ["DATALOADER_ONLY", "ON_ERROR", "STATE_VERSION", "Loader"]
+__all__ = ["DATALOADER_ONLY", "ON_ERROR", "SHUFFLES", "STATE_VERSION", "Loader"]
 
 log = logging.getLogger("gdsio")
 
 ON_ERROR = ("raise", "skip")
+SHUFFLES = (False, True, "global", "window")
 STATE_VERSION = 1
 
 # torch DataLoader's keywords that gdsio.Loader does not take, each with what
@@ -145,7 +147,13 @@ class Loader:
     shuffle/seed/rank/world_size/drop_last: as torch's DistributedSampler
     (each rank a disjoint, equal share, padded by repeating samples, or cut
     when ``drop_last``) under a DataLoader (``drop_last`` also drops each
-    rank's last short batch, as DataLoader's does). on_error:
+    rank's last short batch, as DataLoader's does). shuffle: ``False``,
+    ``"global"`` (every sample shuffled, each read on its own) or, for tar
+    shards, ``"window"`` (gdsio.data.sampler.WindowOrder: shards shuffled and
+    read whole, ``shuffle_window`` of them at a time, samples shuffled within
+    each window of shards; ranks take contiguous runs of the shards).
+    ``True`` is ``"window"`` for shards on an object store, ``"global"``
+    otherwise. on_error:
     ``"raise"`` raises ``SampleError`` naming the file; ``"skip"`` logs it to
     the ``gdsio`` logger and yields that batch shorter (never refilled, so
     batches and resumption stay deterministic; a batch left empty is not
@@ -188,7 +196,8 @@ class Loader:
         *,
         transform: Callable[[Any], Any] | None = None,
         device: Any = "cuda",
-        shuffle: bool = False,
+        shuffle: bool | str = False,
+        shuffle_window: int = 4,
         seed: int = 0,
         drop_last: bool = False,
         rank: int = 0,
@@ -214,10 +223,26 @@ class Loader:
             raise TypeError(f"cache must be a gdsio.Cache, got {type(cache).__name__}")
         if image_mode not in ("RGB", "GRAY", "UNCHANGED"):
             raise ValueError(f"image_mode must be 'RGB', 'GRAY' or 'UNCHANGED'; got {image_mode!r}")
+        if not any(shuffle is v or (isinstance(v, str) and shuffle == v) for v in SHUFFLES):
+            raise ValueError(f"shuffle must be False, True, 'global' or 'window'; got {shuffle!r}")
+        _positive_int("shuffle_window", shuffle_window)
         self.device = resolve_device(device, what=f"cannot load batches into {device}")
-        self.table: SampleTable = scan(source, kind=kind, record_shape=record_shape, record_dtype=record_dtype)
-        self.order = ShardedOrder(len(self.table), batch_size=_positive_int("batch_size", batch_size),
-                                  shuffle=shuffle, seed=seed, rank=rank, world_size=world_size, drop_last=drop_last)
+        self.table: SampleTable = scan(source, kind=kind, record_shape=record_shape, record_dtype=record_dtype,
+                                       cache=cache)
+        shards = self.table.shards
+        if shuffle is True:  # whole-shard reads where a read costs a request
+            shuffle = "window" if shards is not None and any(is_url(p) for p in shards.paths) else "global"
+        if shuffle == "window":
+            if shards is None:
+                raise ValueError("shuffle='window' shuffles tar shards (a .tar source); this source is of "
+                                 f"{self.table.kind} files: use shuffle='global' (or True)")
+            self.order: ShardedOrder = WindowOrder(
+                shards.starts, batch_size=_positive_int("batch_size", batch_size), shuffle_window=shuffle_window,
+                seed=seed, rank=rank, world_size=world_size, drop_last=drop_last)
+        else:
+            self.order = ShardedOrder(len(self.table), batch_size=_positive_int("batch_size", batch_size),
+                                      shuffle=shuffle == "global", seed=seed, rank=rank, world_size=world_size,
+                                      drop_last=drop_last)
         self.transform = transform
         self.prefetch = _positive_int("prefetch", prefetch)
         self.prefetch_bytes = _byte_budget(prefetch_bytes)
@@ -298,9 +323,12 @@ class Loader:
         """Where the loader stands: plain ints and bools (JSON-serialisable).
         Counts batches handed to the consumer, not prefetched ones."""
         o = self.order
-        return {"version": STATE_VERSION, "epoch": self._epoch, "batches_done": self._done,
-                "seed": o.seed, "shuffle": o.shuffle, "num_samples": o.num_samples, "batch_size": o.batch_size,
-                "world_size": o.world_size, "rank": o.rank, "drop_last": o.drop_last}
+        state = {"version": STATE_VERSION, "epoch": self._epoch, "batches_done": self._done,
+                 "seed": o.seed, "shuffle": o.shuffle, "num_samples": o.num_samples, "batch_size": o.batch_size,
+                 "world_size": o.world_size, "rank": o.rank, "drop_last": o.drop_last}
+        if isinstance(o, WindowOrder):  # "shuffle" is "window" then (a bool otherwise)
+            state["shuffle_window"] = o.shuffle_window
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resumes: the next pass yields exactly the batches the saved loader had
@@ -308,9 +336,10 @@ class Loader:
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             raise ValueError(f"not a gdsio.Loader state (version {STATE_VERSION}): {state!r}")
         mine = self.state_dict()
-        for key in ("seed", "shuffle", "num_samples", "batch_size", "world_size", "rank", "drop_last"):
-            if state.get(key) != mine[key]:
-                raise ValueError(f"state_dict mismatch: {key}={state.get(key)!r} in the state, {mine[key]!r} in this loader")
+        for key in ("seed", "shuffle", "num_samples", "batch_size", "world_size", "rank", "drop_last", "shuffle_window"):
+            if state.get(key) != mine.get(key):
+                raise ValueError(f"state_dict mismatch: {key}={state.get(key)!r} in the state, {mine.get(key)!r} in "
+                                 "this loader")
         epoch, done = state.get("epoch"), state.get("batches_done")
         if not isinstance(epoch, int) or not isinstance(done, int) or epoch < 0 or not 0 <= done <= len(self):
             raise ValueError(f"state_dict: bad position epoch={epoch!r}, batches_done={done!r}")

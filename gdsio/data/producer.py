@@ -34,6 +34,8 @@ from .disk_cache import DiskCache
 from .flow import (END, BatchBuffers, ByteBudget, EmptyBatch, End, Failed, ReadyBatch, batch_nbytes, mark_loader_thread,
                    put_until_stopped)
 from .meter import Meter
+from .remote_shards import ShardWindows, read_shard_range
+from .sampler import WindowOrder
 from .sources import SampleTable
 from ..transforms.classes import BatchInfo, BatchTransform, batch_context
 
@@ -114,6 +116,8 @@ class Producer:
         self.boxes = (plan.crop_decode and not self.cuda and plan.table.kind == "image" and plan.cache is None
                       and isinstance(plan.transform, BatchTransform)
                       and type(plan.transform).decode_boxes is not BatchTransform.decode_boxes)
+        # The shard-window order: shards read whole, a window ahead (made in run(), closed there).
+        self.windows: ShardWindows | None = None
 
     # ---- contexts ---------------------------------------------------------------
 
@@ -142,6 +146,10 @@ class Producer:
             self.plan.threads, thread_name_prefix="gdsio-reader", initializer=mark_loader_thread
         )
         try:
+            t = self.plan.table
+            if isinstance(self.plan.order, WindowOrder) and t.shards is not None and t.ranges is not None:
+                self.windows = ShardWindows(t.shards, t.ranges, self.plan.order, self.plan.epoch, self.plan.start,
+                                            self.plan.cache)
             batches = iter(self.plan.order.numbered_batches(self.plan.epoch, self.plan.start))
             ahead: collections.deque[_Pending] = collections.deque()
             while True:
@@ -159,6 +167,8 @@ class Producer:
             self._put(Failed(e))
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+            if self.windows is not None:
+                self.windows.close()
 
     def _put(self, item: ReadyBatch | EmptyBatch | Failed | End) -> bool:
         if isinstance(item, ReadyBatch) and self.budget is not None:
@@ -207,9 +217,14 @@ class Producer:
             # (seed, epoch, index): the same draws the transform makes later).
             draw = (self.plan.transform.decode_boxes(BatchInfo(self.plan.order.seed, self.plan.epoch, idx))
                     if self.boxes else None)
+            units: list[Any] = [None] * len(idx)
+            if self.windows is not None:
+                units = self.windows.units_of(batch_no, len(idx))
+                self.windows.want([units[pos] for pos in misses])
+                self.windows.taken([units[pos] for pos in p.hits])
             for pos in misses:
                 box = (lambda h, w, pos=pos: draw(pos, h, w)) if draw is not None else None
-                p.futures.append(([pos], pool.submit(self._read_file, int(idx[pos]), box)))
+                p.futures.append(([pos], pool.submit(self._read_file, int(idx[pos]), box, units[pos])))
         return p
 
     def _group_by_file(self, idx: np.ndarray, rows: list[int]) -> list[list[int]]:
@@ -281,14 +296,17 @@ class Producer:
         cache = self.plan.cache
         return cache.local_path(path) if isinstance(cache, DiskCache) else path
 
-    def _read_file(self, index: int, box: Any = None) -> tuple[Any, Any]:
+    def _read_file(self, index: int, box: Any = None, unit: int | None = None) -> tuple[Any, Any]:
         """Reader thread: one npy tensor, or one image (decoded here on the CPU;
-        on a GPU its header and bytes, decoded later with the whole batch)."""
-        path = self._local(self.plan.table.files.paths[index])
+        on a GPU its header and bytes, decoded later with the whole batch);
+        `unit`: the shard-window order's unit the image is read with."""
+        path = self.plan.table.files.paths[index]
         ranges = self.plan.table.ranges
+        if ranges is None:
+            path = self._local(path)
         with self._on(0):
             if ranges is not None:  # a shard's member: one ranged read, decoded as a whole file's bytes would be
-                t, st = self._read_member(path, int(ranges[index, 0]), int(ranges[index, 1]))
+                t, st = self._read_member(index, unit)
             elif self.plan.table.kind == "npy":
                 t, st = load_npy(path, device=self.plan.device, return_stats=True)
             elif self.cuda:  # an image for the GPU: its header on the host, its bytes to the device
@@ -297,7 +315,9 @@ class Producer:
             else:
                 t, st = read(path, device=self.plan.device, return_stats=True)
             ev = self._event(0)
-        if st is not None:
+        if isinstance(st, tuple):  # a shard's read: (backend, bytes)
+            self.plan.meter.read(*st)
+        elif st is not None:
             self.plan.meter.read(st.backend, st.nbytes)
         if self.plan.table.kind == "image" and not self.cuda:
             if box is not None:
@@ -310,12 +330,21 @@ class Producer:
                 self.plan.meter.decoded(backend)
         return t, ev
 
-    def _read_member(self, path: str, offset: int, size: int) -> tuple[Any, Any]:
+    def _read_member(self, index: int, unit: int | None) -> tuple[Any, Any]:
         """A tar shard's image member: its bytes by one ranged read into host
-        memory; on a GPU as a batch item that decode.decode_items decodes with
-        the batch (the device-bitstream path for shards is not built yet)."""
-        # read() raises for a range past the end, and OSError ("ended early") for a shard that shrank.
-        data, st = read(path, offset=offset, size=size, device="cpu", return_stats=True)
+        memory (a remote shard's ETag checked against its index's), or a view
+        of its unit's bytes in the shard-window order; on a GPU as a batch item
+        that decode.decode_items decodes with the batch (the device-bitstream
+        path for shards is not built yet). Returns (bytes or item, (backend,
+        bytes read) or None)."""
+        t = self.plan.table
+        offset, size = int(t.ranges[index, 0]), int(t.ranges[index, 1])  # type: ignore[index]
+        path = t.files.paths[index]
+        if unit is not None and self.windows is not None:
+            data, st = self.windows.member(unit, index)
+        else:
+            j = t.shards.shard_of(index)  # type: ignore[union-attr]
+            data, st = read_shard_range(path, t.shards.etags[j], offset, size, self.plan.cache)  # type: ignore[union-attr]
         if self.cuda:
             return Item(0, f"{path}@{offset}", data, size), st
         return data, st

@@ -1,4 +1,5 @@
-"""Tar shards in the WebDataset layout, on a local disk, and their index.
+"""Tar shards in the WebDataset layout, and their index (remote shards:
+gdsio.data.remote_shards).
 
 A shard is a POSIX tar (ustar, GNU or pax headers, as Python's ``tarfile``
 reads them). A sample is the run of members sharing a key: the member path
@@ -39,11 +40,16 @@ JSON object::
 An index whose ``shard_size`` or ``shard_mtime_ns`` differ from the shard's
 ``os.stat`` (the shard was rewritten) is stale and rebuilt; one that does not
 parse is rebuilt too. Where the folder is read-only the index is kept in this
-process's memory (and a log line says so).
+process's memory (and a log line says so). The index of a remote shard has
+the same format plus ``"shard_etag"``, the ETag of the object it describes
+(``shard_mtime_ns`` is 0 there); see gdsio.data.remote_shards.
 
 Sources: a path, a list of paths, a glob (``shards/*.tar``) and brace ranges
 (``shard-{000000..000009}.tar``: zero-padded to the width of the first
-bound; ``{a,b}`` lists too), expanded here.
+bound; ``{a,b}`` lists too), expanded here; the same for ``s3://`` and
+``http(s)://`` URLs, an s3:// glob (``s3://bucket/shards/*.tar``, ``*``
+matching across ``/`` as in S3 keys) listed by one ListObjectsV2 walk of the
+prefix before its first wildcard.
 
 >>> paths = expand_shards("shards/shard-{000000..000003}.tar")
 >>> index = shard_index(paths[0])
@@ -53,6 +59,7 @@ bound; ``{a,b}`` lists too), expanded here.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import glob as _glob
 import json
 import logging
@@ -61,12 +68,16 @@ import re
 import tarfile
 import tempfile
 import threading
-from typing import Any, Sequence
+from typing import IO, Any, Sequence
+
+import numpy as np
 
 from ..image import formats
+from ..io import s3
+from ..io.urls import is_url, scheme_of, split_s3
 
-__all__ = ["INDEX_SUFFIX", "ShardIndex", "ShardSample", "expand_shards", "is_shard_source", "key_and_field",
-           "label_of", "scan_shard", "shard_index", "shard_samples"]
+__all__ = ["INDEX_SUFFIX", "ShardIndex", "ShardSample", "ShardSet", "columns_of", "expand_shards", "is_shard_source",
+           "key_and_field", "label_of", "scan_shard", "scan_tar", "shard_index", "shard_samples"]
 
 log = logging.getLogger("gdsio.data")
 
@@ -102,12 +113,16 @@ class ShardIndex:
     mtime_ns: int
     members: list[tuple[str, int, int]]
     samples: list[ShardSample]
+    etag: str = ""  # a remote shard's ETag (as the server sent it), '' for a local one
 
     def to_json(self) -> dict[str, Any]:
         where = {name: k for k, (name, _, _) in enumerate(self.members)}
-        return {"format": _FORMAT, "version": _VERSION, "shard_size": self.size, "shard_mtime_ns": self.mtime_ns,
-                "members": [list(m) for m in self.members],
-                "samples": [[s.key, where[s.member], s.label] for s in self.samples]}
+        out = {"format": _FORMAT, "version": _VERSION, "shard_size": self.size, "shard_mtime_ns": self.mtime_ns,
+               "members": [list(m) for m in self.members],
+               "samples": [[s.key, where[s.member], s.label] for s in self.samples]}
+        if self.etag:
+            out["shard_etag"] = self.etag
+        return out
 
     @classmethod
     def from_json(cls, path: str, obj: Any) -> "ShardIndex":
@@ -119,7 +134,28 @@ class ShardIndex:
         for key, m, label in obj["samples"]:
             name, off, size = members[int(m)]
             samples.append(ShardSample(str(key), name, off, size, int(label)))
-        return cls(path, int(obj["shard_size"]), int(obj["shard_mtime_ns"]), members, samples)
+        return cls(path, int(obj["shard_size"]), int(obj["shard_mtime_ns"]), members, samples,
+                   str(obj.get("shard_etag", "")))
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardSet:
+    """The shards of a source, in order: shard ``j`` (``paths[j]``; ``etags[j]``
+    the ETag its index was made from, '' for a local shard) holds samples
+    ``starts[j]`` to ``starts[j + 1] - 1``."""
+
+    paths: list[str]
+    etags: list[str]
+    starts: np.ndarray  # int64, one per shard and one for the end
+
+    @classmethod
+    def of(cls, indexes: Sequence[ShardIndex]) -> "ShardSet":
+        counts = [len(i.samples) for i in indexes]
+        return cls([i.path for i in indexes], [i.etag for i in indexes],
+                   np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64))
+
+    def shard_of(self, index: int) -> int:
+        return int(np.searchsorted(self.starts, index, side="right")) - 1
 
 
 def key_and_field(name: str) -> tuple[str, str]:
@@ -151,11 +187,13 @@ def _expand_braces(text: str) -> list[str]:
 
 
 def is_shard_source(source: Any) -> bool:
-    """Whether `source` names tar shards: a path, glob or brace pattern ending
-    in ``.tar``, or a non-empty list of such paths (never URLs: remote shards
-    are not read yet)."""
+    """Whether `source` names tar shards: a path, URL, glob or brace pattern
+    ending in ``.tar`` (an http(s) URL's query string aside), or a non-empty
+    list of such paths."""
     if isinstance(source, (str, os.PathLike)) and not isinstance(source, bytes):
         text = os.fspath(source)
+        if is_url(text):
+            return text.split("?", 1)[0].lower().endswith(".tar")
         return "://" not in text and text.lower().endswith(".tar")
     if isinstance(source, (list, tuple)) and source:
         return all(isinstance(p, (str, os.PathLike)) and is_shard_source(p) for p in source)
@@ -166,15 +204,21 @@ def expand_shards(source: Any) -> list[str]:
     """The shard paths of `source` (see the module docstring), in order:
     brace ranges expanded in order, globs sorted, lists as given.
 
+    URLs are not checked here (their index is read next, which raises for a
+    missing object); an s3:// glob is listed.
+
     Raises:
         FileNotFoundError: a named shard does not exist; a glob matches nothing.
-        ValueError: a brace pattern that cannot be expanded.
+        ValueError: a brace pattern that cannot be expanded; a glob of http(s) URLs.
     """
-    items = [os.fspath(p) for p in source] if isinstance(source, (list, tuple)) else [os.fspath(source)]
+    items = [os.fspath(p) if not is_url(p) else p for p in source] if isinstance(source, (list, tuple)) \
+        else [os.fspath(source) if not is_url(source) else source]
     out: list[str] = []
     for item in items:
         for path in _expand_braces(item):
-            if _glob.has_magic(path):
+            if is_url(path):
+                out.extend(_expand_url(path))
+            elif _glob.has_magic(path):
                 found = sorted(p for p in _glob.glob(path, recursive=True) if os.path.isfile(p))
                 if not found:
                     raise FileNotFoundError(f"source '{path}': no shard matches")
@@ -184,6 +228,22 @@ def expand_shards(source: Any) -> list[str]:
             else:
                 out.append(path)
     return out
+
+
+def _expand_url(url: str) -> list[str]:
+    if scheme_of(url) != "s3":
+        if _glob.has_magic(url.split("?", 1)[0]):
+            raise ValueError(f"source '{url}': http(s) servers have no listing, so a glob cannot match; "
+                             "use a brace range (shard-{000000..000099}.tar) or a list of URLs")
+        return [url]
+    bucket, key = split_s3(url)
+    if not _glob.has_magic(key):
+        return [url]
+    fixed = key[: min(key.index(c) for c in "*?[" if c in key)]
+    found = [f"s3://{bucket}/{k}" for k, _ in s3.list_objects(bucket, fixed) if fnmatch.fnmatchcase(k, key)]
+    if not found:
+        raise FileNotFoundError(f"source '{url}': no shard matches")
+    return found
 
 
 def label_of(field: str, data: bytes, where: str) -> int | None:
@@ -238,7 +298,7 @@ def _finish(path: str, s: _Sample, out: list[ShardSample]) -> None:
 
 
 def scan_shard(path: str) -> ShardIndex:
-    """The index of one shard by a sequential scan of its headers.
+    """The index of one local shard by a sequential scan of its headers.
 
     Raises:
         ValueError: a corrupt header, a truncated shard, duplicate keys, a
@@ -246,76 +306,84 @@ def scan_shard(path: str) -> ShardIndex:
         OSError: the shard cannot be read.
     """
     st = os.stat(path)
+    with open(path, "rb") as raw:
+        return scan_tar(raw, path, st.st_size, st.st_mtime_ns)
+
+
+def scan_tar(raw: IO[bytes], path: str, size: int, mtime_ns: int = 0, etag: str = "") -> ShardIndex:
+    """The index of the shard `path` of `size` bytes, read from `raw` from its
+    start: its headers and label members, every seek forward but one of a
+    block back at the end (a streamed remote shard does with that). Raises as
+    ``scan_shard``."""
     members: list[tuple[str, int, int]] = []
     samples: list[ShardSample] = []
     seen: set[str] = set()
     cur: _Sample | None = None
-    with open(path, "rb") as raw:
+    try:
+        tf = tarfile.open(fileobj=raw, mode="r:")
+    except tarfile.ReadError as e:
+        raise ValueError(f"shard '{path}': not a tar file, or a corrupt first header ({e})") from None
+    last = "(the first member)"
+    end = 0
+    while True:
         try:
-            tf = tarfile.open(fileobj=raw, mode="r:")
+            info = tf.next()
         except tarfile.ReadError as e:
-            raise ValueError(f"shard '{path}': not a tar file, or a corrupt first header ({e})") from None
-        last = "(the first member)"
-        end = 0
-        while True:
-            try:
-                info = tf.next()
-            except tarfile.ReadError as e:
-                raise ValueError(f"shard '{path}': corrupt or truncated after member '{last}' ({e})") from None
-            if info is None:
-                break
-            end = info.offset_data + ((info.size + 511) // 512) * 512 if info.isreg() else info.offset_data
-            if info.isdir():
-                last = info.name
-                continue
-            if not info.isreg():
-                raise ValueError(f"shard '{path}': member '{info.name}' is not a regular file (tar type "
-                                 f"{info.type!r}); a WebDataset shard holds files")
-            if info.offset_data + info.size > st.st_size:
-                raise ValueError(f"shard '{path}': truncated: member '{info.name}' ends at byte "
-                                 f"{info.offset_data + info.size}, the shard holds {st.st_size}")
+            raise ValueError(f"shard '{path}': corrupt or truncated after member '{last}' ({e})") from None
+        if info is None:
+            break
+        end = info.offset_data + ((info.size + 511) // 512) * 512 if info.isreg() else info.offset_data
+        if info.isdir():
             last = info.name
-            key, field = key_and_field(info.name)
-            if cur is None or key != cur.key:
-                if cur is not None:
-                    _finish(path, cur, samples)
-                if key in seen:
-                    raise ValueError(f"shard '{path}': duplicate key '{key}' at member '{info.name}' (a sample's "
-                                     "members must be contiguous and its key unique)")
-                seen.add(key)
-                cur = _Sample(key)
-            if info.name in cur.names:
-                raise ValueError(f"shard '{path}': duplicate member '{info.name}'")
-            cur.names.add(info.name)
-            members.append((info.name, info.offset_data, info.size))
-            where = f"shard '{path}', member '{info.name}'"
-            field = field.rsplit(".", 1)[-1].lower()  # what the member is: the last extension ("seg.png": png)
-            if _is_image(field):
-                if cur.image is None:
-                    cur.image = (info.name, info.offset_data, info.size)
-            elif field == "npy":
-                cur.npy = True
-            elif field in ("cls", "txt", "json"):
-                if info.size > _LABEL_BYTES:
-                    if field != "txt":  # a long txt is a caption
-                        raise ValueError(f"{where}: a {field} label of {info.size} bytes (at most {_LABEL_BYTES})")
-                    continue
-                raw.seek(info.offset_data)
-                data = raw.read(info.size)
-                if len(data) != info.size:
-                    raise ValueError(f"shard '{path}': truncated in member '{info.name}'")
-                cur.labels[field] = label_of(field, data, where)
-        if cur is not None:
-            _finish(path, cur, samples)
-        # tarfile ends its listing quietly at a header it cannot parse: what follows the
-        # last member must be the end-of-archive zero blocks, or nothing.
-        raw.seek(end)
-        tail = raw.read(512)
-        if tail.strip(b"\0"):
-            raise ValueError(f"shard '{path}': corrupt tar header at byte {end} (after member '{last}')")
+            continue
+        if not info.isreg():
+            raise ValueError(f"shard '{path}': member '{info.name}' is not a regular file (tar type "
+                             f"{info.type!r}); a WebDataset shard holds files")
+        if info.offset_data + info.size > size:
+            raise ValueError(f"shard '{path}': truncated: member '{info.name}' ends at byte "
+                             f"{info.offset_data + info.size}, the shard holds {size}")
+        last = info.name
+        key, field = key_and_field(info.name)
+        if cur is None or key != cur.key:
+            if cur is not None:
+                _finish(path, cur, samples)
+            if key in seen:
+                raise ValueError(f"shard '{path}': duplicate key '{key}' at member '{info.name}' (a sample's "
+                                 "members must be contiguous and its key unique)")
+            seen.add(key)
+            cur = _Sample(key)
+        if info.name in cur.names:
+            raise ValueError(f"shard '{path}': duplicate member '{info.name}'")
+        cur.names.add(info.name)
+        members.append((info.name, info.offset_data, info.size))
+        where = f"shard '{path}', member '{info.name}'"
+        field = field.rsplit(".", 1)[-1].lower()  # what the member is: the last extension ("seg.png": png)
+        if _is_image(field):
+            if cur.image is None:
+                cur.image = (info.name, info.offset_data, info.size)
+        elif field == "npy":
+            cur.npy = True
+        elif field in ("cls", "txt", "json"):
+            if info.size > _LABEL_BYTES:
+                if field != "txt":  # a long txt is a caption
+                    raise ValueError(f"{where}: a {field} label of {info.size} bytes (at most {_LABEL_BYTES})")
+                continue
+            raw.seek(info.offset_data)
+            data = raw.read(info.size)
+            if len(data) != info.size:
+                raise ValueError(f"shard '{path}': truncated in member '{info.name}'")
+            cur.labels[field] = label_of(field, data, where)
+    if cur is not None:
+        _finish(path, cur, samples)
+    # tarfile ends its listing quietly at a header it cannot parse: what follows the
+    # last member must be the end-of-archive zero blocks, or nothing.
+    raw.seek(end)
+    tail = raw.read(512)
+    if tail.strip(b"\0"):
+        raise ValueError(f"shard '{path}': corrupt tar header at byte {end} (after member '{last}')")
     if not samples:
         raise ValueError(f"shard '{path}' holds no sample")
-    return ShardIndex(path, st.st_size, st.st_mtime_ns, members, samples)
+    return ShardIndex(path, size, mtime_ns, members, samples, etag)
 
 
 def _read_index(path: str, size: int, mtime_ns: int) -> ShardIndex | None:
@@ -375,18 +443,25 @@ def shard_index(path: str, write: bool = True) -> ShardIndex:
 
 
 def shard_samples(paths: Sequence[str]) -> tuple[list[str], list[int], list[int], list[int], list[str]]:
-    """The samples of the shards, in order, as columns: (shard path, image
-    offset, image size, label, member name) per sample.
+    """The samples of the local shards, in order, as columns: (shard path,
+    image offset, image size, label, member name) per sample. Raises as
+    ``columns_of``, and as ``scan_shard`` for a malformed shard."""
+    return columns_of([shard_index(p) for p in paths])
+
+
+def columns_of(indexes: Sequence[ShardIndex]) -> tuple[list[str], list[int], list[int], list[int], list[str]]:
+    """The samples of the shards of `indexes`, in order, as ``shard_samples`` gives them.
 
     Raises:
-        ValueError: a malformed shard (as ``scan_shard``); a dataset where some
-            samples have a label and others not, naming the first of the minority.
+        ValueError: a dataset where some samples have a label and others not,
+            naming the first of the minority.
     """
     cols: tuple[list[Any], ...] = ([], [], [], [], [])
     labeled: tuple[str, str] | None = None
     unlabeled: tuple[str, str] | None = None
-    for path in paths:
-        for s in shard_index(path).samples:
+    for index in indexes:
+        path = index.path
+        for s in index.samples:
             for col, v in zip(cols, (path, s.offset, s.size, s.label, s.member)):
                 col.append(v)
             if s.label < 0 and unlabeled is None:

@@ -10,9 +10,10 @@ A source becomes a ``SampleTable``: the files, a label per file, and for raw
 records how many records each file holds. Sample ``i`` is resolved to
 (file, byte offset) with a binary search over per-file record counts, so a
 single file of 50 million records costs two small arrays, not 50 million
-entries. Tar shards in the WebDataset layout (a path, list, glob or brace
-range of ``.tar`` files, with kind "auto" or "image"; gdsio.data.shards)
-give one sample per image member: (shard, byte offset, length, label).
+entries. Tar shards in the WebDataset layout (a path, URL, list, glob or
+brace range of ``.tar`` files, with kind "auto" or "image"; gdsio.data.shards,
+remote ones gdsio.data.remote_shards) give one sample per image member:
+(shard, byte offset, length, label).
 
 One rule for a source with nothing to load: one that names nothing (a
 missing path, no such bucket, an s3:// prefix with no object: S3 has no empty
@@ -43,7 +44,7 @@ import torch
 from ..image import formats
 from ..io import File, s3
 from ..io.urls import is_url, scheme_of, split_s3
-from . import shards
+from . import remote_shards, shards
 
 __all__ = ["IMAGE_EXTENSIONS", "KINDS", "NPY_EXTENSIONS", "UNLABELED", "FileList", "SampleTable", "scan"]
 
@@ -276,6 +277,7 @@ class SampleTable:
     # files.paths[i] (its shard), the image member members[i].
     ranges: np.ndarray | None = None
     members: list[str] | None = None
+    shards: shards.ShardSet | None = None  # tar shards: the shards, in order (their samples are contiguous)
 
     def __len__(self) -> int:
         return int(self.starts[-1]) if self.starts is not None else len(self.files.paths)
@@ -370,9 +372,11 @@ def scan(
     record_shape: Sequence[int] | None = None,
     record_dtype: Any = None,
     extensions: Sequence[str] | None = None,
+    cache: Any = None,
 ) -> SampleTable:
     """Lists the samples of `source` (see the module docstring; tar shards:
-    gdsio.data.shards). ``extensions``
+    gdsio.data.shards, whose remote indexes a ``Cache(where="disk")`` given as
+    `cache` keeps). ``extensions``
     defaults by kind: image files for ``image``, ``.npy`` for ``npy``, both for
     ``auto`` (which then infers the kind from what it found; other files are
     ignored), every non-hidden file for ``raw``."""
@@ -383,9 +387,10 @@ def scan(
     if kind != "raw" and record_shape is not None:
         raise ValueError(f"record_shape applies to kind='raw' only (kind is {kind!r})")
     if kind in ("auto", "image") and extensions is None and shards.is_shard_source(source):
-        paths, offsets, sizes, labels, members = shards.shard_samples(shards.expand_shards(source))
+        indexes = remote_shards.shard_indexes(shards.expand_shards(source), cache)
+        paths, offsets, sizes, labels, members = shards.columns_of(indexes)
         return SampleTable("image", FileList(paths, labels), ranges=np.asarray([offsets, sizes], np.int64).T.copy(),
-                           members=members)
+                           members=members, shards=shards.ShardSet.of(indexes))
     if extensions is None:
         # auto: image and .npy files (other files, a README, are ignored); raw: every non-hidden file.
         extensions = {"image": IMAGE_EXTENSIONS, "npy": NPY_EXTENSIONS,

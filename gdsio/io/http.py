@@ -48,8 +48,8 @@ from typing import Callable
 
 from .urls import display, request_url
 
-__all__ = ["Counters", "Location", "MAX_REDIRECTS", "Origin", "Response", "RetryPolicy", "error_for_status",
-           "pool_for", "transfer"]
+__all__ = ["Counters", "Location", "MAX_REDIRECTS", "Origin", "Response", "RetryPolicy", "Streamed",
+           "error_for_status", "pool_for", "transfer"]
 
 _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _REDIRECT_STATUS = frozenset({301, 302, 303, 307, 308})
@@ -98,6 +98,22 @@ class Response:
 
     status: int
     headers: dict[str, str]
+
+
+@dataclasses.dataclass
+class Streamed:
+    """A body taken piece by piece instead of into one buffer (a streamed GET
+    of a whole shard, say): `length` bytes in all, each piece received into
+    `scratch` and handed to `sink` before the next one is received. After a
+    dropped connection the next try asks for the rest only, as for a buffer;
+    an exception from `sink` ends the request (its connection is closed)."""
+
+    length: int
+    scratch: memoryview
+    sink: Callable[[memoryview], None]
+
+    def __len__(self) -> int:
+        return self.length
 
 
 class Location:
@@ -305,12 +321,12 @@ def transfer(
     policy: RetryPolicy,
     counters: Counters,
     *,
-    into: memoryview | None = None,
+    into: memoryview | Streamed | None = None,
     check: Callable[[Response, int], None] | None = None,
     anonymous: bool = False,
 ) -> Response:
     """One request with retries. With `into` (a GET of a range), the body is
-    read into `into`; after a dropped connection the next try asks for the
+    read into `into` (or, a ``Streamed``, handed to its sink piece by piece); after a dropped connection the next try asks for the
     rest only (``headers(done)`` gives each try's headers, `done` being the
     bytes already there). `check(response, done)` may raise (wrong range,
     changed object) before the body is read. `where` follows redirects and
@@ -386,10 +402,13 @@ def transfer(
                                   f"{want - done} asked for", name)
                 announced, got_now = want - done, 0
                 while done < want:
-                    n = resp.readinto(into[done:])
+                    view = into.scratch[: want - done] if isinstance(into, Streamed) else into[done:]
+                    n = resp.readinto(view)
                     if n == 0:
                         raise _Truncated(f"truncated body: {got_now} of {announced} bytes received (the connection "
                                          "closed before the Content-Length the server announced)")
+                    if isinstance(into, Streamed):
+                        into.sink(view[:n])
                     done += n
                     got_now += n
                     counters.add(nbytes=n)

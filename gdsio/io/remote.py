@@ -150,8 +150,10 @@ class RemoteReader:
                       counters, into=memoryview(bytearray(1)), check=check, anonymous=self.anonymous)
         return ObjectInfo(got["size"], got["etag"], got["lm"])
 
-    def read_range(self, into: memoryview, offset: int, policy: http.RetryPolicy, counters: http.Counters) -> None:
-        """Fills `into` with the object's bytes at `offset` (one ranged GET, more after a dropped connection)."""
+    def read_range(self, into: memoryview | http.Streamed, offset: int, policy: http.RetryPolicy,
+                   counters: http.Counters) -> None:
+        """Fills `into` with the object's bytes at `offset` (one ranged GET, more after a dropped connection);
+        an ``http.Streamed`` takes them piece by piece."""
         n = len(into)
         if n == 0:
             return

@@ -81,7 +81,8 @@ def test_keys_braces_and_sources(tmp_path):
     assert sh.expand_shards(str(tmp_path / "*.tar")) == want
     assert sh.expand_shards(str(tmp_path / "shard-00000{2,0}.tar")) == [want[2], want[0]]
     assert sh.is_shard_source(brace) and sh.is_shard_source(want) and not sh.is_shard_source(str(tmp_path))
-    assert not sh.is_shard_source("s3://b/shard-000000.tar")
+    assert sh.is_shard_source("s3://b/shard-000000.tar") and sh.is_shard_source("https://h/s.tar?sig=x")
+    assert not sh.is_shard_source("s3://b/train/")
     with pytest.raises(FileNotFoundError, match="shard-000003.tar"):
         sh.expand_shards(str(tmp_path / "shard-{000002..000003}.tar"))
     with pytest.raises(ValueError, match="runs backwards"):

@@ -1,0 +1,414 @@
+"""Tar shards on an object store (``s3://``, ``http(s)://``): their index, and
+the reads of the shard-window order (``gdsio.Loader(shuffle="window")``).
+
+Everything here goes through gdsio's remote engine (gdsio.io.remote: kept-alive
+connections, ranged GETs in parallel, retries, ETags pinned by ``If-Match``).
+
+The index of a remote shard is the local one's format (gdsio.data.shards)
+with ``"shard_etag"``, the ETag of the object it describes. For each shard, in
+parallel (``remote_concurrency`` shards at a time), one HEAD gives the size
+and the ETag, and the index comes from the first of:
+
+1. this process's memory, then the disk cache of a ``Cache(where="disk",
+   path=...)`` given to the Loader: ``<path>/shard-index/<sha256 of URL,
+   ETag and size>.idx.json`` (so a rewritten shard never finds the old index);
+2. ``<shard>.idx.json`` beside the shard (a HEAD and one GET; what
+   ``write_shards`` writes, uploaded with the shards), taken when its
+   ``shard_size`` is the object's size;
+3. one streamed GET of the whole shard: the bytes pass through the tar
+   scanner of gdsio.data.shards piece by piece as they arrive (the shard is
+   never whole in memory; the GET asks ``If-Match`` the HEAD's ETag).
+
+An index made by 2 or 3 is kept in memory and, with a disk cache, written
+there (its bytes are not counted against the cache's budget: an index is
+small). Without a disk cache a new process reads or builds it again.
+
+The shard-window order reads each unit of its plan (a shard, or the part of
+one a rank takes; gdsio.data.sampler.WindowOrder) with one ranged read of
+the bytes from its first image member to the end of its last: the engine
+splits it into ``remote_chunk_bytes`` GETs, ``remote_concurrency`` in
+flight. A remote shard whose ETag at that read differs from its index's (the
+shard was rewritten on the store since) raises ``OSError`` (ESTALE) naming
+the shard; so does one rewritten during the read. The loader turns that into
+a ``SampleError`` per sample, or skips the shard's samples with
+``on_error="skip"``. With a ``Cache(where="disk")`` the shards themselves are
+fetched whole into the cache once and read from there (the cache pins the
+ETag it fetched; that copy is not compared with the index's).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import errno
+import hashlib
+import json
+import logging
+import os
+import queue
+import tempfile
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..config import current
+from ..io import http, read
+from ..io.buffers import host_empty
+from ..io.remote import RemoteReader, fetch
+from ..io.urls import is_url
+from .disk_cache import DiskCache
+from .flow import POLL_S, mark_loader_thread
+from .sampler import WindowOrder
+from .shards import INDEX_SUFFIX, ShardIndex, ShardSet, scan_tar, shard_index
+
+__all__ = ["INDEX_FOLDER", "ShardWindows", "index_folder", "read_shard_range", "remote_index", "shard_indexes"]
+
+log = logging.getLogger("gdsio.data")
+
+INDEX_FOLDER = "shard-index"  # under a disk cache's path
+_PIECE = 1 << 20  # bytes per piece of a streamed shard
+_LOOKBACK = 64 << 10  # bytes of a streamed shard kept behind its position (the scan's one seek back)
+
+_memory: dict[tuple[str, str, int], ShardIndex] = {}
+_memory_lock = threading.Lock()
+
+
+def index_folder(cache: Any) -> str | None:
+    """Where remote shards' indexes are kept: under a disk cache's path, or None (memory only)."""
+    return os.path.join(cache.path, INDEX_FOLDER) if isinstance(cache, DiskCache) else None
+
+
+def shard_indexes(paths: Sequence[str], cache: Any = None) -> list[ShardIndex]:
+    """The index of each shard of `paths` (local: gdsio.data.shards.shard_index;
+    URLs: ``remote_index``, in parallel), in order.
+
+    Raises:
+        ValueError: a malformed shard, naming it and the member.
+        FileNotFoundError, PermissionError, OSError: a shard that cannot be read.
+    """
+    folder = index_folder(cache)
+    urls = [p for p in paths if is_url(p)]
+    got: dict[str, ShardIndex] = {}
+    if urls:
+        workers = max(1, min(current().remote_concurrency, len(urls)))
+        with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="gdsio-shard-index") as pool:
+            futures = {u: pool.submit(remote_index, u, folder) for u in dict.fromkeys(urls)}
+            try:
+                got = {u: f.result() for u, f in futures.items()}
+            except BaseException:
+                for f in futures.values():
+                    f.cancel()
+                raise
+    return [got[p] if is_url(p) else shard_index(p) for p in paths]
+
+
+def _cache_file(folder: str, url: str, etag: str, size: int) -> str:
+    name = hashlib.sha256(f"{url}\0{etag}\0{size}".encode()).hexdigest()
+    return os.path.join(folder, name + INDEX_SUFFIX)
+
+
+def remote_index(url: str, folder: str | None = None) -> ShardIndex:
+    """The index of the remote shard `url` (see the module docstring);
+    `folder`: where indexes are cached on disk (None: in memory only).
+
+    Raises:
+        ValueError: a malformed shard, naming it and the member.
+        FileNotFoundError, PermissionError, OSError: the shard cannot be read.
+    """
+    s = current()
+    reader = RemoteReader(url, s)  # one HEAD: the size and ETag the index is kept by
+    try:
+        size, etag = reader.info.size, reader.info.etag or reader.info.last_modified
+        key = (url, etag, size)
+        with _memory_lock:
+            index = _memory.get(key)
+        if index is not None:
+            return index
+        cached = _cache_file(folder, url, etag, size) if folder is not None else None
+        if cached is not None and os.path.isfile(cached):
+            index = _load(cached, url, size, etag)
+        if index is None:
+            index = _beside(url, size, etag)
+        if index is None:
+            index = _build(reader, url, size, etag)
+            if cached is not None:
+                _store(index, cached)
+        elif cached is not None and not os.path.isfile(cached):
+            _store(index, cached)
+        with _memory_lock:
+            _memory[key] = index
+        return index
+    finally:
+        reader.close()
+
+
+def _load(path: str, url: str, size: int, etag: str) -> ShardIndex | None:
+    try:
+        with open(path, encoding="utf-8") as f:
+            index = ShardIndex.from_json(url, json.load(f))
+    except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
+        log.info("gdsio: the cached index of shard '%s' (%s) is unreadable (%s): rebuilding it", url, path, e)
+        return None
+    return index if index.size == size else None
+
+
+def _store(index: ShardIndex, path: str) -> None:
+    folder = os.path.dirname(path)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=folder)
+    except OSError as e:
+        log.info("gdsio: cannot keep the index of shard '%s' in %s (%s)", index.path, folder, e)
+        return
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(index.to_json(), f, separators=(",", ":"))
+        os.replace(tmp, path)  # whole or absent, as the local indexes
+    except OSError as e:
+        log.info("gdsio: cannot keep the index of shard '%s' in %s (%s)", index.path, folder, e)
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _beside(url: str, size: int, etag: str) -> ShardIndex | None:
+    """`url`'s ``.idx.json`` neighbour, when there and current; None otherwise."""
+    base, sep, query = url.partition("?")
+    idx_url = base + INDEX_SUFFIX + sep + query
+    s = current()
+    try:
+        reader = RemoteReader(idx_url, s)
+    except (FileNotFoundError, PermissionError):  # S3 answers 403 for a missing key without ListBucket
+        return None
+    try:
+        data = bytearray(reader.info.size)
+        reader.read_range(memoryview(data), 0, http.RetryPolicy(s.remote_retries, s.remote_timeout), http.Counters())
+    finally:
+        reader.close()
+    try:
+        index = ShardIndex.from_json(url, json.loads(bytes(data)))
+    except (ValueError, KeyError, TypeError, IndexError) as e:
+        log.info("gdsio: ignoring the index beside shard '%s' (%s): rebuilding it", url, e)
+        return None
+    if index.size != size:
+        log.info("gdsio: the index beside shard '%s' is stale (%d bytes, the shard %d): rebuilding it",
+                 url, index.size, size)
+        return None
+    index.mtime_ns, index.etag = 0, etag
+    return index
+
+
+class _Stop(Exception):
+    """The scan needs no more of the streamed shard: ends its GET."""
+
+
+class _StreamedTar:
+    """A read-only file over a shard whose bytes arrive in pieces from a GET
+    in another thread: reads, and seeks forward (and back by at most
+    ``_LOOKBACK`` bytes), as ``scan_tar`` does them."""
+
+    def __init__(self, url: str, size: int, pieces: "queue.Queue[Any]", getter: threading.Thread) -> None:
+        self.url, self.size = url, size
+        self._pieces, self._getter = pieces, getter
+        self._data = bytearray()
+        self._base = 0  # the shard offset of _data[0]
+        self._pos = 0
+        self._eof = False
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        pos = pos if whence == 0 else self._pos + pos if whence == 1 else self.size + pos
+        if pos < self._base:
+            raise OSError(errno.ESPIPE, f"a streamed shard cannot seek back to byte {pos}", self.url)
+        self._pos = pos
+        return pos
+
+    def _next_piece(self) -> bytes | None:
+        while True:
+            try:
+                item = self._pieces.get(timeout=POLL_S)
+            except queue.Empty:
+                if not self._getter.is_alive() and self._pieces.empty():
+                    raise OSError(errno.EIO, "the GET of the shard ended without its bytes", self.url) from None
+                continue
+            if isinstance(item, BaseException):
+                raise item
+            return item
+
+    def read(self, n: int = -1) -> bytes:
+        end = self.size if n is None or n < 0 else min(self._pos + n, self.size)
+        while self._base + len(self._data) < end and not self._eof:
+            piece = self._next_piece()
+            if piece is None:
+                self._eof = True
+                break
+            self._data += piece
+            drop = min(len(self._data), self._pos - _LOOKBACK - self._base)  # far behind: skipped bytes
+            if drop > 0:
+                del self._data[:drop]
+                self._base += drop
+        out = bytes(self._data[max(0, self._pos - self._base): max(0, end - self._base)])
+        self._pos += len(out)
+        return out
+
+
+def _build(reader: RemoteReader, url: str, size: int, etag: str) -> ShardIndex:
+    """The index of `url` by one streamed GET of the whole shard."""
+    s = current()
+    pieces: queue.Queue[Any] = queue.Queue(maxsize=8)
+    stop = threading.Event()
+
+    def sink(view: memoryview) -> None:
+        piece = bytes(view)
+        while not stop.is_set():
+            try:
+                pieces.put(piece, timeout=POLL_S)
+                return
+            except queue.Full:
+                continue
+        raise _Stop
+
+    def get() -> None:
+        last: BaseException | None = None  # None: the end of the shard
+        try:
+            reader.read_range(http.Streamed(size, memoryview(bytearray(min(_PIECE, max(size, 1)))), sink), 0,
+                              http.RetryPolicy(s.remote_retries, s.remote_timeout), http.Counters())
+        except _Stop:
+            return
+        except BaseException as e:  # the scan raises it in the caller's thread
+            last = e
+        while not stop.is_set():
+            try:
+                pieces.put(last, timeout=POLL_S)
+                return
+            except queue.Full:
+                continue
+
+    getter = threading.Thread(target=get, name="gdsio-shard-scan", daemon=True)
+    getter.start()
+    try:
+        return scan_tar(_StreamedTar(url, size, pieces, getter), url, size, 0, etag)
+    finally:
+        stop.set()
+        getter.join(timeout=s.remote_timeout * (s.remote_retries + 1) + 5)
+        if getter.is_alive():
+            log.warning("gdsio: the GET of shard '%s' did not stop (a socket stuck?)", url)
+
+
+def _stale(path: str, etag: str, now: str) -> OSError:
+    return OSError(errno.ESTALE, f"the shard changed on the store since its index was made (ETag {now or 'none'} "
+                   f"now, {etag} in the index); its members' offsets no longer hold: restart the loader to index "
+                   "it again", path)
+
+
+def read_shard_range(path: str, etag: str, offset: int, size: int, cache: Any = None) -> tuple[Any, Any]:
+    """`size` bytes of the shard `path` at `offset`, into host memory, by one
+    ranged read (the engine's chunks and concurrency for a URL; a disk cache's
+    copy when `cache` is one), a remote shard's ETag checked against `etag`,
+    its index's. Returns (uint8 tensor, (backend, bytes read)).
+
+    Raises:
+        OSError: the read failed; ESTALE: the shard changed (see the module docstring).
+    """
+    if is_url(path) and isinstance(cache, DiskCache):
+        path = cache.local_path(path)  # the URL itself where the budget is spent
+    if not is_url(path):
+        t, st = read(path, offset=offset, size=size, device="cpu", return_stats=True)
+        return t, (st.backend, st.nbytes)
+    s = current()
+    reader = RemoteReader(path, s)
+    try:
+        now = reader.info.etag or reader.info.last_modified
+        if etag and now.strip('"') != etag.strip('"'):
+            raise _stale(path, etag, now)
+        if offset + size > reader.info.size:
+            raise _stale(path, etag, now)
+        out = host_empty(size)
+        r = fetch(reader, [out], [(0, size, offset)], to_gpu=False, device=0, stream=0, settings=s)
+    finally:
+        reader.close()
+    return out, (r.backend, r.nbytes)
+
+
+class ShardWindows:
+    """The producer's reads in the shard-window order: each unit of the pass's
+    plan read whole (``read_shard_range``) on a pool of ``shuffle_window``
+    threads, the units of the window being consumed and of the next one;
+    a unit's bytes are dropped once its last sample has been taken.
+
+    Args:
+        shards: the source's shards. ranges: per sample, its image member's
+            (offset, size) in its shard. order: the loader's WindowOrder.
+        epoch, start: the pass (its first batch). cache: the loader's cache.
+    """
+
+    def __init__(self, shards: ShardSet, ranges: np.ndarray, order: WindowOrder, epoch: int, start: int,
+                 cache: Any = None) -> None:
+        self.shards, self.ranges, self.order, self.cache = shards, ranges, order, cache
+        self.plan = order.window_plan(epoch)
+        bs = order.batch_size
+        end = min(len(order) * bs, len(self.plan.indices))
+        # Uses left per unit in this pass (from its first batch on): the unit is dropped at 0.
+        self.left = np.bincount(self.plan.unit_of[start * bs: end], minlength=len(self.plan.units)).tolist()
+        self.pool = concurrent.futures.ThreadPoolExecutor(order.shuffle_window, thread_name_prefix="gdsio-shard",
+                                                          initializer=mark_loader_thread)
+        self.futures: dict[int, concurrent.futures.Future[Any]] = {}
+        self.submitted = 0  # units before this one are submitted (or not needed)
+        self.counted: set[int] = set()  # units whose read the meter has counted
+        self.lock = threading.Lock()
+
+    def units_of(self, batch_no: int, count: int) -> list[int]:
+        """The unit of each sample of batch `batch_no` (of `count` samples)."""
+        at = batch_no * self.order.batch_size
+        return self.plan.unit_of[at: at + count].tolist()
+
+    def want(self, units: list[int]) -> None:
+        """Starts the reads of every unit up to the end of the window after the last of `units`."""
+        if not units:
+            return
+        last_window = int(self.plan.window_of[max(units)]) + 1
+        stop = int(np.searchsorted(self.plan.window_of, last_window, side="right"))
+        with self.lock:
+            for u in range(self.submitted, stop):
+                if self.left[u] > 0:
+                    self.futures[u] = self.pool.submit(self._read_unit, u)
+            self.submitted = max(self.submitted, stop)
+
+    def _read_unit(self, u: int) -> tuple[Any, int, Any]:
+        shard, first, end = (int(v) for v in self.plan.units[u])
+        lo = int(self.ranges[first, 0])
+        hi = int(self.ranges[end - 1, 0] + self.ranges[end - 1, 1])
+        data, stats = read_shard_range(self.shards.paths[shard], self.shards.etags[shard], lo, hi - lo, self.cache)
+        return data, lo, stats
+
+    def taken(self, units: list[int]) -> None:
+        """Samples of `units` that are not read (a sample cache had them)."""
+        with self.lock:
+            for u in units:
+                self._use(u)
+
+    def _use(self, u: int) -> None:
+        self.left[u] -= 1
+        if self.left[u] == 0:
+            self.futures.pop(u, None)  # the bytes go with the last view of them
+
+    def member(self, u: int, index: int) -> tuple[Any, Any]:
+        """Sample `index`'s image bytes (a view of its unit's), waiting for the
+        unit's read; and (backend, bytes) when this call is the unit's first
+        use (the read to count), else None. Raises the unit's read error."""
+        with self.lock:
+            fut = self.futures[u]
+            counted = u in self.counted
+            self.counted.add(u)
+            self._use(u)
+        data, lo, stats = fut.result()
+        off, size = int(self.ranges[index, 0]), int(self.ranges[index, 1])
+        return data[off - lo: off - lo + size], (None if counted else stats)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        with self.lock:
+            self.futures.clear()
