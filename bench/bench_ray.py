@@ -34,6 +34,10 @@ one ``gdsio.data.ray.dataset`` split by ``streaming_split(2, equal=True)``.
 The figure is rank 0's rate with a lagging peer over its rate with an equal
 one, each run in the same cluster.
 
+``--pinned`` is issue 26's 1+1 core simulation (bench/ray_pinned.py): the
+consumer pinned to core 0, each CPU node in a session of its own pinned to
+core 1; steps/s and CPU-ms per image from /proc (``--smoke``: a tiny size).
+
 ``--conversion`` measures the hop alone, from Ray's object store to a batch
 tensor in the consumer (ray-project/ray#50128: ``iter_torch_batches`` slow,
 no way to reuse or pin the memory): the same materialized batches (one
@@ -526,16 +530,17 @@ def table(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--images", type=int, default=256)
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--step-ms", type=float, default=60.0, help="the consumer's stand-in GPU step per batch")
-    ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--images", type=int, default=None, help="images per epoch (default 256; --pinned 1024)")
+    ap.add_argument("--batch", type=int, default=None, help="default 32; --pinned 64")
+    ap.add_argument("--step-ms", type=float, default=None,
+                    help="the consumer's stand-in GPU step per batch (default 60; --pinned 30)")
+    ap.add_argument("--passes", type=int, default=None, help="timed passes (default 2; --pinned 3)")
     ap.add_argument("--size", default="500x375", help="JPEG size WxH")
     ap.add_argument("--threads", type=int, default=1, help="reader threads of the local loader")
     ap.add_argument("--configs", default=None,
                     help="comma-separated subset: local, N:SHARE (N CPU nodes, SHARE 0.0, 0.5 or auto) and "
                          "N:SHARE:kept (one actor pool over every pass: epochs_per_pool); default: all but the "
-                         "kept ones, which --kept adds")
+                         "kept ones, which --kept adds; --pinned: local, N:SHARE, both (the ceiling), local-again")
     ap.add_argument("--kept", action="store_true", help="also the kept-pool configs (1:0.0:kept, 1:auto:kept, 2:auto:kept)")
     ap.add_argument("--ranks", action="store_true",
                     help="two ranks at once, one lagging: gdsio.data.ray.Loader per rank against streaming_split")
@@ -546,20 +551,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5, help="--conversion: timed rounds (after one warm-up)")
     ap.add_argument("--device", default="cpu", help="where the loaders put the batches (cuda: through pinned memory, "
                                                     "the consumer waits for each copy); the offload table only")
+    ap.add_argument("--pinned", action="store_true",
+                    help="the 1+1 core simulation: consumer on core 0, CPU nodes on core 1 (bench/ray_pinned.py)")
+    ap.add_argument("--smoke", action="store_true", help="--pinned at a tiny size (16 64x48 images, 4 configs)")
     ap.add_argument("--json", metavar="FILE")
     a = ap.parse_args(argv)
     w, h = (int(x) for x in a.size.split("x"))
-    if a.conversion:
-        result = run_conversion(a.batches, a.batch, (3, 224, 224), a.rounds)
+    if a.pinned or a.smoke:
+        import ray_pinned  # bench/ray_pinned.py: bench/ is on sys.path as a script and under pytest
+
+        if a.smoke:
+            sizes = dict(images=16, batch=4, step_ms=1.0, passes=1, size=(64, 48), configs=ray_pinned.SMOKE_CONFIGS)
+        else:
+            sizes = dict(images=1024, batch=64, step_ms=30.0, passes=3, size=(w, h), configs=ray_pinned.CONFIGS)
+        given = dict(images=a.images, batch=a.batch, step_ms=a.step_ms, passes=a.passes,
+                     configs=tuple(a.configs.split(",")) if a.configs else None)
+        result = ray_pinned.run_pinned(**{**sizes, **{k: v for k, v in given.items() if v is not None}})
+        render = ray_pinned.table
+    elif a.conversion:
+        result = run_conversion(a.batches, a.batch or 32, (3, 224, 224), a.rounds)
         render = conversion_table
     elif a.ranks:
-        result = run_ranks(a.images, a.batch, a.step_ms, a.lag_ms, (w, h), a.threads)
+        result = run_ranks(a.images or 256, a.batch or 32, a.step_ms or 60.0, a.lag_ms, (w, h), a.threads)
         render = ranks_table
     else:
         only = set(a.configs.split(",")) if a.configs else None
         if only is None and a.kept:
             only = {"local", "1:0.0", "1:0.5", "1:auto", "2:0.0", "2:auto", "1:0.0:kept", "1:auto:kept", "2:auto:kept"}
-        result = run(a.images, a.batch, a.step_ms, a.passes, (w, h), a.threads, only, a.device)
+        result = run(a.images or 256, a.batch or 32, a.step_ms or 60.0, a.passes or 2, (w, h), a.threads, only, a.device)
         render = table
     result["command"] = " ".join(["python", "bench/bench_ray.py", *(sys.argv[1:] if argv is None else argv)])
     print(render(result))

@@ -1,0 +1,354 @@
+"""``bench/bench_ray.py --pinned``: issue 26's 1+1 core simulation of a
+CPU-starved GPU node and a CPU-only node, each with a core of its own.
+
+The consumer (the "GPU node": a sleep of --step-ms as its step, batches of
+--batch images, RandomResizedCrop(224) + flip + float32 + Normalize over
+500x375 JPEGs from bench/photos.py) runs pinned to core 0, a process per
+configuration. The Ray head is started on 127.0.0.1 pinned to core 0 too (it
+is the GPU node's: its raylet, GCS and object store cost that core), and each
+CPU node in a session of its own pinned to core 1 (gdsio.data.loopback:
+processes timed from /proc and ended by session, never by name). Configs, in
+one run:
+
+- ``gdsio.Loader`` alone on core 0 (threads=1): the baseline, 1.00x;
+- ``gdsio.data.ray.Loader(local_share=0.0 | 0.5 | "auto")`` with one CPU node,
+  then the same with two CPU nodes sharing core 1;
+- ``gdsio.Loader`` on cores 0 and 1 (threads=2), no Ray: the ceiling;
+- ``gdsio.Loader`` alone again, last: how much the machine's load drifted.
+
+Each config makes one untimed pass (actors start, page cache) then --passes
+timed passes over one loader (the Ray loaders keep one actor pool over all
+of them: ``epochs_per_pool``). Per config: steps/s and its ratio to the
+baseline, and CPU-ms per image (user + system, /proc) of the consumer's
+process, of the head's processes (both on core 0) and of the CPU nodes'
+processes. Before the configs and while each Ray consumer is connected,
+every socket of every process (head, nodes, consumer) must be on loopback,
+else the run stops (LoopbackError). Every process started is ended and
+checked gone. ``--smoke`` is a tiny size the tests run (no timing asserted).
+
+    python bench/bench_ray.py --pinned --json out.json
+    python bench/bench_ray.py --pinned --smoke
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import select
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MARK = "@@pinned "  # the consumer's protocol lines on stdout; anything else there is passed over
+PRE = {"gdsio-role": "preprocess"}
+CONFIGS = ("local", "1:0.0", "1:0.5", "1:auto", "2:0.0", "2:0.5", "2:auto", "both", "local-again")
+SMOKE_CONFIGS = ("local", "1:0.0", "2:auto", "both")
+
+
+def _cpu_self() -> float:
+    with open("/proc/self/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# ---- the consumer: one process per config, pinned ---------------------------------------
+
+
+def _say(**msg: Any) -> None:
+    sys.stdout.write(MARK + json.dumps(msg) + "\n")
+    sys.stdout.flush()
+
+
+def _wait(word: str) -> None:
+    line = sys.stdin.readline().strip()
+    if line != word:
+        raise SystemExit(f"consumer: expected {word!r} from the bench, got {line!r}")
+
+
+def consumer_main(spec: dict[str, Any]) -> int:
+    """One config's consumer: a warm-up pass, then the timed passes between the bench's 'go' and 'end'."""
+    import torch  # noqa: F401 - loaded before the clock, as the loaders need it
+
+    import gdsio.data as gd
+
+    want = set(spec["cores"])
+    if os.sched_getaffinity(0) != want:
+        raise SystemExit(f"consumer: pinned to {sorted(os.sched_getaffinity(0))}, expected {sorted(want)}")
+    tf = gd.Compose([gd.RandomResizedCrop(224), gd.RandomHorizontalFlip(), gd.ToDtype(torch.float32, scale=True),
+                     gd.Normalize(gd.IMAGENET_MEAN, gd.IMAGENET_STD)])
+    kind, batch, step_s = spec["kind"], spec["batch"], spec["step_ms"] / 1e3
+    ray = None
+    if kind == "local":
+        loader: Any = gd.Loader(spec["root"], batch, device="cpu", transform=tf, shuffle=True, threads=spec["threads"])
+    else:
+        import ray
+
+        import gdsio.data.ray as gray
+        from gdsio.data.loopback import wait_for_nodes
+
+        ray.init(address=spec["address"], log_to_driver=False, include_dashboard=False)
+        wait_for_nodes(ray, spec["nodes"], PRE, timeout=120)
+        share = spec["share"] if spec["share"] == "auto" else float(spec["share"])
+        loader = gray.Loader(spec["root"], batch, device="cpu", transform=tf, shuffle=True, local_share=share,
+                             resources=PRE, threads=1, timeout=300, epochs_per_pool=spec["passes"] + 1)
+
+    def one_pass() -> tuple[int, int, float]:
+        t0 = time.perf_counter()
+        first = None
+        n = steps = 0
+        for images, _ in loader:
+            if first is None:
+                first = time.perf_counter() - t0
+            n += int(images.shape[0])
+            steps += 1
+            time.sleep(step_s)  # the "GPU step": no CPU
+        return n, steps, first or 0.0
+
+    one_pass()  # warm-up: actors start, page cache
+    loader.stats(reset=True)
+    _say(ready=os.getpid())
+    _wait("go")
+    c0, t0 = _cpu_self(), time.perf_counter()
+    images = steps = 0
+    firsts = []
+    for _ in range(spec["passes"]):
+        n, k, first = one_pass()
+        images, steps = images + n, steps + k
+        firsts.append(first)
+    seconds, cpu = time.perf_counter() - t0, _cpu_self() - c0
+    s = loader.stats()
+    out = {"images": images, "steps": steps, "seconds": seconds, "consumer_cpu_s": cpu, "first_batch_s": firsts,
+           "data_wait_share": s.data_wait_share, "local_samples": getattr(s, "local_samples", s.samples),
+           "remote_samples": getattr(s, "remote_samples", 0), "local_share_end": getattr(s, "local_share", 1.0),
+           "remote_ms_per_sample": getattr(s, "remote_ms_per_sample", None),
+           "remote_pools": getattr(s, "remote_pools", 0), "finished_here": getattr(s, "finished_here", {})}
+    _say(done=out)
+    _wait("end")  # the bench checks this process's sockets while it is connected
+    if hasattr(loader, "close"):
+        loader.close()
+    if ray is not None:
+        ray.shutdown()
+    return 0
+
+
+# ---- the bench: the cluster, the consumers, /proc ---------------------------------------
+
+
+class _Consumer:
+    """A consumer process pinned to `cores`, spoken to by lines (bounded waits)."""
+
+    def __init__(self, spec: dict[str, Any], env: dict[str, str], cwd: str, timeout: float) -> None:
+        self.timeout = timeout
+        self.err = open(os.path.join(cwd, f"consumer-{spec['name']}.err"), "w+")
+        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--consumer", json.dumps(spec)],
+                                  env=env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
+                                  preexec_fn=lambda: os.sched_setaffinity(0, set(spec["cores"])))
+        self.buf = b""
+
+    def read(self) -> dict[str, Any]:
+        deadline = time.monotonic() + self.timeout
+        while True:
+            while b"\n" in self.buf:
+                line, self.buf = self.buf.split(b"\n", 1)
+                text = line.decode(errors="replace")
+                if text.startswith(MARK):
+                    return json.loads(text[len(MARK):])
+            left = deadline - time.monotonic()
+            ready = select.select([self.p.stdout], [], [], max(0.0, left))[0] if left > 0 else []
+            chunk = os.read(self.p.stdout.fileno(), 65536) if ready else b""
+            if not chunk:
+                self.err.seek(0)
+                why = "timed out" if left <= 0 or not ready else f"exited {self.p.poll()}"
+                raise RuntimeError(f"the consumer {why}: {self.err.read()[-3000:]}")
+            self.buf += chunk
+
+    def send(self, word: str) -> None:
+        self.p.stdin.write(word.encode() + b"\n")
+        self.p.stdin.flush()
+
+    def finish(self) -> int:
+        """Waits (bounded) for the process to end, killing it if it does not; its exit status."""
+        try:
+            self.p.stdin.close()  # a consumer still waiting for a word reads the end of its input
+        except OSError:
+            pass
+        try:
+            rc = self.p.wait(60)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            rc = self.p.wait(10)
+        self.p.stdout.close()
+        self.err.close()
+        return rc
+
+
+def write_dataset(root: str, images: int, size: tuple[int, int]) -> None:
+    """`images` JPEGs (bench/photos.py, quality 90) of `size` in 4 class folders."""
+    sys.path.insert(0, HERE)
+    try:
+        from photos import jpegs
+    finally:
+        sys.path.remove(HERE)
+    for k, data in enumerate(jpegs(images, size=size)):
+        d = os.path.join(root, f"class{k % 4}")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, f"{k:05d}.jpg"), "wb") as f:
+            f.write(data)
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE,
+                              check=False).stdout.strip()
+    except OSError:
+        return ""
+
+
+def run_pinned(images: int = 1024, batch: int = 64, step_ms: float = 30.0, passes: int = 3,
+               size: tuple[int, int] = (500, 375), configs: tuple[str, ...] = CONFIGS,
+               timeout: float = 600.0) -> dict[str, Any]:
+    """Runs `configs` (names of CONFIGS) in one cluster; see the module's docstring."""
+    import gdsio
+    from gdsio.data.loopback import LoopbackCluster, RAY_LOOPBACK_ENV, cpu_seconds
+
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown:
+        raise ValueError(f"configs: unknown {unknown}; known: {', '.join(CONFIGS)}")
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        raise RuntimeError(f"the pinned simulation needs two cores; this process may use {allowed}")
+    core0, core1 = allowed[:2]
+    # The gdsio this process imported is the one the consumers and the nodes' workers import.
+    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(gdsio.__file__)))
+    pypath = os.pathsep.join([pkg_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env = dict(os.environ, **RAY_LOOPBACK_ENV, PYTHONPATH=pypath)
+    tmp = tempfile.mkdtemp(prefix="gdsio-pin-", dir="/tmp")
+    root = os.path.join(tmp, "train")
+    write_dataset(root, images, size)
+    base = dict(root=root, batch=batch, step_ms=step_ms, passes=passes)
+    rows: list[dict[str, Any]] = []
+    checks: list[dict[str, Any]] = []
+    result: dict[str, Any] = {"rows": rows, "loopback_checks": checks}
+    load_start = os.getloadavg()
+
+    def run_one(name: str, spec: dict[str, Any], cluster: Any = None) -> None:
+        spec = dict(base, name=name.replace(":", "_"), **spec)
+        c = _Consumer(spec, env, tmp, timeout)
+        try:
+            c.read()  # ready
+            head0 = cpu_seconds(cluster.head_pids()) if cluster else 0.0
+            node0 = cpu_seconds(cluster.node_pids()) if cluster else 0.0
+            load0 = os.getloadavg()[0]
+            c.send("go")
+            done = c.read()["done"]
+            head1 = cpu_seconds(cluster.head_pids()) if cluster else 0.0
+            node1 = cpu_seconds(cluster.node_pids()) if cluster else 0.0
+            if cluster is not None:
+                checks.append(dict(cluster.check_loopback([c.p.pid]), config=name))  # raises off loopback
+            c.send("end")
+        finally:
+            rc = c.finish()
+        if rc != 0:
+            raise RuntimeError(f"config {name}: the consumer exited {rc}")
+        n = done["images"]
+        rows.append(dict(done, config=name, kind=spec["kind"], cores=spec["cores"], nodes=spec.get("nodes", 0),
+                         share=spec.get("share"), steps_per_s=done["steps"] / done["seconds"],
+                         head_cpu_s=head1 - head0, node_cpu_s=node1 - node0, load_before=load0,
+                         consumer_cpu_ms_per_image=1e3 * done["consumer_cpu_s"] / n,
+                         head_cpu_ms_per_image=1e3 * (head1 - head0) / n,
+                         node_cpu_ms_per_image=1e3 * (node1 - node0) / n,
+                         node_cpu_ms_per_remote_image=(1e3 * (node1 - node0) / done["remote_samples"]
+                                                       if done["remote_samples"] else None)))
+
+    try:
+        if "local" in configs:
+            run_one("local", dict(kind="local", cores=[core0], threads=1))
+        ray_configs = [c for c in configs if c[0].isdigit()]
+        if ray_configs:
+            with LoopbackCluster(head_cores=[core0], env={"PYTHONPATH": pypath}) as cluster:
+                result["cluster_tmp"] = cluster.tmp
+                cluster.start_head()
+                for cfg in ray_configs:
+                    nodes, share = cfg.split(":")
+                    while len(cluster.node_sessions) < int(nodes):
+                        cluster.add_node(cores=[core1])
+                    if not checks or checks[-1].get("config") != f"{nodes} node(s) started":
+                        checks.append(dict(cluster.check_loopback(), config=f"{nodes} node(s) started"))
+                    run_one(cfg, dict(kind="ray", cores=[core0], nodes=int(nodes), share=share,
+                                      address=cluster.address), cluster)
+                result["affinity"] = {"head": cluster.affinity(cluster.head_pids()),
+                                      "nodes": cluster.affinity(cluster.node_pids())}
+                result["left_running"] = cluster.close()  # [] expected: checked by the smoke test
+            if result["left_running"]:
+                raise RuntimeError(f"processes of the cluster's sessions outlived it: {result['left_running']}")
+        if "both" in configs:
+            run_one("both", dict(kind="local", cores=[core0, core1], threads=2))
+        if "local-again" in configs:
+            run_one("local-again", dict(kind="local", cores=[core0], threads=1))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    import ray
+    import torch
+
+    result.update(
+        settings=dict(images=images, batch=batch, step_ms=step_ms, passes=passes, size=list(size),
+                      configs=list(configs), cores=[core0, core1]),
+        machine={"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+                 "torch": torch.__version__, "ray": ray.__version__, "commit": _commit(), "gdsio": gdsio.__file__,
+                 "load_start": list(load_start), "load_end": list(os.getloadavg())})
+    return result
+
+
+# ---- the table --------------------------------------------------------------------------
+
+NAMES = {"local": "`gdsio.Loader` alone on core 0 (threads=1)", "both": "`gdsio.Loader` on cores 0+1 (threads=2), no Ray",
+         "local-again": "`gdsio.Loader` alone on core 0, again (drift)"}
+
+
+def _name(r: dict[str, Any]) -> str:
+    if r["config"] in NAMES:
+        return NAMES[r["config"]]
+    share = r["share"] if r["share"] == "auto" else f"{float(r['share']):.1f}"
+    share = '"auto"' if share == "auto" else share
+    where = "one CPU node" if r["nodes"] == 1 else f"{r['nodes']} CPU nodes sharing core 1"
+    return f"`ray.Loader(local_share={share})`, {where}"
+
+
+def table(result: dict[str, Any]) -> str:
+    rows = result["rows"]
+    base = next((r for r in rows if r["config"] == "local"), None)
+    out = ["| config | steps/s | vs `gdsio.Loader` alone | made here / on CPU nodes | CPU-ms/image: consumer process "
+           "| head's processes (core 0) | core 0 total | CPU nodes' processes (per remote image) | first batch s "
+           "| load avg before |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        ratio = f"{r['steps_per_s'] / base['steps_per_s']:.2f}x" if base else "-"
+        remote = r["node_cpu_ms_per_remote_image"]
+        node = "-" if r["kind"] == "local" else (f"{r['node_cpu_ms_per_image']:.2f}"
+                                                 + (f" ({remote:.2f})" if remote is not None else ""))
+        head = "-" if r["kind"] == "local" else f"{r['head_cpu_ms_per_image']:.2f}"
+        core0 = r["consumer_cpu_ms_per_image"] + r["head_cpu_ms_per_image"]
+        out.append(f"| {_name(r)} | {r['steps_per_s']:.2f} | {ratio} | {r['local_samples']} / {r['remote_samples']} | "
+                   f"{r['consumer_cpu_ms_per_image']:.2f} | {head} | "
+                   f"{core0:.2f}{' (both cores)' if r['config'] == 'both' else ''} | {node} | "
+                   f"{statistics.median(r['first_batch_s']):.2f} | {r['load_before']:.2f} |")
+    checks = result["loopback_checks"]
+    addrs = sorted({a for c in checks for a in c["listening_addresses"]})
+    out += ["", f"Loopback: {len(checks)} checks, up to {max((c['processes'] for c in checks), default=0)} processes "
+                f"and {max((c['listening'] for c in checks), default=0)} listening TCP sockets each; "
+                f"every socket's address in {addrs or '[]'}. Pinning (Cpus_allowed_list): "
+                f"{result.get('affinity', {})}. Left running after the cluster's end: "
+                f"{result.get('left_running', [])}."]
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--consumer":
+        sys.exit(consumer_main(json.loads(sys.argv[2])))
+    sys.exit("run it as bench/bench_ray.py --pinned")

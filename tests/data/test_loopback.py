@@ -1,0 +1,79 @@
+"""gdsio.data.loopback: sessions found, timed and ended by id; sockets read
+from /proc and judged loopback or not. The Ray cluster itself is run by
+tests/tools/test_bench_ray_pinned.py and the offload-plan measurement test."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gdsio.data import loopback
+from gdsio.data.loopback import LoopbackCluster, LoopbackError, cpu_seconds, process_sockets, session_pids
+
+SPIN = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass\ntime.sleep(60)"
+
+
+def _session(code: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", f"import subprocess, sys\n"
+                             f"subprocess.Popen([sys.executable, '-c', {code!r}])\n{code}"],
+                            start_new_session=True)
+
+
+def test_a_session_is_found_timed_and_ended_by_id():
+    p = _session(SPIN)  # a process and its child, both in p's session
+    try:
+        deadline = time.monotonic() + 30
+        while (len(session_pids([p.pid])) < 2 or cpu_seconds(session_pids([p.pid])) < 0.5) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pids = session_pids([p.pid])
+        assert p.pid in pids and len(pids) == 2
+        assert cpu_seconds(pids) >= 0.5  # both spun 0.3 s of CPU
+        c = LoopbackCluster.__new__(LoopbackCluster)  # only its way of ending sessions
+        c.grace = 5.0
+        assert c._end([p.pid]) == []
+        assert session_pids([p.pid]) == []
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait(10)
+
+
+def test_sockets_are_read_from_proc_and_judged():
+    import os
+
+    with socket.socket() as lo, socket.socket() as anywhere:
+        lo.bind(("127.0.0.1", 0))
+        lo.listen()
+        anywhere.bind(("0.0.0.0", 0))
+        anywhere.listen()
+        socks = {s["local"]: s for s in process_sockets([os.getpid()]) if "LISTEN" in s["kind"]}
+    assert {"127.0.0.1", "0.0.0.0"} <= set(socks)
+    assert not loopback._off_loopback(socks["127.0.0.1"]) and loopback._off_loopback(socks["0.0.0.0"])
+    assert loopback._address("0100007F:1F90") == "127.0.0.1"
+    assert loopback._plain("::ffff:7f00:1") == "127.0.0.1" and loopback._plain("::1") == "::1"
+
+
+def test_a_socket_off_loopback_refuses_the_cluster(monkeypatch):
+    c = LoopbackCluster.__new__(LoopbackCluster)
+    c.head_session, c.node_sessions = None, []
+    monkeypatch.setattr(loopback, "process_sockets", lambda pids: [
+        {"pid": 1, "kind": "tcp LISTEN", "local": "127.0.0.1", "remote": "0.0.0.0"},
+        {"pid": 2, "kind": "tcp LISTEN", "local": "10.1.2.3", "remote": "0.0.0.0"}])
+    with pytest.raises(LoopbackError, match="10.1.2.3"):
+        c.check_loopback([1])
+
+
+def test_wait_for_nodes_is_bounded():
+    class FakeRay:
+        @staticmethod
+        def nodes():
+            return [{"Alive": True, "Labels": {"gdsio-role": "preprocess"}}, {"Alive": False, "Labels": {}}]
+
+    loopback.wait_for_nodes(FakeRay, 1, {"gdsio-role": "preprocess"}, timeout=1)
+    with pytest.raises(TimeoutError, match="1 of 2 nodes"):
+        loopback.wait_for_nodes(FakeRay, 2, {"gdsio-role": "preprocess"}, timeout=0.3)

@@ -1,0 +1,68 @@
+"""bench/bench_ray.py --pinned (bench/ray_pinned.py) at its --smoke size, so the
+1+1 core simulation cannot rot: every config runs, the consumer and the nodes
+are pinned where the bench says, every socket is on loopback and no process
+outlives the run. No timing is asserted."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import pytest
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench")
+
+
+@pytest.fixture(scope="module")
+def pinned():
+    spec = importlib.util.spec_from_file_location("gdsio_bench_ray_pinned", os.path.join(BENCH, "ray_pinned.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.ray
+@pytest.mark.skipif(not os.path.isfile(os.path.join(BENCH, "ray_pinned.py")), reason="bench/ is not beside tests/")
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the pinned simulation needs two cores")
+def test_the_pinned_simulation_runs_pinned_on_loopback_and_leaves_nothing(pinned):
+    result = pinned.run_pinned(images=16, batch=4, step_ms=1.0, passes=1, size=(64, 48),
+                               configs=pinned.SMOKE_CONFIGS, timeout=300)
+    rows = {r["config"]: r for r in result["rows"]}
+    assert list(rows) == ["local", "1:0.0", "2:auto", "both"]
+    assert all(r["images"] == 16 and r["steps"] == 4 for r in rows.values())
+    core0, core1 = result["settings"]["cores"]
+    assert rows["local"]["cores"] == [core0] and rows["both"]["cores"] == [core0, core1]
+    # local_share=0.0: every sample was made on the CPU node, whose processes were timed.
+    assert rows["1:0.0"]["remote_samples"] == 16 and rows["1:0.0"]["local_samples"] == 0
+    assert rows["1:0.0"]["nodes"] == 1 and rows["2:auto"]["nodes"] == 2
+    assert all(r["consumer_cpu_s"] >= 0 and r["steps_per_s"] > 0 for r in rows.values())
+    assert result["affinity"] == {"head": [str(core0)], "nodes": [str(core1)]}
+    checks = result["loopback_checks"]
+    assert [c["config"] for c in checks] == ["1 node(s) started", "1:0.0", "2 node(s) started", "2:auto"]
+    assert all(c["listening"] >= 3 and c["listening_addresses"] == ["127.0.0.1"] for c in checks), checks
+    assert result["left_running"] == []
+    md = pinned.table(result)
+    assert "| `ray.Loader(local_share=0.0)`, one CPU node |" in md and "1.00x" in md
+    # No process of the run is left: none names the cluster's temporary directory.
+    assert _naming(result["cluster_tmp"]) == []
+
+
+def _naming(text: str) -> list[int]:
+    out = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    if text.encode() in f.read():
+                        out.append(int(p))
+            except OSError:
+                pass
+    return out
+
+
+def test_sys_path_is_left_as_it_was(pinned, tmp_path):
+    path = list(sys.path)
+    pinned.write_dataset(str(tmp_path), 4, (32, 24))
+    assert sys.path == path
+    assert sorted(os.listdir(tmp_path)) == ["class0", "class1", "class2", "class3"]
