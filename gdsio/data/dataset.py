@@ -17,8 +17,9 @@ import numpy as np
 import torch
 
 from .. import image
-from ..io import read, read_into
+from ..io import read_into
 from ..tensors import load_npy
+from .remote_shards import read_shard_range
 from .sources import SampleTable
 
 __all__ = ["SampleDataset"]
@@ -99,7 +100,8 @@ class SampleDataset:
         path, label = self.samples[k]
         if t.kind == "image" and t.ranges is not None:  # a tar shard's member: its bytes, decoded as a file's
             offset, size = (int(v) for v in t.ranges[k])
-            data = read(path, offset=offset, size=size, device="cpu")
+            etag = t.shards.etags[t.shards.shard_of(k)] if t.shards is not None else ""
+            data, _ = read_shard_range(path, etag, offset, size)  # a remote shard's ETag checked
             return image.decode(data, device=self._device, mode=self._mode), label
         if t.kind == "image":
             return image.read(path, device=self._device, mode=self._mode), label

@@ -326,9 +326,10 @@ def transfer(
     anonymous: bool = False,
 ) -> Response:
     """One request with retries. With `into` (a GET of a range), the body is
-    read into `into` (or, a ``Streamed``, handed to its sink piece by piece); after a dropped connection the next try asks for the
-    rest only (``headers(done)`` gives each try's headers, `done` being the
-    bytes already there). `check(response, done)` may raise (wrong range,
+    read into `into` (a ``Streamed``: handed to its sink piece by piece);
+    after a dropped connection the next try asks for the rest only
+    (``headers(done)`` gives each try's headers, `done` being the bytes
+    already there). `check(response, done)` may raise (wrong range,
     changed object) before the body is read. `where` follows redirects and
     remembers where they led, or refuses them (``follow=False``: signed requests).
 

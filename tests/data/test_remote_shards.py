@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from remote_fixtures import aws_clean, loopback_only, moto, moto_server, no_leaks, server  # noqa: F401
 from test_shards import batches, make_folder, same, tar_of
 
@@ -104,6 +105,10 @@ def test_http_shards_and_the_window_reads(server, local):
     st = loader.stats()
     assert st.io_backends == {"http": 4} and st.bytes_read == sum(int(r.split("-")[1]) - int(r.split("=")[1].split("-")[0]) + 1
                                                                   for _, r in want)
+    # loader.dataset[i] reads the member's range: the local shards' sample.
+    x, y = loader.dataset[6]
+    lx, ly = Loader(paths, 4, device="cpu").dataset[6]
+    assert y == ly and torch.equal(x, lx)
     # http servers have no listing.
     with pytest.raises(ValueError, match="no listing"):
         Loader(server.url("shards/*.tar"), 4, device="cpu")
