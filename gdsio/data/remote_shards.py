@@ -55,7 +55,7 @@ from ..config import current
 from ..io import http, read
 from ..io.buffers import host_empty
 from ..io.remote import RemoteReader, fetch
-from ..io.urls import is_url
+from ..io.urls import is_url, scheme_of
 from .disk_cache import DiskCache
 from .flow import POLL_S, mark_loader_thread
 from .sampler import WindowOrder
@@ -174,7 +174,7 @@ def _store(index: ShardIndex, path: str) -> None:
 
 def _beside(url: str, size: int, etag: str) -> ShardIndex | None:
     """`url`'s ``.idx.json`` neighbour, when there and current; None otherwise."""
-    base, sep, query = url.partition("?")
+    base, sep, query = url.partition("?") if scheme_of(url) != "s3" else (url, "", "")  # a key may hold '?'
     idx_url = base + INDEX_SUFFIX + sep + query
     s = current()
     try:

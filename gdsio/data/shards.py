@@ -192,8 +192,8 @@ def is_shard_source(source: Any) -> bool:
     list of such paths."""
     if isinstance(source, (str, os.PathLike)) and not isinstance(source, bytes):
         text = os.fspath(source)
-        if is_url(text):
-            return text.split("?", 1)[0].lower().endswith(".tar")
+        if is_url(text):  # an http(s) URL's query string aside (an s3 key may hold '?')
+            return (text if scheme_of(text) == "s3" else text.split("?", 1)[0]).lower().endswith(".tar")
         return "://" not in text and text.lower().endswith(".tar")
     if isinstance(source, (list, tuple)) and source:
         return all(isinstance(p, (str, os.PathLike)) and is_shard_source(p) for p in source)

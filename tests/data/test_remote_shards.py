@@ -251,3 +251,20 @@ def test_window_ranks_are_disjoint_and_cover_the_dataset(world, drop_last):
         assert np.array_equal(o.window_plan(5).indices, WindowOrder(starts, batch_size=4, shuffle_window=2, seed=3, rank=o.rank,
                                                                     world_size=world, drop_last=drop_last).indices(5))
     assert not np.array_equal(orders[0].indices(0), orders[0].indices(1))
+
+
+def test_a_shard_rewritten_during_the_pass_is_an_error_naming_it(server, local):
+    """Rewritten after the pass began and before its window is read: the read
+    of it fails (its ETag is not the index's), never mixing two versions."""
+    folder, paths = local
+    urls = serve(server, paths)
+    loader = Loader(urls, 1, device="cpu", shuffle="window", seed=0, shuffle_window=1, prefetch=1)
+    plan = loader.order.window_plan(0)
+    last = int(plan.units[-1, 0])  # the shard of the last window: read after the first samples are out
+    assert all(len(sh.shard_index(p).samples) >= 3 for p in paths)  # the reader is at most a window ahead of it
+    it = iter(loader)
+    next(it)
+    server.put(f"shards/{Path(paths[last]).name}", Path(paths[last]).read_bytes() + bytes(512))
+    with pytest.raises(SampleError, match=rf"{Path(paths[last]).name}.*changed on the store"):
+        for _ in it:
+            pass
