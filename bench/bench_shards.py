@@ -1,0 +1,708 @@
+"""Tar shards against an ImageFolder of objects and the peers, over an object
+store with a fixed latency per request (issue 27's benchmark), in one run.
+
+moto's S3 server runs in a process of its own on 127.0.0.1, behind
+bench/latency_proxy.py (another process, 127.0.0.1: `--delay` seconds per
+request, optionally `--bandwidth`). The same `--images` JPEGs (scikit-image's
+photographs, cropped, flipped and re-encoded at ImageNet sizes; cached under
+`--cache`) are uploaded straight to moto as an ImageFolder of objects
+(``s3://bench/folder/cNN/NNNNNN.jpg``), as the shards gdsio.data.write_shards
+writes (``s3://bench/shards/``, `--shard-bytes` each, index objects beside),
+and as a 100-shard set for the time to the first batch (``s3://bench/shards100/``).
+Every row reads through the proxy and decodes the same way: gdsio's CPU JPEG
+decode of the whole image to uint8, then gdsio.data.Resize((S, S)) (the
+Loader's transform; the peers call the same two functions per sample).
+
+Rows: gdsio.Loader over the objects; over the s3:// shards with the global
+and the shard-window shuffle (skipped, with the reason, where this commit's
+Loader does not read s3:// shards or lacks the mode); webdataset.WebDataset +
+DataLoader(num_workers=2) reading the shards by http through the proxy
+(``pipe:curl``, path-style object URLs); litdata if it imports (skipped with
+the reason otherwise); and on the local disk, the shards against the same
+files as an ImageFolder. Each row: images/s over the pass, the time from
+``iter()`` to the first batch, the process's CPU seconds (/proc, with reaped
+children such as DataLoader workers) beside the wall clock, the servers'
+CPU seconds, the requests the proxy forwarded, the load average.
+The first batch of the shard rows is compared with the ImageFolder's (same
+seed and shuffle). Every listening socket of the three processes is checked
+to be on 127.0.0.1.
+
+    python bench/bench_shards.py                                  # the issue's sizes (minutes)
+    python bench/bench_shards.py --smoke --out-dir /tmp/x         # tiny sizes (the test)
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import ipaddress
+import json
+import os
+import platform
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+import gdsio
+import gdsio.data
+from gdsio.config import parse_bytes
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # photos.py, latency_proxy.py (also under python -P)
+from photos import sources  # noqa: E402
+from latency_proxy import STATS_PATH  # noqa: E402
+
+BUCKET = "bench"
+CLASSES = 10
+# ImageNet's common sizes (width, height), drawn per image
+SIZES = [(500, 375), (375, 500), (500, 333), (333, 500), (500, 500), (400, 300), (500, 400), (640, 480)]
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never an HTTP proxy: loopback only
+
+
+# ---- the machine, the commit -------------------------------------------------------------------
+def machine() -> dict[str, Any]:
+    cpu = platform.machine()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem = int(f.readline().split()[1]) * 1024
+    return {"cpu": cpu, "cpus": os.cpu_count(), "memory_gib": round(mem / 2**30, 1), "python": platform.python_version(),
+            "torch": torch.__version__, "platform": platform.platform(), "gdsio_from": os.path.dirname(gdsio.__file__)}
+
+
+def git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", "-C", str(HERE), *args], capture_output=True, text=True, timeout=30,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def commit() -> dict[str, Any]:
+    """HEAD, and whether gdsio/ differs from it (another engineer's work in the tree is what ran)."""
+    dirty = git("status", "--porcelain", "--untracked-files=all", "--", "gdsio")
+    return {"head": git("rev-parse", "--short", "HEAD") or "unknown", "subject": git("log", "-1", "--format=%s")[:120],
+            "gdsio_tree": "clean" if not dirty else "uncommitted changes: " + "; ".join(dirty.splitlines()),
+            "data_log": git("log", "--oneline", "-5", "--", "gdsio/data").splitlines()}
+
+
+def loadavg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def proc_cpu(pid: int) -> float:
+    """utime + stime of a live process, seconds (/proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu() -> tuple[float, float]:
+    """(this process, its reaped children) CPU seconds."""
+    t = os.times()
+    return t.user + t.system, t.children_user + t.children_system
+
+
+def listening_sockets(pids: dict[str, int]) -> list[dict[str, Any]]:
+    """Every TCP socket in LISTEN state held by these processes, from /proc/net/tcp{,6}."""
+    owner: dict[str, str] = {}
+    for name, pid in pids.items():
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if target.startswith("socket:["):
+                    owner[target[8:-1]] = name
+        except OSError:
+            continue
+    out = []
+    for table, width in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
+        try:
+            with open(table) as f:
+                lines = f.readlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            if parts[3] != "0A" or parts[9] not in owner:
+                continue
+            hexaddr, hexport = parts[1].split(":")
+            raw = bytes.fromhex(hexaddr)
+            # /proc prints the address as 32-bit words in host (little-endian) order
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            addr = ipaddress.ip_address(raw if width == 4 else raw)
+            out.append({"process": owner[parts[9]], "address": str(addr), "port": int(hexport, 16),
+                        "loopback": addr.is_loopback})
+    return out
+
+
+# ---- the photographs ---------------------------------------------------------------------------
+def make_photos(n: int, root: Path) -> Path:
+    """n JPEGs in ImageFolder layout (CLASSES folders), cached: crops of the source photographs at an
+    ImageNet size, flipped at random, grain added, quality 92-98, each file different."""
+    from PIL import Image
+
+    folder = root / f"photos-{n}-v2"
+    done = root / f"photos-{n}-v2.done"  # beside the folder: a file in it would be a stray sample
+    if done.exists():
+        return folder
+    srcs = [Image.fromarray(a) for a in sources()]
+    for c in range(CLASSES):
+        (folder / f"c{c:02d}").mkdir(parents=True, exist_ok=True)
+    for k in range(n):
+        rng = np.random.default_rng(k)
+        src = srcs[k % len(srcs)]
+        w, h = SIZES[int(rng.integers(len(SIZES)))]
+        scale = float(rng.uniform(0.55, 1.0))  # of the largest box of that aspect in the source
+        bw = min(src.width, src.height * w / h) * scale
+        bh = bw * h / w
+        x0, y0 = float(rng.uniform(0, src.width - bw)), float(rng.uniform(0, src.height - bh))
+        im = src.crop((int(x0), int(y0), int(x0 + bw), int(y0 + bh))).resize((w, h), Image.BICUBIC)
+        if rng.integers(2):
+            im = im.transpose(Image.FLIP_LEFT_RIGHT)
+        # a camera's grain (the sources upscaled alone compress far smaller than ImageNet's ~110 KB)
+        px = np.asarray(im, dtype=np.float32) + rng.normal(0.0, 4.0, (h, w, 3)).astype(np.float32)
+        Image.fromarray(px.clip(0, 255).astype(np.uint8)).save(
+            folder / f"c{k % CLASSES:02d}" / f"{k:06d}.jpg", format="JPEG", quality=int(rng.integers(92, 99)))
+    done.write_text("")
+    return folder
+
+
+def write_local_shards(folder: Path, dst: Path, shard_bytes: int) -> list[str]:
+    if (dst / "DONE").exists():
+        return sorted(str(p) for p in dst.glob("shard-*.tar"))
+    paths = gdsio.data.write_shards(str(folder), str(dst), shard_bytes=shard_bytes)
+    (dst / "DONE").write_text("")
+    return paths
+
+
+# ---- the servers -------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(proc: subprocess.Popen, port: int, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start on 127.0.0.1:{port} (exit {proc.poll()})")
+            time.sleep(0.1)
+
+
+class Servers:
+    """moto's S3 server and the latency proxy in front of it, two processes on 127.0.0.1."""
+
+    def __init__(self, delay: float, bandwidth: str | None) -> None:
+        self.moto_port = free_port()
+        self.moto = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.moto_port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proxy: subprocess.Popen | None = None
+        try:
+            wait_port(self.moto, self.moto_port, "moto_server")
+            self.endpoint = f"http://127.0.0.1:{self.moto_port}"
+            cmd = [sys.executable, str(HERE / "latency_proxy.py"), "--upstream", self.endpoint, "--delay", str(delay)]
+            if bandwidth:
+                cmd += ["--bandwidth", bandwidth]
+            self.proxy = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+            line = self.proxy.stdout.readline().strip()  # type: ignore[union-attr]
+            if not line.startswith("listening "):
+                raise RuntimeError(f"latency proxy did not start: {line!r}")
+            self.base = line.split()[1]
+        except BaseException:
+            self.close()
+            raise
+
+    def pids(self) -> dict[str, int]:
+        return {"bench": os.getpid(), "moto": self.moto.pid, "proxy": self.proxy.pid}  # type: ignore[union-attr]
+
+    def cpu(self) -> tuple[float, float]:
+        """(moto, proxy) CPU seconds so far."""
+        return proc_cpu(self.moto.pid), proc_cpu(self.proxy.pid)  # type: ignore[union-attr]
+
+    def proxy_stats(self) -> dict[str, Any]:
+        with _OPENER.open(self.base + STATS_PATH, timeout=30) as r:
+            return json.loads(r.read())
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                            aws_access_key_id="testing", aws_secret_access_key="testing")
+
+    def close(self) -> None:
+        for p in (self.proxy, self.moto):
+            if p is not None and p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        if self.proxy is not None and self.proxy.stdout:
+            self.proxy.stdout.close()
+
+
+def upload(client: Any, files: list[tuple[Path, str]]) -> None:
+    def put(item: tuple[Path, str]) -> None:
+        # public-read: webdataset's curl reads the shards unsigned, as from a public dataset bucket
+        client.put_object(Bucket=BUCKET, Key=item[1], Body=item[0].read_bytes(), ACL="public-read")
+
+    with concurrent.futures.ThreadPoolExecutor(8) as ex:
+        list(ex.map(put, files))
+
+
+# ---- decoding, the same in every row ----------------------------------------------------------
+class Decode:
+    """JPEG bytes -> gdsio's whole decode (RGB uint8) -> gdsio.data.Resize((size, size)): the
+    peers' per-sample function, the same two calls the Loader makes for a batch."""
+
+    def __init__(self, size: int) -> None:
+        self.resize = gdsio.data.Resize((size, size))
+
+    def __call__(self, data: bytes) -> torch.Tensor:
+        img = gdsio.image.decode(torch.frombuffer(bytearray(data), dtype=torch.uint8), device="cpu", mode="RGB")
+        return self.resize([img])[0]
+
+
+def _collate(samples: list[tuple[torch.Tensor, int, str]]) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+    return (torch.stack([s[0] for s in samples]), torch.tensor([s[1] for s in samples]), [s[2] for s in samples])
+
+
+class WdsDecode:
+    """webdataset sample dict -> (image, label, key); picklable for the DataLoader workers."""
+
+    def __init__(self, size: int) -> None:
+        self.decode = Decode(size)
+
+    def __call__(self, sample: dict[str, Any]) -> tuple[torch.Tensor, int, str]:
+        image = next(v for k, v in sample.items() if k in ("jpg", "jpeg"))
+        return self.decode(image), int(sample["cls"]), sample["__key__"]
+
+
+# ---- the rows ----------------------------------------------------------------------------------
+class Skip(Exception):
+    """A row that cannot run here (its reason is the message)."""
+
+
+class RowTimeout(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise RowTimeout
+
+
+def measure(name: str, what: str, make: Callable[[], Any], servers: Servers | None, limit: int | None,
+            timeout: float) -> dict[str, Any]:
+    """Runs one pass of the iterable `make()` returns (construction timed apart), up to `limit` images."""
+    row: dict[str, Any] = {"row": name, "what": what, "status": "ok", "load_before": loadavg()}
+    stats0 = servers.proxy_stats() if servers else None
+    cpu0, kids0 = own_cpu()
+    srv0 = servers.cpu() if servers else (0.0, 0.0)
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(int(timeout))
+    first = None
+    it = None
+    try:
+        t0 = time.perf_counter()
+        source = make()
+        t1 = time.perf_counter()
+        order = getattr(source, "order", None)  # gdsio.Loader: the dataset indices of its first batch
+        row["first_indices"] = order.batch(0, 0).tolist() if order is not None else None
+        it = iter(source)
+        n = 0
+        for batch in it:
+            if first is None:
+                first = batch
+                t_first = time.perf_counter()
+            n += len(batch[1])
+            if limit is not None and n >= limit:
+                break
+        t_end = time.perf_counter()
+    except Skip as e:
+        row.update(status="skipped", reason=str(e))
+        return row
+    except RowTimeout:
+        row.update(status="failed", reason=f"no end within {timeout:.0f} s (--row-timeout)")
+        return row
+    except Exception as e:  # noqa: BLE001 - a row that fails is reported, the others still run
+        last = [x for x in str(e).strip().splitlines() if x.strip()]  # a worker's traceback ends with the error
+        row.update(status="failed", reason=f"{type(e).__name__}: {last[0] if last else ''}"
+                   + (f" ... {last[-1].strip()}" if len(last) > 1 else ""))
+        return row
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+        close = getattr(it, "close", None) or getattr(it, "_shutdown_workers", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:  # noqa: BLE001
+                pass
+        del it
+    cpu1, kids1 = own_cpu()
+    wall = t_end - t1
+    row.update(images=n, construct_s=t1 - t0, first_batch_s=t_first - t1, wall_s=wall, images_per_s=n / wall,
+               steady_images_per_s=(n - len(first[1])) / (t_end - t_first) if t_end > t_first else None,
+               cpu_s=cpu1 - cpu0, children_cpu_s=kids1 - kids0,
+               load_after=loadavg())
+    row["cpu_ms_per_image"] = (row["cpu_s"] + row["children_cpu_s"]) / n * 1e3 if n else None
+    if servers:
+        srv1 = servers.cpu()
+        row.update(moto_cpu_s=srv1[0] - srv0[0], proxy_cpu_s=srv1[1] - srv0[1], servers_cpu_s=sum(srv1) - sum(srv0))
+    if servers:
+        s1 = servers.proxy_stats()
+        row.update(requests=s1["requests"] - stats0["requests"], mb_down=(s1["bytes_down"] - stats0["bytes_down"]) / 1e6)
+    row["first"] = first
+    return row
+
+
+def loader_row(source: Any, a: argparse.Namespace, extra: dict[str, Any]) -> Callable[[], Any]:
+    def make() -> Any:
+        kw = {"transform": gdsio.data.Resize((a.size, a.size)), "device": "cpu", "seed": a.seed}
+        if a.threads:
+            kw["threads"] = a.threads
+        kw.update(extra)
+        return gdsio.Loader(source, a.batch, **kw)
+
+    return make
+
+
+def shard_loader(url: str, a: argparse.Namespace, kwargs: dict[str, Any], mode: str) -> Callable[[], Any]:
+    """A Loader over s3:// shards; Skip (with this commit's words) where it does not read them or lacks the mode."""
+
+    def make() -> Any:
+        try:
+            return loader_row(url, a, kwargs)()
+        except (TypeError, ValueError, FileNotFoundError, OSError, NotImplementedError) as e:
+            raise Skip(f"gdsio.Loader({url!r}, **{kwargs}) at this commit: {type(e).__name__}: {e}"[:500]
+                       + (" (the " + mode + " mode or s3:// shards have not landed)")) from e
+
+    return make
+
+
+def webdataset_row(urls: list[str], a: argparse.Namespace) -> Callable[[], Any]:
+    def make() -> Any:
+        try:
+            import webdataset as wds
+        except ImportError as e:
+            raise Skip(f"webdataset is not installed: {e}") from e
+        ds = (wds.WebDataset(urls, shardshuffle=len(urls), seed=a.seed, empty_check=False)
+              .shuffle(a.wds_buffer).map(WdsDecode(a.size)).batched(a.batch, collation_fn=_collate))
+        return torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2)
+
+    return make
+
+
+def litdata_row(servers: Servers, folder: Path, a: argparse.Namespace, work: Path) -> Callable[[], Any]:
+    """litdata's StreamingDataset over its own chunks of the same files, read from the same moto
+    through the proxy (storage_options' endpoint_url), decoded the same way."""
+
+    def make() -> Any:
+        try:
+            import litdata
+        except ImportError as e:
+            raise Skip(f"litdata does not import here ({e}); `pip install --dry-run litdata` would replace "
+                       "torch 2.13.0+cpu with torch 2.14.1 and its CUDA wheels (pinned to 2.13 it adds "
+                       "torchvision to the shared venv), so it is not installed in /work/venv") from e
+        raise Skip(f"litdata {litdata.__version__} imports but its row is not written yet")
+
+    return make
+
+
+def _same(x: dict[str, Any], y: dict[str, Any]) -> bool | None:
+    if x.get("first") is None or y.get("first") is None:
+        return None
+    return bool(torch.equal(x["first"][0], y["first"][0]) and torch.equal(x["first"][1], y["first"][1]))
+
+
+# ---- the report --------------------------------------------------------------------------------
+def _f(v: Any, fmt: str = "{:.1f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def render(doc: dict[str, Any]) -> str:
+    c, m = doc["commit"], doc["machine"]
+    lines = [
+        f"# Shards over an object store with {doc['config']['delay_s'] * 1000:g} ms a request ({doc['date']})", "",
+        f"- command: `{doc['command']}`",
+        f"- commit: {c['head']} ({c['subject']}); gdsio/ in the tree: {c['gdsio_tree']}"
+        + ("" if doc["commit_start"] == c else f" (at the start: {doc['commit_start']['head']}, gdsio/ "
+           f"{doc['commit_start']['gdsio_tree']}: the modules were imported then)"),
+        f"- machine: {m['cpu']}, {m['cpus']} CPUs, {m['memory_gib']} GiB, {m['platform']}, Python {m['python']}, "
+        f"torch {m['torch']}; shared VM, load average at start {doc['load_start']}, at end {doc['load_end']}",
+        f"- data: {doc['data']['images']} JPEGs ({doc['data']['mean_kb']:.0f} KB mean, ImageNet sizes, from "
+        f"scikit-image's photographs), {doc['data']['shards']} shards of {doc['data']['shard_mb']:.0f} MB "
+        f"(+ {doc['data']['shards100']} for the first-batch rows); batch {doc['config']['batch']}, every image "
+        f"decoded whole (gdsio CPU decode, RGB uint8) and resized to {doc['config']['size']}x{doc['config']['size']}",
+        f"- servers: moto_server and bench/latency_proxy.py (delay {doc['config']['delay_s']} s a request, bandwidth "
+        f"{doc['config']['bandwidth'] or 'uncapped'}), separate processes; listening sockets: "
+        + ", ".join(f"{s['process']} {s['address']}:{s['port']}" for s in doc["listening"]),
+        "- CPU s: this process's user+system time over the pass (/proc), + reaped children (DataLoader "
+        "workers and their curl); CPU ms/image: both over the images; servers: moto + proxy. images/s: from "
+        "`iter()` to the pass's end.", "",
+        "| row | images | images/s | vs objects | vs webdataset | first batch s | construct s | wall s | CPU s "
+        "(+children) | CPU ms/image | servers CPU s (moto+proxy) | requests | MB | load 1m before/after |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in doc["rows"]:
+        if r["status"] != "ok":
+            lines.append(f"| {r['row']} | {r['status']}: {r['reason']} |" + " |" * 12)
+            continue
+        lines.append(
+            f"| {r['row']} | {r['images']} | {r['images_per_s']:.1f} | {_f(r.get('vs_objects'), '{:.2f}x')} | "
+            f"{_f(r.get('vs_webdataset'), '{:.2f}x')} | {r['first_batch_s']:.2f} | {r['construct_s']:.2f} | "
+            f"{r['wall_s']:.1f} | {r['cpu_s']:.1f} (+{r['children_cpu_s']:.1f}) | {r['cpu_ms_per_image']:.2f} | "
+            + (f"{r['moto_cpu_s']:.1f}+{r['proxy_cpu_s']:.1f}" if r.get("servers_cpu_s") is not None else "-") + " | "
+            f"{_f(r.get('requests'), '{}')} | {_f(r.get('mb_down'), '{:.0f}')} | "
+            f"{r['load_before'][0]}/{r['load_after'][0]} |")
+    lines += ["", "What each row is:", ""] + [f"- {r['row']}: {r['what']}" for r in doc["rows"]]
+    lines += ["", "## Same outputs", ""] + [f"- {k}: {v}" for k, v in doc["equal"].items()]
+    lines += ["", "## The issue's goals, as measured here", ""] + [f"- {g}" for g in doc["goals"]]
+    if doc["notes"]:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in doc["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def goals(rows: dict[str, dict[str, Any]]) -> list[str]:
+    def ok(name: str) -> dict[str, Any] | None:
+        r = rows.get(name)
+        return r if r and r["status"] == "ok" else None
+
+    out = []
+    best = max((r for n, r in rows.items() if n.startswith("gdsio-shards-s3") and r["status"] == "ok"),
+               key=lambda r: r["images_per_s"], default=None)
+    obj, wds_ = ok("gdsio-objects-s3"), ok("webdataset-s3")
+    if best and obj:
+        v = best["images_per_s"] / obj["images_per_s"]
+        out.append(f"shards >= 10x the ImageFolder of objects: {v:.2f}x ({best['row']}) -> {'met' if v >= 10 else 'NOT met'}")
+    else:
+        out.append("shards >= 10x the ImageFolder of objects: not measured (no s3:// shard row ran)")
+    if best and wds_:
+        v = best["images_per_s"] / wds_["images_per_s"]
+        out.append(f"shards >= 1.5x webdataset + DataLoader(num_workers=2): {v:.2f}x -> {'met' if v >= 1.5 else 'NOT met'}")
+    else:
+        out.append("shards >= 1.5x webdataset: not measured (a row did not run)")
+    t100 = [r for n, r in rows.items() if n.startswith("first-batch-100-gdsio") and r["status"] == "ok"]
+    if t100:
+        worst = max(r["first_batch_s"] for r in t100)
+        out.append(f"first batch within 2 s of the first next() (100 shards): {worst:.2f} s at worst -> "
+                   f"{'met' if worst <= 2 else 'NOT met'}")
+    else:
+        out.append("first batch within 2 s (100 shards): not measured (no s3:// shard row ran)")
+    main = [r for n, r in rows.items() if n.startswith("gdsio-shards-s3") and r["status"] == "ok"]
+    if main:
+        out.append("(for reference, not a goal) first batch on the main set's larger shards: "
+                   + ", ".join(f"{r['row']} {r['first_batch_s']:.2f} s" for r in main))
+    ls, lf = ok("gdsio-shards-local"), ok("gdsio-folder-local")
+    if ls and lf:
+        v = ls["images_per_s"] / lf["images_per_s"]
+        out.append(f"local disk, shards no slower than the ImageFolder: {v:.2f}x the images/s "
+                   f"(CPU s {ls['cpu_s']:.1f} vs {lf['cpu_s']:.1f}) -> {'met' if v >= 0.97 else 'NOT met'} "
+                   "(within 3% counts as no slower on this shared VM)")
+    out.append("ahead of litdata / Mosaic Streaming: " + (
+        "not measured (neither installed; see their rows)" if not ok("litdata-s3") else "see the litdata row"))
+    return out
+
+
+# ---- main --------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--images", type=int, default=5000)
+    p.add_argument("--shard-bytes", default="32M", help="shard size of the main shard set (default 32M)")
+    p.add_argument("--first-batch-shards", type=int, default=100, help="shards of the first-batch set (default 100)")
+    p.add_argument("--delay", type=float, default=0.02, help="seconds the proxy adds to each request")
+    p.add_argument("--bandwidth", default=None, help="the proxy's bytes/s cap (e.g. 1G); default none")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--size", type=int, default=224, help="every image is resized to size x size")
+    p.add_argument("--threads", type=int, default=None, help="gdsio.Loader threads (default: the Loader's)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--objects-limit", type=int, default=1536,
+                   help="images read in the ImageFolder-of-objects row (request-bound: its rate is steady)")
+    p.add_argument("--objects-threads", type=int, default=16,
+                   help="a second ImageFolder-of-objects row with this many Loader threads (0: none)")
+    p.add_argument("--global-kwargs", default='{"shuffle": "global"}',
+                   help="Loader keywords of the s3:// shard row with the global shuffle (JSON)")
+    p.add_argument("--window-kwargs", default='{"shuffle": "window", "shuffle_window": 4}',
+                   help="Loader keywords of the s3:// shard row with the shard-window shuffle (JSON)")
+    p.add_argument("--wds-buffer", type=int, default=1000, help="webdataset's shuffle buffer (samples)")
+    p.add_argument("--row-timeout", type=float, default=900)
+    p.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "gdsio-bench-shards"),
+                   help="where the generated photos and local shards are kept between runs")
+    p.add_argument("--out-dir", default=str(HERE / "results"))
+    p.add_argument("--name", default="shards-s3-" + time.strftime("%Y-%m-%d", time.gmtime()))
+    p.add_argument("--smoke", action="store_true", help="tiny sizes (the test): 48 images, 8 a batch, 1 ms")
+    a = p.parse_args(argv)
+    command = "python bench/bench_shards.py " + " ".join(shlex.quote(x) for x in (argv if argv is not None else sys.argv[1:]))
+    if a.smoke:
+        a.images, a.shard_bytes, a.first_batch_shards, a.delay, a.batch, a.size = 48, "256K", 12, 0.001, 8, 32
+        a.objects_limit, a.wds_buffer, a.row_timeout, a.objects_threads = 48, 16, 240, 4
+    shard_bytes = parse_bytes(a.shard_bytes)
+    global_kw, window_kw = json.loads(a.global_kwargs), json.loads(a.window_kwargs)
+    load_start, commit_start = loadavg(), commit()
+    notes: list[str] = []
+
+    cache = Path(a.cache)
+    folder = make_photos(a.images, cache)
+    files = sorted(folder.glob("c*/*.jpg"))
+    total = sum(f.stat().st_size for f in files)
+    local = write_local_shards(folder, cache / f"shards-{a.images}-{shard_bytes}", shard_bytes)
+    per100 = max(1, -(-total // a.first_batch_shards))
+    local100 = write_local_shards(folder, cache / f"shards-{a.images}-{per100}", per100)
+
+    servers = Servers(a.delay, a.bandwidth)
+    try:
+        listening = listening_sockets(servers.pids())
+        if not listening or not all(s["loopback"] for s in listening):
+            raise RuntimeError(f"a socket listens off loopback (or none was found): {listening}")
+        s3 = servers.client()
+        s3.create_bucket(Bucket=BUCKET)
+        up = [(f, f"folder/{f.parent.name}/{f.name}") for f in files]
+        for prefix, paths in (("shards", local), ("shards100", local100)):
+            for sp in paths:
+                up.append((Path(sp), f"{prefix}/{os.path.basename(sp)}"))
+                if os.path.exists(sp + ".idx.json"):
+                    up.append((Path(sp + ".idx.json"), f"{prefix}/{os.path.basename(sp)}.idx.json"))
+        upload(s3, up)
+        s3.close()
+        os.environ.update({"AWS_ENDPOINT_URL": servers.base, "AWS_ACCESS_KEY_ID": "testing",
+                           "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
+                           "AWS_EC2_METADATA_DISABLED": "true", "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"})
+        for k in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"):
+            os.environ.pop(k, None)
+
+        def brace(prefix: str, n: int) -> str:
+            return f"s3://{BUCKET}/{prefix}/shard-{{000000..{n - 1:06d}}}.tar"
+
+        def curl(prefix: str, paths: list[str]) -> list[str]:
+            return [f"pipe:curl -s -f --noproxy '*' {servers.base}/{BUCKET}/{prefix}/{os.path.basename(sp)}"
+                    for sp in paths]
+
+        rows: list[dict[str, Any]] = []
+        to = a.row_timeout
+        shuffled = {"shuffle": True}
+        # local disk pair first (the page cache holds both: they were just written or read)
+        rows.append(measure("gdsio-folder-local", "gdsio.Loader(local ImageFolder), shuffle=True",
+                            loader_row(str(folder), a, shuffled), None, None, to))
+        rows.append(measure("gdsio-shards-local", "gdsio.Loader(local shards), shuffle=True",
+                            loader_row(local, a, shuffled), None, None, to))
+        rows.append(measure("gdsio-objects-s3", f"gdsio.Loader('s3://{BUCKET}/folder/'), shuffle=True, first "
+                            f"{a.objects_limit} images (request-bound)",
+                            loader_row(f"s3://{BUCKET}/folder/", a, shuffled), servers, a.objects_limit, to))
+        if a.objects_threads:
+            rows.append(measure(f"gdsio-objects-s3-{a.objects_threads}-threads", f"as gdsio-objects-s3 with "
+                                f"threads={a.objects_threads} (more GETs in flight)",
+                                loader_row(f"s3://{BUCKET}/folder/", a, {**shuffled, "threads": a.objects_threads}),
+                                servers, a.objects_limit, to))
+        rows.append(measure("gdsio-shards-s3-global", f"gdsio.Loader({brace('shards', len(local))!r}, **{global_kw})",
+                            shard_loader(brace("shards", len(local)), a, global_kw, "global"), servers, None, to))
+        if rows[-1]["status"] == "skipped" and global_kw != shuffled:
+            rows.append(measure("gdsio-shards-s3-shuffle-true",
+                                f"gdsio.Loader({brace('shards', len(local))!r}, shuffle=True)",
+                                shard_loader(brace("shards", len(local)), a, shuffled, "s3"), servers, None, to))
+        rows.append(measure("gdsio-shards-s3-window", f"gdsio.Loader({brace('shards', len(local))!r}, **{window_kw})",
+                            shard_loader(brace("shards", len(local)), a, window_kw, "window"), servers, None, to))
+        rows.append(measure("webdataset-s3", f"webdataset.WebDataset({len(local)} pipe:curl URLs through the proxy, "
+                            f"shardshuffle, .shuffle({a.wds_buffer})) + DataLoader(num_workers=2)",
+                            webdataset_row(curl("shards", local), a), servers, None, to))
+        rows.append(measure("litdata-s3", "litdata.StreamingDataset over its own chunks of the same images",
+                            litdata_row(servers, folder, a, cache), servers, None, to))
+        rows.append({"row": "mosaic-streaming-s3", "what": "Mosaic Streaming (MDS)", "status": "skipped",
+                     "reason": "not installed: `pip install --dry-run mosaicml-streaming` would replace torch 2.13.0+cpu "
+                               "with 2.14.1 and its CUDA wheels (pinned to 2.13: numpy 2.1.3 downgrade, torchvision, "
+                               "transformers, cloud SDKs, ~60 packages into the shared venv)"})
+        n100 = len(local100)
+        for tag, kw in (("global", global_kw), ("window", window_kw)):
+            rows.append(measure(f"first-batch-100-gdsio-{tag}", f"the {n100}-shard set, **{kw}, first batch only",
+                                shard_loader(brace("shards100", n100), a, kw, tag), servers, a.batch, to))
+        rows.append(measure("first-batch-100-webdataset", f"the {n100}-shard set, webdataset as above, first batch only",
+                            webdataset_row(curl("shards100", local100), a), servers, a.batch, to))
+
+        by = {r["row"]: r for r in rows}
+        for r in rows:
+            if r["status"] != "ok" or r["row"].startswith("first-batch"):
+                continue
+            for key, ref in (("vs_objects", "gdsio-objects-s3"), ("vs_webdataset", "webdataset-s3")):
+                if by.get(ref, {}).get("status") == "ok" and "s3" in r["row"]:
+                    r[key] = r["images_per_s"] / by[ref]["images_per_s"]
+        equal = {
+            "local shards vs local ImageFolder, first batch (shuffle=True, seed)": _same(by["gdsio-shards-local"],
+                                                                                     by["gdsio-folder-local"]),
+            "s3 ImageFolder of objects vs local ImageFolder, first batch": _same(by["gdsio-objects-s3"],
+                                                                               by["gdsio-folder-local"]),
+        }
+        for name in ("gdsio-shards-s3-global", "gdsio-shards-s3-shuffle-true"):
+            if name in by:
+                equal[f"{name} vs the s3 ImageFolder of objects, first batch"] = _same(by[name], by["gdsio-objects-s3"])
+        for r in rows:
+            if r["status"] == "ok" and r.get("first") is not None:
+                equal[f"{r['row']}: first batch vs the same samples as local ImageFolder files"] = \
+                    check_indices(r, folder, a.size)
+        for r in rows:
+            r.pop("first", None)
+            r.pop("first_indices", None)
+        doc = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": command, "commit": commit(),
+           "commit_start": commit_start,
+               "machine": machine(), "load_start": load_start, "load_end": loadavg(), "listening": listening,
+               "config": {"delay_s": a.delay, "bandwidth": a.bandwidth, "batch": a.batch, "size": a.size,
+                          "threads": a.threads or gdsio.current_settings().threads, "seed": a.seed},
+               "data": {"images": len(files), "mean_kb": total / len(files) / 1e3, "bytes": total, "shards": len(local),
+                        "shard_mb": shard_bytes / 2**20, "shards100": n100},
+               "rows": rows, "equal": equal, "goals": goals(by), "notes": notes,
+               "proxy": servers.proxy_stats()}
+    finally:
+        servers.close()
+    out = Path(a.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{a.name}.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    md = render(doc)
+    (out / f"{a.name}.md").write_text(md)
+    print(md)
+    return 0
+
+
+def reference(folder: Path, indices: list[int], size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The batch of these ImageFolder samples through gdsio.Loader over the local files, in this order."""
+    files = sorted(folder.glob("c*/*.jpg"))
+    paths = [(str(files[i]), int(files[i].parent.name[1:])) for i in indices]  # classes c00, c01, ...: their index
+    loader = gdsio.Loader(paths, len(paths), transform=gdsio.data.Resize((size, size)), device="cpu")
+    return next(iter(loader))
+
+
+def check_indices(row: dict[str, Any], folder: Path, size: int) -> bool | None:
+    """A row's first batch against the same samples (by the order's indices, or webdataset's keys) read
+    as local files of the ImageFolder."""
+    if row.get("status") != "ok" or row.get("first") is None:
+        return None
+    first = row["first"]
+    indices = row.get("first_indices") or [int(k) for k in first[2]]  # write_shards' keys: ImageFolder positions
+    x, y = reference(folder, indices, size)
+    return bool(torch.equal(x, first[0]) and torch.equal(y, first[1]))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
