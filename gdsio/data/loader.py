@@ -336,7 +336,8 @@ class Loader:
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
             raise ValueError(f"not a gdsio.Loader state (version {STATE_VERSION}): {state!r}")
         mine = self.state_dict()
-        for key in ("seed", "shuffle", "num_samples", "batch_size", "world_size", "rank", "drop_last", "shuffle_window"):
+        keys = ("seed", "shuffle", "num_samples", "batch_size", "world_size", "rank", "drop_last", "shuffle_window")
+        for key in keys:
             if state.get(key) != mine.get(key):
                 raise ValueError(f"state_dict mismatch: {key}={state.get(key)!r} in the state, {mine.get(key)!r} in "
                                  "this loader")

@@ -343,8 +343,9 @@ class Producer:
         if unit is not None and self.windows is not None:
             data, st = self.windows.member(unit, index)
         else:
-            j = t.shards.shard_of(index)  # type: ignore[union-attr]
-            data, st = read_shard_range(path, t.shards.etags[j], offset, size, self.plan.cache)  # type: ignore[union-attr]
+            shards = t.shards
+            assert shards is not None  # a table with ranges is one of shards
+            data, st = read_shard_range(path, shards.etags[shards.shard_of(index)], offset, size, self.plan.cache)
         if self.cuda:
             return Item(0, f"{path}@{offset}", data, size), st
         return data, st
