@@ -32,8 +32,9 @@ shard was rewritten on the store since) raises ``OSError`` (ESTALE) naming
 the shard; so does one rewritten during the read. The loader turns that into
 a ``SampleError`` per sample, or skips the shard's samples with
 ``on_error="skip"``. With a ``Cache(where="disk")`` the shards themselves are
-fetched whole into the cache once and read from there (the cache pins the
-ETag it fetched; that copy is not compared with the index's).
+fetched whole into the cache once and read from there; a HEAD before that
+fetch checks the ETag as above (a rewrite between that HEAD and the cache's
+own is not seen).
 """
 
 from __future__ import annotations
@@ -304,6 +305,12 @@ def _stale(path: str, etag: str, now: str) -> OSError:
                    "it again", path)
 
 
+def _check_version(reader: RemoteReader, etag: str) -> None:
+    now = reader.info.etag or reader.info.last_modified
+    if etag and now.strip('"') != etag.strip('"'):
+        raise _stale(reader.path, etag, now)
+
+
 def read_shard_range(path: str, etag: str, offset: int, size: int, cache: Any = None) -> tuple[Any, Any]:
     """`size` bytes of the shard `path` at `offset`, into host memory, by one
     ranged read (the engine's chunks and concurrency for a URL; a disk cache's
@@ -314,6 +321,10 @@ def read_shard_range(path: str, etag: str, offset: int, size: int, cache: Any = 
         OSError: the read failed; ESTALE: the shard changed (see the module docstring).
     """
     if is_url(path) and isinstance(cache, DiskCache):
+        if etag and path not in cache:  # about to be fetched into the cache: only the version indexed
+            reader = RemoteReader(path, current())
+            reader.close()
+            _check_version(reader, etag)
         path = cache.local_path(path)  # the URL itself where the budget is spent
     if not is_url(path):
         t, st = read(path, offset=offset, size=size, device="cpu", return_stats=True)
@@ -321,11 +332,9 @@ def read_shard_range(path: str, etag: str, offset: int, size: int, cache: Any = 
     s = current()
     reader = RemoteReader(path, s)
     try:
-        now = reader.info.etag or reader.info.last_modified
-        if etag and now.strip('"') != etag.strip('"'):
-            raise _stale(path, etag, now)
+        _check_version(reader, etag)
         if offset + size > reader.info.size:
-            raise _stale(path, etag, now)
+            raise _stale(reader.path, etag, reader.info.etag)
         out = host_empty(size)
         r = fetch(reader, [out], [(0, size, offset)], to_gpu=False, device=0, stream=0, settings=s)
     finally:

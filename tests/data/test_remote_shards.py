@@ -173,12 +173,16 @@ def test_bad_remote_shards_name_the_shard_and_the_member(server, tmp_path):
         gd.scan(server.url("missing.tar"))
 
 
-@pytest.mark.parametrize("shuffle", ["window", "global"])
-def test_a_shard_rewritten_on_the_store_is_an_error_naming_it(server, local, shuffle, caplog):
+@pytest.mark.parametrize("shuffle,disk", [("window", False), ("global", False), ("window", True), ("global", True)])
+def test_a_shard_rewritten_on_the_store_is_an_error_naming_it(server, local, shuffle, disk, caplog, tmp_path):
     folder, paths = local
     urls = serve(server, paths)
-    loader = Loader(urls, 4, device="cpu", shuffle=shuffle, seed=0)
-    skipping = Loader(urls, 4, device="cpu", shuffle=shuffle, seed=0, on_error="skip")
+
+    def cache(name):  # a disk cache fetches each shard whole, once: only the version its index describes
+        return gd.Cache(where="disk", path=tmp_path / name, bytes="1M") if disk else None
+
+    loader = Loader(urls, 4, device="cpu", shuffle=shuffle, seed=0, cache=cache("a"))
+    skipping = Loader(urls, 4, device="cpu", shuffle=shuffle, seed=0, on_error="skip", cache=cache("b"))
     server.put("shards/shard-000002.tar", Path(paths[2]).read_bytes() + b"\0" * 512)  # another ETag
     with pytest.raises(SampleError, match=r"shard-000002\.tar.*changed on the store"):
         batches(loader)
