@@ -34,7 +34,7 @@ from .disk_cache import DiskCache
 from .flow import (END, BatchBuffers, ByteBudget, EmptyBatch, End, Failed, ReadyBatch, batch_nbytes, mark_loader_thread,
                    put_until_stopped)
 from .meter import Meter
-from .remote_shards import ShardWindows, read_shard_range
+from .remote_shards import ShardReaders, ShardWindows, read_shard_range
 from .sampler import WindowOrder
 from .sources import SampleTable
 from ..transforms.classes import BatchInfo, BatchTransform, batch_context
@@ -116,8 +116,10 @@ class Producer:
         self.boxes = (plan.crop_decode and not self.cuda and plan.table.kind == "image" and plan.cache is None
                       and isinstance(plan.transform, BatchTransform)
                       and type(plan.transform).decode_boxes is not BatchTransform.decode_boxes)
-        # The shard-window order: shards read whole, a window ahead (made in run(), closed there).
+        # The shard-window order: shards read whole, a window ahead; remote shards opened once a pass
+        # (both made in run(), closed there).
         self.windows: ShardWindows | None = None
+        self.readers = ShardReaders()
 
     # ---- contexts ---------------------------------------------------------------
 
@@ -149,7 +151,7 @@ class Producer:
             t = self.plan.table
             if isinstance(self.plan.order, WindowOrder) and t.shards is not None and t.ranges is not None:
                 self.windows = ShardWindows(t.shards, t.ranges, self.plan.order, self.plan.epoch, self.plan.start,
-                                            self.plan.cache)
+                                            self.plan.cache, self.readers)
             batches = iter(self.plan.order.numbered_batches(self.plan.epoch, self.plan.start))
             ahead: collections.deque[_Pending] = collections.deque()
             while True:
@@ -169,6 +171,7 @@ class Producer:
             pool.shutdown(wait=True, cancel_futures=True)
             if self.windows is not None:
                 self.windows.close()
+            self.readers.close()
 
     def _put(self, item: ReadyBatch | EmptyBatch | Failed | End) -> bool:
         if isinstance(item, ReadyBatch) and self.budget is not None:
@@ -345,7 +348,8 @@ class Producer:
         else:
             shards = t.shards
             assert shards is not None  # a table with ranges is one of shards
-            data, st = read_shard_range(path, shards.etags[shards.shard_of(index)], offset, size, self.plan.cache)
+            data, st = read_shard_range(path, shards.etags[shards.shard_of(index)], offset, size, self.plan.cache,
+                                        self.readers)
         if self.cuda:
             return Item(0, f"{path}@{offset}", data, size), st
         return data, st

@@ -62,7 +62,8 @@ from .flow import POLL_S, mark_loader_thread
 from .sampler import WindowOrder
 from .shards import INDEX_SUFFIX, ShardIndex, ShardSet, scan_tar, shard_index
 
-__all__ = ["INDEX_FOLDER", "ShardWindows", "index_folder", "read_shard_range", "remote_index", "shard_indexes"]
+__all__ = ["INDEX_FOLDER", "ShardReaders", "ShardWindows", "index_folder", "read_shard_range", "remote_index",
+           "shard_indexes"]
 
 log = logging.getLogger("gdsio.data")
 
@@ -299,10 +300,11 @@ def _build(reader: RemoteReader, url: str, size: int, etag: str) -> ShardIndex:
             log.warning("gdsio: the GET of shard '%s' did not stop (a socket stuck?)", url)
 
 
-def _stale(path: str, etag: str, now: str) -> OSError:
-    return OSError(errno.ESTALE, f"the shard changed on the store since its index was made (ETag {now or 'none'} "
-                   f"now, {etag} in the index); its members' offsets no longer hold: restart the loader to index "
-                   "it again", path)
+def _stale(path: str, etag: str, now: str | None = None) -> OSError:
+    seen = (f"ETag {now or 'none'} now, {etag} in the index" if now is not None
+            else f"its ETag is no longer {etag}, the index's")
+    return OSError(errno.ESTALE, f"the shard changed on the store since its index was made ({seen}); its members' "
+                   "offsets no longer hold: restart the loader to index it again", path)
 
 
 def _check_version(reader: RemoteReader, etag: str) -> None:
@@ -311,11 +313,47 @@ def _check_version(reader: RemoteReader, etag: str) -> None:
         raise _stale(reader.path, etag, now)
 
 
-def read_shard_range(path: str, etag: str, offset: int, size: int, cache: Any = None) -> tuple[Any, Any]:
+class ShardReaders:
+    """The remote shards one pass reads, each opened once (one HEAD, its ETag
+    checked against its index's) and read by any thread until ``close()``:
+    the reads of a shard's samples then cost a GET each, no HEAD (each GET
+    still asks ``If-Match`` that ETag, so a rewrite is never read)."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, RemoteReader] = {}
+        self._lock = threading.Lock()
+
+    def get(self, path: str, etag: str) -> RemoteReader:
+        with self._lock:
+            reader = self._open.get(path)
+        if reader is None:
+            reader = RemoteReader(path, current())
+            try:
+                _check_version(reader, etag)
+            except BaseException:
+                reader.close()
+                raise
+            with self._lock:
+                kept = self._open.setdefault(path, reader)
+            if kept is not reader:  # another thread opened it meanwhile
+                reader.close()
+            reader = kept
+        return reader
+
+    def close(self) -> None:
+        with self._lock:
+            readers, self._open = list(self._open.values()), {}
+        for r in readers:
+            r.close()
+
+
+def read_shard_range(path: str, etag: str, offset: int, size: int, cache: Any = None,
+                     readers: ShardReaders | None = None) -> tuple[Any, Any]:
     """`size` bytes of the shard `path` at `offset`, into host memory, by one
     ranged read (the engine's chunks and concurrency for a URL; a disk cache's
     copy when `cache` is one), a remote shard's ETag checked against `etag`,
-    its index's. Returns (uint8 tensor, (backend, bytes read)).
+    its index's. `readers`: the pass's open shards (None: opened for this read).
+    Returns (uint8 tensor, (backend, bytes read)).
 
     Raises:
         OSError: the read failed; ESTALE: the shard changed (see the module docstring).
@@ -330,15 +368,21 @@ def read_shard_range(path: str, etag: str, offset: int, size: int, cache: Any = 
         t, st = read(path, offset=offset, size=size, device="cpu", return_stats=True)
         return t, (st.backend, st.nbytes)
     s = current()
-    reader = RemoteReader(path, s)
+    reader = readers.get(path, etag) if readers is not None else RemoteReader(path, s)
     try:
         _check_version(reader, etag)
         if offset + size > reader.info.size:
             raise _stale(reader.path, etag, reader.info.etag)
         out = host_empty(size)
-        r = fetch(reader, [out], [(0, size, offset)], to_gpu=False, device=0, stream=0, settings=s)
+        try:
+            r = fetch(reader, [out], [(0, size, offset)], to_gpu=False, device=0, stream=0, settings=s)
+        except OSError as e:  # rewritten since it was opened (a GET's If-Match failed): the index no longer holds
+            if e.errno == errno.ESTALE:
+                raise _stale(reader.path, etag) from e
+            raise
     finally:
-        reader.close()
+        if readers is None:
+            reader.close()
     return out, (r.backend, r.nbytes)
 
 
@@ -355,8 +399,8 @@ class ShardWindows:
     """
 
     def __init__(self, shards: ShardSet, ranges: np.ndarray, order: WindowOrder, epoch: int, start: int,
-                 cache: Any = None) -> None:
-        self.shards, self.ranges, self.order, self.cache = shards, ranges, order, cache
+                 cache: Any = None, readers: ShardReaders | None = None) -> None:
+        self.shards, self.ranges, self.order, self.cache, self.readers = shards, ranges, order, cache, readers
         self.plan = order.window_plan(epoch)
         bs = order.batch_size
         end = min(len(order) * bs, len(self.plan.indices))
@@ -390,7 +434,8 @@ class ShardWindows:
         shard, first, end = (int(v) for v in self.plan.units[u])
         lo = int(self.ranges[first, 0])
         hi = int(self.ranges[end - 1, 0] + self.ranges[end - 1, 1])
-        data, stats = read_shard_range(self.shards.paths[shard], self.shards.etags[shard], lo, hi - lo, self.cache)
+        data, stats = read_shard_range(self.shards.paths[shard], self.shards.etags[shard], lo, hi - lo, self.cache,
+                                       self.readers)
         return data, lo, stats
 
     def taken(self, units: list[int]) -> None:

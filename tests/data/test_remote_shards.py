@@ -274,3 +274,23 @@ def test_a_shard_rewritten_during_the_pass_is_an_error_naming_it(server, local):
     with pytest.raises(SampleError, match=rf"{Path(paths[last]).name}.*changed on the store"):
         for _ in it:
             pass
+
+
+def test_a_pass_opens_each_remote_shard_once(server, local):
+    """The global order reads a sample by one GET: each shard's HEAD (its ETag
+    checked against its index's) once a pass; a shard rewritten after that is
+    refused by the GETs' If-Match, with the same error."""
+    folder, paths = local
+    urls = serve(server, paths)
+    loader = Loader(urls, 4, device="cpu", shuffle="global", seed=1, prefetch=1)
+    server.requests.clear()
+    same(batches(Loader(paths, 4, device="cpu", shuffle="global", seed=1)), batches(loader))
+    heads = [p for m, p, _ in server.requests if m == "HEAD"]
+    assert sorted(heads) == sorted(u[len(server.base):] for u in urls) and len(gets(server)) == 15
+    it = iter(loader)
+    next(it)
+    for p in paths:  # every shard, so that whatever the reader opened already is rewritten too
+        server.put(f"shards/{Path(p).name}", Path(p).read_bytes() + bytes(512))
+    with pytest.raises(SampleError, match=r"shard-00000\d\.tar.*changed on the store"):
+        for _ in it:
+            pass
