@@ -168,9 +168,9 @@ class Producer:
         except BaseException as e:  # reaches the consumer, which re-raises it
             self._put(Failed(e))
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-            if self.windows is not None:
+            if self.windows is not None:  # first: a reader waiting for a unit not yet read gets it cancelled
                 self.windows.close()
+            pool.shutdown(wait=True, cancel_futures=True)
             self.readers.close()
 
     def _put(self, item: ReadyBatch | EmptyBatch | Failed | End) -> bool:

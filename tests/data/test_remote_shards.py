@@ -9,6 +9,7 @@ error naming it."""
 from __future__ import annotations
 
 import json
+import threading
 import logging
 from pathlib import Path
 
@@ -294,3 +295,15 @@ def test_a_pass_opens_each_remote_shard_once(server, local):
     with pytest.raises(SampleError, match=r"shard-00000\d\.tar.*changed on the store"):
         for _ in it:
             pass
+
+
+def test_a_window_pass_stopped_early_ends_its_reads(server, local):
+    folder, paths = local
+    serve(server, paths)
+    server.faults.stall = 0.05  # reads still in flight when the pass stops
+    loader = Loader(server.url("shards/shard-{000000..000003}.tar"), 1, device="cpu", shuffle="window",
+                    shuffle_window=1, prefetch=1)
+    it = iter(loader)
+    next(it)
+    it.close()
+    assert not [t.name for t in threading.enumerate() if t.name.startswith(("gdsio-shard", "gdsio-reader"))]
