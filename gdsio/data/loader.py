@@ -162,7 +162,8 @@ class Loader:
     larger than that alone still waits when none other does). threads:
     reader threads (default: ``gdsio.current_settings().threads``).
     cache: a ``gdsio.Cache`` of decoded samples, or a ``Cache(where="disk",
-    path=...)`` of the remote objects read (local files for later epochs).
+    path=...)`` of the remote objects read (local files for later epochs)
+    and of remote tar shards' indexes (gdsio.data.remote_shards).
     image_mode: ``"RGB"``, ``"GRAY"`` or ``"UNCHANGED"``. crop_decode: on
     the CPU, with a transform whose first step is a ``RandomResizedCrop`` (and
     no cache), a JPEG is decoded only for the box the crop keeps (its rows,
