@@ -94,9 +94,11 @@ const char* level_name(Level l) {
 }
 
 // ---- weights --------------------------------------------------------------------
-// AVX2, interleaved: groups of 4 taps, 64 bytes (hi, lo) per group and output
-// index. AVX2, planar: groups of 16 taps, 64 bytes (hi, lo) per group and
-// output index.
+// AVX2, interleaved: per output index and pair of taps (t, t + 1), 64 bytes:
+// the weights' hi then lo halves as int16 pairs (tap t, tap t + 1) for each of
+// four channel slots, the same in both 128-bit lanes (lane 0 takes one row,
+// lane 1 the next). AVX2, planar: groups of 16 taps, 64 bytes (hi, lo) per
+// group and output index.
 //
 // AVX-512: a 64-byte header (int32: the layout, the tap groups) and then
 // - kBlocks (interleaved and planar): blocks of P = 16 / C output indices
@@ -175,7 +177,7 @@ std::size_t h_weights_bytes_interleaved(Level l, int out, int k) {
                                                                                  : blocks_bytes(out, k, 4);
     return vectors > blocks ? vectors : blocks;
   }
-  return (std::size_t)out * ((k + 3) / 4) * 64;
+  return (std::size_t)out * ((k + 1) / 2) * 64;
 }
 
 bool h_weights_interleaved(Level l, const std::int32_t* bounds, const std::int32_t* w, int out, int k,
@@ -206,16 +208,16 @@ bool h_weights_interleaved(Level l, const std::int32_t* bounds, const std::int32
     }
     return true;
   }
-  const int groups = (k + 3) / 4;
+  const int pairs = (k + 1) / 2;
   auto* dst = static_cast<std::int16_t*>(out_bytes);
   for (int x = 0; x < out; ++x) {
-    for (int g = 0; g < groups; ++g) {
-      std::int16_t* hi = dst + ((std::size_t)x * groups + g) * 32;
+    for (int q = 0; q < pairs; ++q) {
+      std::int16_t* hi = dst + ((std::size_t)x * pairs + q) * 32;
       std::int16_t* lo = hi + 16;
-      for (int lane = 0; lane < 2; ++lane) {
-        for (int t = 0; t < 2; ++t) {
-          const int tap = 4 * g + 2 * lane + t;
-          const std::int32_t v = tap < k ? w[(std::size_t)x * k + tap] : 0;
+      for (int t = 0; t < 2; ++t) {
+        const int tap = 2 * q + t;
+        const std::int32_t v = tap < k ? w[(std::size_t)x * k + tap] : 0;
+        for (int lane = 0; lane < 2; ++lane) {
           for (int c = 0; c < 4; ++c) {
             hi[lane * 8 + 2 * c + t] = hi15(v);
             lo[lane * 8 + 2 * c + t] = lo15(v);
@@ -264,122 +266,120 @@ __attribute__((target("avx2"))) inline __m256i rebuild(__m256i hi, __m256i lo) {
   return _mm256_add_epi32(_mm256_slli_epi32(hi, 15), lo);
 }
 
-// One output pixel's sums over `groups` groups of four taps (G > 0: that many,
-// unrolled; G == 0: `groups` at run time), lanes (pixels 0-1 | 2-3) not yet added.
-template <int G>
-__attribute__((target("avx2"))) inline __m256i h_interleaved_one(const std::uint8_t* p, const __m256i* w,
-                                                                 std::ptrdiff_t step, int groups, __m256i mask,
-                                                                 __m256i init) {
+// One output pixel's sums for two rows that share the windows, row p in
+// lane 0 and row q in lane 1: per group of four taps one 16-byte load of each
+// row and two byte shuffles into (tap t, tap t + 1) int16 pairs per channel
+// slot, then each pair's hi and lo multiply-adds; Q groups of four (Q < 0:
+// `quads` at run time) and, when R, a last pair. Every lane ends as one
+// channel's sum (the init added in each): no reduction across lanes.
+template <int Q, bool R>
+__attribute__((target("avx2"))) inline __m256i h_interleaved_px(const std::uint8_t* p, const std::uint8_t* q,
+                                                                const __m256i* w, std::ptrdiff_t step, int quads,
+                                                                __m256i m01, __m256i m23, __m256i init) {
   __m256i ah = _mm256_setzero_si256(), al = init;
-  const int n = G > 0 ? G : groups;
-  for (int g = 0; g < n; ++g, p += step, w += 2) {
-    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m256i pairs = _mm256_shuffle_epi8(v, mask);
-    ah = _mm256_add_epi32(ah, _mm256_madd_epi16(pairs, _mm256_loadu_si256(w)));
-    al = _mm256_add_epi32(al, _mm256_madd_epi16(pairs, _mm256_loadu_si256(w + 1)));
+  const int n = Q >= 0 ? Q : quads;
+  for (int g = 0; g < n; ++g, p += step, q += step, w += 4) {
+    const __m256i v = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), 1);
+    const __m256i a = _mm256_shuffle_epi8(v, m01), b = _mm256_shuffle_epi8(v, m23);
+    ah = _mm256_add_epi32(ah, _mm256_madd_epi16(a, _mm256_loadu_si256(w)));
+    al = _mm256_add_epi32(al, _mm256_madd_epi16(a, _mm256_loadu_si256(w + 1)));
+    ah = _mm256_add_epi32(ah, _mm256_madd_epi16(b, _mm256_loadu_si256(w + 2)));
+    al = _mm256_add_epi32(al, _mm256_madd_epi16(b, _mm256_loadu_si256(w + 3)));
+  }
+  if (R) {
+    const __m256i v = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), 1);
+    const __m256i a = _mm256_shuffle_epi8(v, m01);
+    ah = _mm256_add_epi32(ah, _mm256_madd_epi16(a, _mm256_loadu_si256(w)));
+    al = _mm256_add_epi32(al, _mm256_madd_epi16(a, _mm256_loadu_si256(w + 1)));
   }
   return rebuild(ah, al);
 }
 
-// The same sums for two rows that share the windows: each weight is loaded once.
-template <int G>
-__attribute__((target("avx2"))) inline void h_interleaved_two(const std::uint8_t* p, const std::uint8_t* q,
-                                                              const __m256i* w, std::ptrdiff_t step, int groups,
-                                                              __m256i mask, __m256i init, __m256i* s, __m256i* t) {
-  __m256i ah = _mm256_setzero_si256(), al = init, bh = _mm256_setzero_si256(), bl = init;
-  const int n = G > 0 ? G : groups;
-  for (int g = 0; g < n; ++g, p += step, q += step, w += 2) {
-    const __m256i wh = _mm256_loadu_si256(w), wl = _mm256_loadu_si256(w + 1);
-    const __m256i u = _mm256_shuffle_epi8(
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), mask);
-    const __m256i v = _mm256_shuffle_epi8(
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q))), mask);
-    ah = _mm256_add_epi32(ah, _mm256_madd_epi16(u, wh));
-    al = _mm256_add_epi32(al, _mm256_madd_epi16(u, wl));
-    bh = _mm256_add_epi32(bh, _mm256_madd_epi16(v, wh));
-    bl = _mm256_add_epi32(bl, _mm256_madd_epi16(v, wl));
-  }
-  *s = rebuild(ah, al);
-  *t = rebuild(bh, bl);
-}
-
-// Four pixels' lane sums -> their C bytes each at dst (16 bytes written).
+// Four pixels' sums (lane 0: row 0's four channel slots, lane 1: row 1's) ->
+// each row's C bytes a pixel, rounded and clipped as h_finish does (16 bytes
+// stored a row: C = 3 writes four past the last pixel's, which the next
+// pixels or the row's padding take).
 __attribute__((target("avx2"))) inline void h_store4(__m256i s0, __m256i s1, __m256i s2, __m256i s3,
-                                                     __m128i compact, std::uint8_t* dst) {
-  __m256i t01 = _mm256_add_epi32(_mm256_permute2x128_si256(s0, s1, 0x20), _mm256_permute2x128_si256(s0, s1, 0x31));
-  __m256i t23 = _mm256_add_epi32(_mm256_permute2x128_si256(s2, s3, 0x20), _mm256_permute2x128_si256(s2, s3, 0x31));
-  t01 = _mm256_srai_epi32(t01, kShift);                // [x0 | x1]
-  t23 = _mm256_srai_epi32(t23, kShift);                // [x2 | x3]
-  const __m256i p16 = _mm256_packs_epi32(t01, t23);   // [x0 x2 | x1 x3] as int16
-  const __m256i p8 = _mm256_packus_epi16(p16, p16);   // [x0 x2 x0 x2 | x1 x3 x1 x3] as bytes
-  const __m128i q = _mm_unpacklo_epi32(_mm256_castsi256_si128(p8), _mm256_extracti128_si256(p8, 1));
-  // C = 3 writes four bytes past the last pixel's, which the next pixels
-  // (or the row's padding) take.
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_shuffle_epi8(q, compact));
+                                                     __m256i compact, bool compacting, std::uint8_t* dst0,
+                                                     std::uint8_t* dst1) {
+  const __m256i p01 = _mm256_packs_epi32(_mm256_srai_epi32(s0, kShift), _mm256_srai_epi32(s1, kShift));
+  const __m256i p23 = _mm256_packs_epi32(_mm256_srai_epi32(s2, kShift), _mm256_srai_epi32(s3, kShift));
+  __m256i b = _mm256_packus_epi16(p01, p23);  // per lane: pixels 0-3, four slots each
+  if (compacting) b = _mm256_shuffle_epi8(b, compact);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst0), _mm256_castsi256_si128(b));
+  if (dst1 != nullptr) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst1), _mm256_extracti128_si256(b, 1));
 }
 
-template <int G>
+template <int Q, bool R>
 __attribute__((target("avx2"))) void h_interleaved_g(const std::uint8_t* row0, const std::uint8_t* row1,
-                                                     int channels, int ps, int out, int groups,
+                                                     int channels, int ps, int out, int quads,
                                                      const std::int32_t* bounds, const std::int16_t* weights,
-                                                     __m256i mask, std::uint8_t* dst0, std::uint8_t* dst1) {
-  // Pillow's rounding term, added once: in lane 0 of the low accumulator.
-  const __m256i init = _mm256_setr_epi32(kInit, kInit, kInit, kInit, 0, 0, 0, 0);
-  // The four bytes of each of four pixels, as C bytes each (C = 3: 12 bytes).
-  const __m128i compact = channels == 3 ? _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -128, -128, -128, -128)
-                                        : _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+                                                     __m256i m01, __m256i m23, std::uint8_t* dst0,
+                                                     std::uint8_t* dst1) {
+  const __m256i init = _mm256_set1_epi32(kInit);  // every lane is one channel's sum
+  const __m256i compact = _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -128, -128, -128, -128, 0, 1, 2,
+                                           4, 5, 6, 8, 9, 10, 12, 13, 14, -128, -128, -128, -128);
+  const bool compacting = channels == 3;
   const std::ptrdiff_t step = 4 * (std::ptrdiff_t)ps;
-  const std::size_t wstride = (std::size_t)groups * 32;
-  const bool two = row1 != nullptr;
-  for (int x = 0; x < out; x += 4) {
-    // Four pixels at a time: add the lanes pairwise, then round and pack them together.
-    __m256i s[4], t[4];
-    for (int i = 0; i < 4; ++i) {
-      if (x + i >= out) {
-        s[i] = t[i] = _mm256_setzero_si256();
-        continue;
-      }
-      const std::ptrdiff_t off = (std::ptrdiff_t)bounds[2 * (x + i)] * ps;
-      const __m256i* w = reinterpret_cast<const __m256i*>(weights + (std::size_t)(x + i) * wstride);
-      if (two)
-        h_interleaved_two<G>(row0 + off, row1 + off, w, step, groups, mask, init, &s[i], &t[i]);
-      else
-        s[i] = h_interleaved_one<G>(row0 + off, w, step, groups, mask, init);
-    }
-    h_store4(s[0], s[1], s[2], s[3], compact, dst0 + (std::size_t)x * channels);
-    if (two) h_store4(t[0], t[1], t[2], t[3], compact, dst1 + (std::size_t)x * channels);
+  const std::size_t wstride = (std::size_t)(2 * quads + (R ? 1 : 0)) * 32;  // int16s per output index
+  // One row: lane 1 reads row 0 again and is not stored.
+  const std::uint8_t* other = row1 != nullptr ? row1 : row0;
+#define px(x)                                                                                                     \
+  h_interleaved_px<Q, R>(row0 + (std::ptrdiff_t)bounds[2 * (x)] * ps, other + (std::ptrdiff_t)bounds[2 * (x)] * ps, \
+                         reinterpret_cast<const __m256i*>(weights + (std::size_t)(x) * wstride), step, quads, m01,  \
+                         m23, init)
+  int x = 0;
+  for (; x + 4 <= out; x += 4)
+    h_store4(px(x), px(x + 1), px(x + 2), px(x + 3), compact, compacting, dst0 + (std::size_t)x * channels,
+             row1 != nullptr ? dst1 + (std::size_t)x * channels : nullptr);
+  if (x < out) {
+    const __m256i z = _mm256_setzero_si256();
+    const __m256i s0 = px(x), s1 = x + 1 < out ? px(x + 1) : z, s2 = x + 2 < out ? px(x + 2) : z;
+    h_store4(s0, s1, s2, z, compact, compacting, dst0 + (std::size_t)x * channels,
+             row1 != nullptr ? dst1 + (std::size_t)x * channels : nullptr);
   }
+#undef px
 }
 
 __attribute__((target("avx2"))) void h_interleaved_avx2(const std::uint8_t* row0, const std::uint8_t* row1,
                                                         int channels, int ps, int out, int k,
                                                         const std::int32_t* bounds, const std::int16_t* weights,
                                                         std::uint8_t* dst0, std::uint8_t* dst1) {
-  // Lane 0 takes pixels 0 and 1 of a group of four, lane 1 pixels 2 and 3;
-  // each 16-bit pair is (channel c of pixel t, channel c of pixel t + 1).
-  alignas(32) std::int8_t m[32];
-  for (int lane = 0; lane < 2; ++lane) {
-    for (int c = 0; c < 4; ++c) {
-      for (int t = 0; t < 2; ++t) {
-        const int px = 2 * lane + t;
-        const int i = lane * 16 + 4 * c + 2 * t;
-        m[i] = c < channels ? (std::int8_t)(px * ps + c) : (std::int8_t)-128;
-        m[i + 1] = (std::int8_t)-128;
-      }
+  // Per 128-bit lane, int16 slot 2 c + t takes channel c of tap t (m01) or of
+  // tap t + 2 (m23) of the 16 bytes loaded; slots of channels past C read zero.
+  alignas(32) std::int8_t m[2][32];
+  for (int h = 0; h < 2; ++h)
+    for (int lane = 0; lane < 2; ++lane)
+      for (int c = 0; c < 4; ++c)
+        for (int t = 0; t < 2; ++t) {
+          const int i = lane * 16 + 4 * c + 2 * t;
+          m[h][i] = c < channels ? (std::int8_t)((2 * h + t) * ps + c) : (std::int8_t)-128;
+          m[h][i + 1] = (std::int8_t)-128;
+        }
+  const __m256i m01 = _mm256_load_si256(reinterpret_cast<const __m256i*>(m[0]));
+  const __m256i m23 = _mm256_load_si256(reinterpret_cast<const __m256i*>(m[1]));
+  const int pairs = (k + 1) / 2, quads = pairs / 2;
+#define GDSIO_H_CASE(Q, R) \
+  return h_interleaved_g<Q, R>(row0, row1, channels, ps, out, quads, bounds, weights, m01, m23, dst0, dst1)
+  if (pairs % 2 == 0) {
+    switch (quads) {
+      case 1: GDSIO_H_CASE(1, false);
+      case 2: GDSIO_H_CASE(2, false);
+      case 3: GDSIO_H_CASE(3, false);
+      case 4: GDSIO_H_CASE(4, false);
+      default: GDSIO_H_CASE(-1, false);
     }
   }
-  const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
-  const int groups = (k + 3) / 4;
-#define GDSIO_H_CASE(G) \
-  return h_interleaved_g<G>(row0, row1, channels, ps, out, groups, bounds, weights, mask, dst0, dst1)
-  switch (groups) {
-    case 1: GDSIO_H_CASE(1);
-    case 2: GDSIO_H_CASE(2);
-    case 3: GDSIO_H_CASE(3);
-    case 4: GDSIO_H_CASE(4);
-    case 5: GDSIO_H_CASE(5);
-    case 6: GDSIO_H_CASE(6);
-    default: GDSIO_H_CASE(0);
+  switch (quads) {
+    case 0: GDSIO_H_CASE(0, true);
+    case 1: GDSIO_H_CASE(1, true);
+    case 2: GDSIO_H_CASE(2, true);
+    case 3: GDSIO_H_CASE(3, true);
+    default: GDSIO_H_CASE(-1, true);
   }
 #undef GDSIO_H_CASE
 }
@@ -434,48 +434,40 @@ __attribute__((target("avx2"))) void h_planar_avx2(const std::uint8_t* row, int 
   }
 }
 
+// The vertical pass: each value's byte widened to an int32 lane and
+// multiplied by the whole weight (vpmulld: Pillow's product itself, no
+// split), V x 8 values a step.
+template <int V>
+__attribute__((target("avx2"))) inline void v_avx2_step(const std::uint8_t* const* rows, const std::int32_t* w, int n,
+                                                        std::ptrdiff_t x, std::uint8_t* dst) {
+  __m256i a[V];
+  for (int i = 0; i < V; ++i) a[i] = _mm256_set1_epi32(kInit);
+  for (int j = 0; j < n; ++j) {
+    const std::uint8_t* r = rows[j] + x;
+    const __m256i wj = _mm256_set1_epi32(w[j]);
+    for (int i = 0; i < V; ++i) {
+      const __m256i p = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(r + 8 * i)));
+      a[i] = _mm256_add_epi32(a[i], _mm256_mullo_epi32(p, wj));
+    }
+  }
+  // packs and packus interleave the 128-bit lanes: the 4-value groups of 32
+  // values come out as 0, 2, 4, 6 | 1, 3, 5, 7; one permutation orders them.
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int i = 0; i < V; i += 4) {
+    const __m256i p01 = _mm256_packs_epi32(_mm256_srai_epi32(a[i], kShift), _mm256_srai_epi32(a[i + 1], kShift));
+    const __m256i p23 = _mm256_packs_epi32(_mm256_srai_epi32(a[i + 2], kShift), _mm256_srai_epi32(a[i + 3], kShift));
+    const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(p01, p23), order);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + x + 8 * i), b);
+  }
+}
+
+// 64 values a step, the last 32 or fewer as 32 (reads and writes stay within
+// kOverRead / kOverWrite of `width`).
 __attribute__((target("avx2"))) void v_avx2(const std::uint8_t* const* rows, const std::int32_t* w, int n, int width,
                                             std::uint8_t* dst) {
-  constexpr int kMaxPairs = 64;
-  const __m256i init = _mm256_set1_epi32(kInit);
-  const __m256i zero = _mm256_setzero_si256();
-  // Taps in blocks of kMaxPairs pairs: the weights of a block as packed
-  // (hi_j, hi_j+1) and (lo_j, lo_j+1) int16 pairs.
-  alignas(32) std::int32_t wh[kMaxPairs], wl[kMaxPairs];
-  for (int x = 0; x < width; x += 16) {
-    __m256i h0 = zero, l0 = init, h1 = zero, l1 = init;
-    for (int b = 0; b < n; b += 2 * kMaxPairs) {
-      const int end = n < b + 2 * kMaxPairs ? n : b + 2 * kMaxPairs;
-      const int pairs = (end - b + 1) / 2;
-      if (x == 0 || n > 2 * kMaxPairs) {
-        for (int q = 0; q < pairs; ++q) {
-          const int j = b + 2 * q;
-          const std::int32_t w0 = w[j], w1 = j + 1 < end ? w[j + 1] : 0;
-          wh[q] = (std::int32_t)(((std::uint32_t)(std::uint16_t)hi15(w0)) | ((std::uint32_t)(std::uint16_t)hi15(w1) << 16));
-          wl[q] = (std::int32_t)(((std::uint32_t)(std::uint16_t)lo15(w0)) | ((std::uint32_t)(std::uint16_t)lo15(w1) << 16));
-        }
-      }
-      for (int q = 0; q < pairs; ++q) {
-        const int j = b + 2 * q;
-        const __m256i a = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + x)));
-        const __m256i c = j + 1 < end
-                              ? _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j + 1] + x)))
-                              : zero;
-        const __m256i lo = _mm256_unpacklo_epi16(a, c), hi = _mm256_unpackhi_epi16(a, c);
-        const __m256i vh = _mm256_set1_epi32(wh[q]), vl = _mm256_set1_epi32(wl[q]);
-        h0 = _mm256_add_epi32(h0, _mm256_madd_epi16(lo, vh));
-        l0 = _mm256_add_epi32(l0, _mm256_madd_epi16(lo, vl));
-        h1 = _mm256_add_epi32(h1, _mm256_madd_epi16(hi, vh));
-        l1 = _mm256_add_epi32(l1, _mm256_madd_epi16(hi, vl));
-      }
-    }
-    // lo holds x 0-3 | 8-11, hi x 4-7 | 12-15: packs puts them back in order.
-    const __m256i s0 = _mm256_srai_epi32(rebuild(h0, l0), kShift);
-    const __m256i s1 = _mm256_srai_epi32(rebuild(h1, l1), kShift);
-    const __m256i p16 = _mm256_packs_epi32(s0, s1);
-    const __m256i p8 = _mm256_permute4x64_epi64(_mm256_packus_epi16(p16, p16), 0x08);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + x), _mm256_castsi256_si128(p8));
-  }
+  int x = 0;
+  for (; x + 32 < width; x += 64) v_avx2_step<8>(rows, w, n, x, dst);
+  if (x < width) v_avx2_step<4>(rows, w, n, x, dst);
 }
 
 // Sixteen pixels (48 bytes) at a time: channel c of pixel i is byte 3i + c,

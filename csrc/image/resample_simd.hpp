@@ -4,9 +4,10 @@
 // compute, Pillow's int32 sum rebuilt bit for bit (int32 wrap-around
 // included, which Pillow's sums never reach) from pieces that fit the
 // level's integer multiply-adds:
-// - AVX2: every weight w is split as w = hi * 2^15 + lo (lo in [0, 2^15),
-//   hi in [-2^8, 2^8]) for 16-bit multiply-adds (vpmaddwd), and
-//   (sum_hi << 15) + sum_lo is the sum;
+// - AVX2: in the horizontal pass every weight w is split as
+//   w = hi * 2^15 + lo (lo in [0, 2^15), hi in [-2^8, 2^8]) for 16-bit
+//   multiply-adds (vpmaddwd), and (sum_hi << 15) + sum_lo is the sum; the
+//   vertical pass multiplies int32 lanes by the whole weight (vpmulld);
 // - AVX-512 (F, BW, VL, VNNI, VBMI): w = d2 * 2^16 + d1 * 2^8 + d0 with
 //   signed 8-bit digits, for the unsigned-byte x signed-byte dot products of
 //   VNNI (vpdpbusd: four taps into each int32 lane, the pixels read as bytes,

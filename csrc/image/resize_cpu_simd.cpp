@@ -96,7 +96,7 @@ EpilogueTable epilogue_table(const px::Epilogue& e, int channels) {
   return t;
 }
 
-SimdPlan simd_prepare(simd::Level level, const ImageRef& im, const ImagePlan& p, const std::int32_t* co,
+SimdPlan simd_prepare(simd::Level level, const ImageRef& im, const ImagePlan& p, const std::int32_t* co, int taps,
                       int channels) {
   SimdPlan sp;
   if (level == simd::Level::kScalar) return sp;
@@ -105,30 +105,30 @@ SimdPlan simd_prepare(simd::Level level, const ImageRef& im, const ImagePlan& p,
   const bool interleaved = im.channel_stride == 1 && (ps == 3 || ps == 4) && channels >= 3 && channels <= ps;
   if (!interleaved && ps != 1) return sp;
   sp.kind = interleaved ? SimdPlan::kInterleaved : SimdPlan::kPlanar;
-  sp.h_identity = identity(p.h, p.ksize_h, co);
+  sp.h_identity = identity(p.h, taps, co);
   sp.v_identity = identity(p.v, p.ksize_v, co + px::axis_ints(p.h, p.ksize_h));
   for (;;) {
     sp.level = level;
-    sp.weights.resize(interleaved ? simd::h_weights_bytes_interleaved(level, p.h.out, p.ksize_h)
-                                  : simd::h_weights_bytes_planar(level, p.h.out, p.ksize_h));
-    const bool fits = interleaved ? simd::h_weights_interleaved(level, co, hw, p.h.out, p.ksize_h, channels, (int)ps,
+    sp.weights.resize(interleaved ? simd::h_weights_bytes_interleaved(level, p.h.out, taps)
+                                  : simd::h_weights_bytes_planar(level, p.h.out, taps));
+    const bool fits = interleaved ? simd::h_weights_interleaved(level, co, hw, p.h.out, taps, channels, (int)ps,
                                                                 sp.weights.data())
-                                  : simd::h_weights_planar(level, co, hw, p.h.out, p.ksize_h, sp.weights.data());
+                                  : simd::h_weights_planar(level, co, hw, p.h.out, taps, sp.weights.data());
     if (fits || level == simd::Level::kAvx2) return sp;  // the AVX2 pieces take every int32 weight
     level = simd::Level::kAvx2;
   }
 }
 
 void simd_rows(const SimdPlan& sp, const EpilogueTable* table, const ImageRef& im, const ImagePlan& p,
-               const std::int32_t* co, const ResizeSpec& spec, int y0, int y1, void* out_image,
-               std::vector<std::uint8_t>& scratch) {
+               const std::int32_t* co, int taps, const ResizeSpec& spec, int y0, int y1, void* out_image,
+               RawBuffer& scratch) {
   const simd::Level level = sp.level;
   const int out_w = spec.out_w, in_h = im.height, in_w = im.width, C = spec.channels;
   const bool interleaved = sp.kind == SimdPlan::kInterleaved;
   const std::int32_t* hb = co;
   const std::int32_t* vb = co + px::axis_ints(p.h, p.ksize_h);
   const std::int32_t* vw = vb + 2 * (std::int64_t)spec.out_h;
-  const int kh = p.ksize_h, kv = p.ksize_v;
+  const int kh = taps, kv = p.ksize_v;
   const auto* src = reinterpret_cast<const std::uint8_t*>(im.data);
   const std::int64_t cs = im.channel_stride, ps = im.pixel_stride, rs = im.row_stride;
 
@@ -142,8 +142,7 @@ void simd_rows(const SimdPlan& sp, const EpilogueTable* table, const ImageRef& i
   // padded copy for rows a kernel's reads past the last tap would leave.
   const std::int64_t span = interleaved ? (std::int64_t)(in_w - 1) * ps + C : in_w;
   const std::int64_t copy_bytes = round_up(span + simd::kOverRead, 32);
-  scratch.resize((std::size_t)(groups * group_bytes + pitch + 2 * copy_bytes));
-  std::uint8_t* inter = scratch.data();
+  std::uint8_t* inter = scratch.get((std::size_t)(groups * group_bytes + pitch + 2 * copy_bytes));
   std::uint8_t* vrow = inter + groups * group_bytes;
   std::uint8_t* copy = vrow + pitch;
   const std::uint8_t* last = src + (std::int64_t)(in_h - 1) * rs + (std::int64_t)(in_w - 1) * ps +

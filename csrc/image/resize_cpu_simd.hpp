@@ -6,7 +6,9 @@
 // everything else, with the same results.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "image/resample_simd.hpp"
@@ -23,6 +25,24 @@ struct EpilogueTable {
 };
 EpilogueTable epilogue_table(const px::Epilogue& e, int channels);
 
+// A worker's scratch bytes, grown as needed and never cleared: the passes
+// write every byte they read back (a std::vector's resize zeroed the
+// intermediate rows on every call, about 6% of a photo's resize).
+class RawBuffer {
+ public:
+  std::uint8_t* get(std::size_t bytes) {
+    if (bytes > size_) {
+      data_.reset(new std::uint8_t[bytes]);  // default-initialized: not zeroed
+      size_ = bytes;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<std::uint8_t[]> data_;
+  std::size_t size_ = 0;
+};
+
 // Per image: which kernel runs its horizontal pass, at which level, with its
 // weights laid out for that level.
 struct SimdPlan {
@@ -37,16 +57,17 @@ struct SimdPlan {
 };
 
 // Chooses the kernel for an image whose horizontal windows are padded (all
-// `ksize_h` taps inside the row) and prepares its weights, at `level` or, when
-// its weights do not fit that level's kernels, the next level down; kNone
-// when no SIMD kernel takes this layout.
-SimdPlan simd_prepare(simd::Level level, const ImageRef& im, const ImagePlan& p, const std::int32_t* co,
+// `taps` taps inside the row, their weights `taps` apart: pad_windows) and
+// prepares its weights, at `level` or, when its weights do not fit that
+// level's kernels, the next level down; kNone when no SIMD kernel takes this
+// layout.
+SimdPlan simd_prepare(simd::Level level, const ImageRef& im, const ImagePlan& p, const std::int32_t* co, int taps,
                       int channels);
 
 // Output rows [y0, y1) of every channel of one image, as resize_rows does,
 // at the plan's level; `table`: the call's, for non-uint8 outputs.
 void simd_rows(const SimdPlan& sp, const EpilogueTable* table, const ImageRef& im, const ImagePlan& p,
-               const std::int32_t* co, const ResizeSpec& spec, int y0, int y1, void* out_image,
-               std::vector<std::uint8_t>& scratch);
+               const std::int32_t* co, int taps, const ResizeSpec& spec, int y0, int y1, void* out_image,
+               RawBuffer& scratch);
 
 }  // namespace gdsio::image::detail

@@ -37,7 +37,7 @@ const char* filter_name(Filter f) {
 struct Scratch {
   std::vector<std::uint8_t> rows;
   std::vector<std::int32_t> acc;
-  std::vector<std::uint8_t> simd;
+  detail::RawBuffer simd;
 };
 
 template <Arith A>
@@ -47,9 +47,10 @@ using Inter = std::conditional_t<A == Arith::kPillow8, std::uint8_t, std::int32_
 // (or OpenCV's), the horizontal one over just the source rows these rows
 // need. All channels share one walk over the windows, as Pillow's RGBX rows
 // do, and the intermediate rows stay planar so that the vertical pass and
-// the epilogue run over contiguous values (vectorized).
+// the epilogue run over contiguous values (vectorized). `taps`: every
+// horizontal window's, padded (see pad_windows).
 template <Arith A, int C>
-void resize_rows(const ImageRef& im, bool padded, const detail::ImagePlan& p, const std::int32_t* co,
+void resize_rows(const ImageRef& im, int taps, const detail::ImagePlan& p, const std::int32_t* co,
                  const ResizeSpec& spec, int y0, int y1, void* out_image, Scratch& s) {
   using T = Inter<A>;
   const int out_w = spec.out_w, in_h = im.height;
@@ -57,7 +58,7 @@ void resize_rows(const ImageRef& im, bool padded, const detail::ImagePlan& p, co
   const std::int32_t* hw = co + 2 * (std::int64_t)out_w;
   const std::int32_t* vb = co + px::axis_ints(p.h, p.ksize_h);
   const std::int32_t* vw = vb + 2 * (std::int64_t)spec.out_h;
-  const int kh = p.ksize_h, kv = p.ksize_v;
+  const int kh = taps, kv = p.ksize_v;
   const auto* src = reinterpret_cast<const std::uint8_t*>(im.data);
   const std::int64_t cs = im.channel_stride, ps = im.pixel_stride;
 
@@ -74,11 +75,10 @@ void resize_rows(const ImageRef& im, bool padded, const detail::ImagePlan& p, co
     T* trow = inter + (std::int64_t)(r - lo) * out_w;
     for (int x = 0; x < out_w; ++x) {
       const std::uint8_t* sp = row + hb[2 * x] * ps;
-      const int n = padded ? kh : hb[2 * x + 1];
       const std::int32_t* w = hw + (std::int64_t)x * kh;
       int ss[C];
       for (int c = 0; c < C; ++c) ss[c] = px::h_init(A);
-      for (int k = 0; k < n; ++k) {
+      for (int k = 0; k < kh; ++k) {
         const int wk = w[k];
         for (int c = 0; c < C; ++c) ss[c] += sp[c * cs + k * ps] * wk;
       }
@@ -146,30 +146,36 @@ void nearest_rows(const ImageRef& im, const detail::ImagePlan& p, const std::int
   }
 }
 
-// Moves every horizontal window that would read past the row's end left,
-// and its weights right, so that all windows have exactly ksize taps inside
-// the row (zero weights add nothing to the integer sums). False, leaving the
-// windows as they are, when the row is shorter than ksize.
-bool pad_windows(const px::Axis& a, int ksize, std::int32_t* co) {
-  if (a.in < ksize) return false;
+// Gives every horizontal window the same number of taps, K, all inside the
+// row: the longest window's count (at most the row, so K always fits; often
+// below ksize, which bounds every window of the axis). A window that would
+// read past the row's end moves left and its weights right (zero weights add
+// nothing to the integer sums). The weights are re-laid K to a window (the
+// axis keeps its ksize-long slots; the vertical axis stays where it is).
+// Returns K.
+int pad_windows(const px::Axis& a, int ksize, std::int32_t* co) {
   std::int32_t* bounds = co;
   std::int32_t* w = co + 2 * (std::int64_t)a.out;
+  int taps = 1;
+  for (int i = 0; i < a.out; ++i) taps = std::max(taps, (int)bounds[2 * i + 1]);
+  std::vector<std::int32_t> keep((std::size_t)taps);
   for (int i = 0; i < a.out; ++i) {
-    std::int32_t* wi = w + (std::int64_t)i * ksize;
+    // Window i moves from slot i * ksize to i * taps, never past its old
+    // place nor into window i + 1's: its weights are read out first.
+    const std::int32_t* from = w + (std::int64_t)i * ksize;
+    std::int32_t* to = w + (std::int64_t)i * taps;
     const int start = bounds[2 * i], n = bounds[2 * i + 1];
-    const int shift = std::max(0, start + ksize - a.in);
-    if (shift > 0) {
-      for (int k = n - 1; k >= 0; --k) wi[k + shift] = wi[k];
-      for (int k = 0; k < shift; ++k) wi[k] = 0;
-      bounds[2 * i] = start - shift;
-    }
-    for (int k = n + shift; k < ksize; ++k) wi[k] = 0;
-    bounds[2 * i + 1] = ksize;
+    const int shift = std::max(0, start + taps - a.in);
+    std::copy(from, from + n, keep.begin());
+    std::fill(to, to + taps, 0);
+    std::copy(keep.begin(), keep.begin() + n, to + shift);
+    bounds[2 * i] = start - shift;
+    bounds[2 * i + 1] = taps;
   }
-  return true;
+  return taps;
 }
 
-using RowsFn = void (*)(const ImageRef&, bool, const detail::ImagePlan&, const std::int32_t*, const ResizeSpec&,
+using RowsFn = void (*)(const ImageRef&, int, const detail::ImagePlan&, const std::int32_t*, const ResizeSpec&,
                         int, int, void*, Scratch&);
 
 template <Arith A>
@@ -262,7 +268,7 @@ namespace {
 // plan: what every image of that geometry shares.
 struct Windows {
   std::vector<std::int32_t> co;  // horizontal then vertical axis, as axis_coeffs lays them out
-  bool padded = false;
+  int taps = 0;                  // of every horizontal window, its weights re-laid (pad_windows)
   detail::SimdPlan simd;
 };
 
@@ -276,8 +282,8 @@ std::shared_ptr<const Windows> make_windows(const detail::ImagePlan& p, const Im
   w->co.resize((std::size_t)p.ints);
   px::axis_coeffs(p.h, p.ksize_h, w->co.data());
   px::axis_coeffs(p.v, p.ksize_v, w->co.data() + px::axis_ints(p.h, p.ksize_h));
-  w->padded = pad_windows(p.h, p.ksize_h, w->co.data());
-  if (w->padded) w->simd = detail::simd_prepare(level, im, p, w->co.data(), channels);
+  w->taps = pad_windows(p.h, p.ksize_h, w->co.data());
+  w->simd = detail::simd_prepare(level, im, p, w->co.data(), w->taps, channels);
   return w;
 }
 
@@ -379,9 +385,9 @@ void resize_cpu(const std::vector<ImageRef>& images, const ResizeSpec& spec, std
       if (nearest)
         nearest_rows(images[n], plans[n], co, spec, y0, y1, dst, s);
       else if (w.simd.kind != detail::SimdPlan::kNone)
-        detail::simd_rows(w.simd, &table, images[n], plans[n], co, spec, y0, y1, dst, s.simd);
+        detail::simd_rows(w.simd, &table, images[n], plans[n], co, w.taps, spec, y0, y1, dst, s.simd);
       else
-        fn(images[n], w.padded, plans[n], co, spec, y0, y1, dst, s);
+        fn(images[n], w.taps, plans[n], co, spec, y0, y1, dst, s);
     }
   });
 }
