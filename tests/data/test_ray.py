@@ -176,7 +176,8 @@ def assert_same(got, want):
     assert len(got) == len(want)
     for k, ((x, y), (wx, wy)) in enumerate(zip(got, want)):
         assert x.dtype == wx.dtype and x.shape == wx.shape, k
-        assert x.numpy().tobytes() == wx.numpy().tobytes(), f"batch {k} differs"
+        assert x.contiguous().view(torch.uint8).numpy().tobytes() == wx.contiguous().view(torch.uint8).numpy().tobytes(), \
+            f"batch {k} differs"
         assert torch.equal(y, wy), k
 
 
@@ -318,6 +319,82 @@ def test_all_remote_equals_the_cpu_loader_byte_for_byte(cluster, folder):
     assert s.remote_ms_per_sample is not None and s.remote_ms_per_sample > 0
     assert s.batches == 5 and loader.epoch == 2
     assert_loopback_only()  # the actors' worker processes included
+
+
+CHAINS = {  # the training chain in each output dtype, and the uint8 chain (no cast)
+    "float32": gd.Compose([gd.RandomResizedCrop(24), gd.RandomHorizontalFlip(), gd.ToDtype(torch.float32, scale=True),
+                           gd.Normalize(gd.IMAGENET_MEAN, gd.IMAGENET_STD)]),
+    "float16": TF,
+    "bfloat16": gd.Compose([gd.RandomResizedCrop(24), gd.RandomHorizontalFlip(),
+                            gd.ToDtype(torch.bfloat16, scale=True)]),
+    "uint8": gd.Compose([gd.RandomResizedCrop(24), gd.RandomHorizontalFlip()]),
+}
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("chain", list(CHAINS))
+@pytest.mark.parametrize("cast_on", ["device", "cpu_nodes"])
+def test_the_cpu_nodes_send_uint8_and_the_batches_equal_the_cpu_loader(cluster, folder, chain, cast_on, monkeypatch):
+    """cast_on="device": a chain ending in a float cast crosses as uint8 (a
+    quarter of float32's bytes) and the cast and the normalisation run here
+    (the default); "cpu_nodes": the chain runs whole there. The
+    batch is gdsio.Loader's, bit for bit, in every dtype."""
+    from gdsio.data.ray import feed
+
+    travelled = []
+    receive = feed.receive
+
+    def spy(images, tail, pinned):
+        travelled.append((images.dtype, images.flags.writeable))
+        return receive(images, tail, pinned)
+
+    monkeypatch.setattr(feed, "receive", spy)
+    loader = ray_loader(folder, 4, local_share=0.0, transform=CHAINS[chain], cast_on=cast_on)
+    assert ray_loader(folder, 4, local_share=1.0).cast_on == "device"  # the default
+    loader.set_epoch(2)
+    if chain == "bfloat16" and cast_on == "cpu_nodes":  # numpy has no bfloat16: it cannot leave a CPU node
+        with pytest.raises(TypeError, match="bfloat16 batch cannot leave a CPU node"):
+            list(loader)
+        return
+    got = list(loader)
+    assert_same(got, cpu_batches(folder, 4, 2, transform=CHAINS[chain]))
+    assert got[0][0].dtype == (torch.uint8 if chain == "uint8" else getattr(torch, chain))
+    # Every batch came as Ray's read-only mapping of the object store, in uint8 (or the chain's dtype there).
+    sent = np.dtype(np.uint8) if cast_on == "device" or chain == "uint8" else np.dtype(chain)
+    assert travelled == [(sent, False)] * 5
+
+
+@pytest.mark.ray
+def test_a_transform_that_does_not_split_runs_whole_on_the_cpu_nodes(cluster, folder):
+    from gdsio.data.ray.feed import split_transform
+
+    unfused = gd.Compose([gd.RandomResizedCrop(24), gd.ToDtype(torch.float32, scale=True), gd.RandomHorizontalFlip()])
+    for tf in (unfused, Slow(TF, 0.0), gd.Compose([gd.ToDtype(torch.float32, scale=True)])):
+        assert split_transform(tf) == (tf, None)
+    loader = ray_loader(folder, 4, local_share=0.0, transform=unfused, cast_on="device")
+    assert_same(list(loader), cpu_batches(folder, 4, 0, transform=unfused))
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("chain, cast_on", [("float32", "device"), ("float32", "cpu_nodes"), ("uint8", "device")])
+def test_a_batch_changed_in_place_changes_no_later_batch(cluster, folder, chain, cast_on):
+    """A received batch is the consumer's own memory (on the CPU, without a
+    tail, its block in the object store): writing into it (a
+    Normalize(inplace=True), an add_) reaches no later batch, of this epoch or the next."""
+    tf = CHAINS[chain]
+    loader = ray_loader(folder, 4, local_share=0.0, transform=tf, epochs_per_pool=2, cast_on=cast_on)
+    first = []
+    for images, labels in loader:
+        first.append((images.clone(), labels.clone()))
+        images.fill_(7)  # the user's in-place op
+        labels.fill_(7)
+    assert_same(first, cpu_batches(folder, 4, 0, transform=tf))
+    held = list(loader)  # epoch 1, from the same pool
+    for images, _ in held[:2]:
+        images.fill_(9)
+    assert_same(held[2:], cpu_batches(folder, 4, 1, transform=tf)[2:])
+    loader.set_epoch(0)
+    assert_same(list(loader), cpu_batches(folder, 4, 0, transform=tf))  # a new pool, the same batches
 
 
 @pytest.mark.ray
@@ -660,43 +737,6 @@ def test_the_auto_board_decides_each_batch_once_and_spreads_the_share():
     assert board.owner(2, 3, 0) == "remote" and board.owner(1, 3, 0) == "stale"
 
 
-def test_the_feed_ends_a_dataset_by_rays_private_executor_only_on_the_versions_checked(monkeypatch):
-    """Ray Data has no public call to end an execution from another thread: the
-    feed uses Dataset._current_executor on the Ray versions checked, and
-    elsewhere (or where the attribute is gone) falls back to leaving it be."""
-    import queue
-    import types
-
-    from gdsio.data.ray import passes
-
-    class Executor:
-        def __init__(self):
-            self.calls = []
-
-        def shutdown(self, force):
-            self.calls.append(force)
-
-    class Dataset:  # a ray.data.Dataset as far as the feed's abort sees it (Ray 2.60's private attribute)
-        def __init__(self):
-            self._current_executor = Executor()
-
-    def ray_version(v):
-        monkeypatch.setattr(passes, "import_ray", lambda: types.SimpleNamespace(__version__=v))
-
-    ds = Dataset()
-    executor = ds._current_executor
-    feed = passes.RemoteFeed(ds, queue.Queue(), threading.Event(), False, 1)
-    ray_version("2.60.0")
-    assert feed.abort() is True and executor.calls == [True]
-    for v in ("3.0.0.dev0", "2.59.1", "unknown"):  # not checked: the fallback leaves the private attribute alone
-        ray_version(v)
-        assert feed.abort() is False
-    assert executor.calls == [True]
-    del ds._current_executor  # a checked version without it: the fallback too
-    ray_version("2.61.0")
-    assert feed.abort() is False
-
-
 def test_imports_stay_light_and_the_extra_is_named():
     p = run_python(
         "import sys, gdsio, gdsio.data, gdsio.data.ray as gray\n"
@@ -754,6 +794,7 @@ def test_the_arguments_both_loaders_take_have_the_same_defaults():
     ({"timeout": 0}, ValueError, "timeout"),
     ({"epochs_per_pool": 0}, ValueError, "epochs_per_pool must be a positive int"),
     ({"epochs_per_pool": 2.0}, ValueError, "epochs_per_pool"),
+    ({"cast_on": "gpu"}, ValueError, "cast_on must be one of"),
     ({"batch_size": 0}, ValueError, "batch_size"),
     ({"num_workers": 4}, TypeError, "does not take DataLoader's num_workers=: .*threads="),
     ({"pin_memory": True}, TypeError, "does not take DataLoader's pin_memory=: .*device="),

@@ -1,5 +1,6 @@
 """gdsio.data.ray.Loader: this node's gdsio.Loader pipeline and the CPU nodes'
-Ray Data actors, merged in batch order (the passes themselves: passes.py)."""
+Ray actors, merged in batch order (the passes themselves: passes.py; the
+receiving side: feed.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from .remote import check_cpus, connected_ray, import_ray, placed_nodes, Placeme
 
 __all__ = ["Loader", "OffloadStats"]
 
+CAST_ON = ("device", "cpu_nodes")
+
 log = logging.getLogger("gdsio")
 
 
@@ -30,7 +33,7 @@ class OffloadStats(LoaderStats):
     path: "local", "ray" or "local+ray", from the counts.
     remote_ms_per_sample: the actors' mean time per sample (read, decode,
     transform on ``cpus_per_actor`` cores): the cost ``gdsio offload-plan`` takes.
-    remote_pools: Ray Data executions (each with its actor pool) started by the
+    remote_pools: executions (each with its actor pool) started by the
     loader so far: one per pass, or one per ``epochs_per_pool`` epochs.
     finished_here: epoch -> the batch number from which this node made every
     batch of that epoch, as the CPU nodes were lost during it (or none was
@@ -108,13 +111,16 @@ def _parse_share(v: Any) -> float | str:
 class Loader:
     """Batches of `source` as ``(images, labels)``, made partly on this node
     (gdsio.Loader's pipeline on `device`) and partly on the Ray cluster's CPU
-    nodes (Ray Data actors running gdsio's CPU path), merged in batch order.
+    nodes (Ray actors running gdsio's CPU path), merged in batch order.
 
     Same batches, order, sharding and state as ``gdsio.Loader`` with the same
     arguments: ``len``, ``set_epoch``, ``state_dict`` / ``load_state_dict``
     (states move between the two loaders), ``dataset``, ``classes``. Remote
     batches are copied to `device` on the consumer's current CUDA stream
-    (through pinned memory), or handed over on the CPU.
+    (through pinned memory), or handed over on the CPU. A fused chain ending
+    in a float ``ToDtype`` (and ``Normalize``) crosses as uint8 and is cast
+    and normalised on `device` by the same fused kernel (the same bits);
+    a bfloat16 batch can then come from the CPU nodes too.
 
     Args:
         source, batch_size, device, transform, seed, shuffle, rank,
@@ -136,9 +142,9 @@ class Loader:
             holds its CPUs until its pool ends, so pools asking for more
             actors than the nodes hold wait for one another (a warning says
             so when the nodes hold fewer actors than there are ranks).
-        epochs_per_pool: how many consecutive epochs one Ray Data execution
-            (one actor pool) makes. 1: a new execution each pass, as Ray
-            Data runs a dataset, its pool's start (seconds) before each
+        epochs_per_pool: how many consecutive epochs one execution (one
+            actor pool) makes. 1: a new execution each pass, as Ray
+            Data runs a dataset: its pool's start (seconds) before each
             epoch's first remote batch. N > 1: after a whole epoch the pool
             goes on into the next, whose first batches it made while the
             consumer finished this one; its actors hold their CPUs between
@@ -146,6 +152,19 @@ class Loader:
             the last stopped (set_epoch to another epoch, a state loaded, a
             pass left mid-epoch: a new execution starts) or ``close()``.
             The input rows (1-2 ms each to make on the driver) cover N epochs.
+        cast_on: where a fused chain's final float ``ToDtype`` (and
+            ``Normalize``) runs. ``"device"``: on `device`, by the same fused
+            kernel (the same bits): the CPU nodes send uint8, a quarter of
+            float32's bytes, and the consumer copies each batch once (into
+            pinned memory for a GPU, cast there; on the CPU the cast reads
+            the block in the object store and writes the batch).
+            ``"cpu_nodes"``: the CPU nodes run the whole chain and send its
+            dtype; on the CPU the consumer's batch is then the block in the
+            object store itself, no copy, but the consumer node's raylet
+            pulls 4x the bytes, which cost it more CPU than the cast saves
+            (bench/results/ray-receive-2026-12-03.md). Other transforms
+            run whole on the CPU nodes, and their blocks are not copied on
+            the CPU either.
         timeout: seconds the consumer waits for one batch before raising.
             Losing every CPU node mid-epoch (or Ray failing the execution
             with a node's loss) does not raise: this node makes the rest of
@@ -183,6 +202,7 @@ class Loader:
         actors: int | None = None,
         cpus_per_actor: float = 1,
         epochs_per_pool: int = 1,
+        cast_on: str = "device",
         drop_last: bool = False,
         prefetch: int = 4,
         prefetch_bytes: int | str | None = None,
@@ -212,6 +232,9 @@ class Loader:
         if isinstance(epochs_per_pool, bool) or not isinstance(epochs_per_pool, int) or epochs_per_pool < 1:
             raise ValueError(f"epochs_per_pool must be a positive int, got {epochs_per_pool!r}")
         self.epochs_per_pool = epochs_per_pool
+        if cast_on not in CAST_ON:
+            raise ValueError(f"cast_on must be one of {', '.join(map(repr, CAST_ON))}; got {cast_on!r}")
+        self.cast_on = cast_on
         self._actors: int | None = None
         if self.local_share != 1.0:
             connected_ray()
@@ -221,7 +244,6 @@ class Loader:
             local=self._local, meter=Meter(), sides=_Sides(), arrived=threading.Event(), actors=self._actors,
             share=AUTO_START if self.local_share == "auto" else float(self.local_share),
         )
-        self._rows: Any = None  # the input rows (0..n-1, places in the execution's sequence), made once
         self._exec: Execution | None = None
         self._pools = 0
 
@@ -296,7 +318,7 @@ class Loader:
         return p
 
     def close(self) -> None:
-        """Stops the running pass and ends the Ray Data execution, freeing its
+        """Stops the running pass and ends the execution, freeing its
         actors (with ``epochs_per_pool`` > 1 they outlive a pass). Iterating
         again starts a new one."""
         p = running_pass(self._local)
@@ -318,7 +340,7 @@ class Loader:
         return tuple(k for k in range(len(self)) if not fixed_local(self._shared.share, k))
 
     def _execution(self, epoch: int, start: int) -> Execution | None:
-        """A Ray Data execution over the batches the CPU nodes make, from batch
+        """An execution (an actor pool) over the batches the CPU nodes make, from batch
         `start` of `epoch` to the end of epoch + epochs_per_pool - 1 (None: none there)."""
         ks = self._remote_ks()
         per = len(self) if ks is None else len(ks)
@@ -326,26 +348,14 @@ class Loader:
         count = per * self.epochs_per_pool - offset
         if per == 0 or count <= 0:
             return None
-        rows = self._input_rows(per * self.epochs_per_pool)
-        if offset:
-            rows = rows.limit(count)
         self._pools += 1
         board = None
         if self.local_share == "auto":
             ray = import_ray()
             board = self._board_handle()
             ray.get(board.begin.remote(self._pools, self._shared.share), timeout=self.timeout)
-        return Execution(self, self._shared, epoch, start, self._pools, rows,
+        return Execution(self, self._shared, epoch, start, self._pools, count,
                          dict(offset=offset, per=per, remote_ks=ks, board=board))
-
-    def _input_rows(self, n: int) -> Any:
-        """Rows 0..n-1 (places in an execution's sequence of batches), as a
-        dataset made once per loader, one row per block: a block is one actor
-        call, so each batch streams out when it is made."""
-        if self._rows is None:
-            ray = import_ray()
-            self._rows = ray.data.from_items([{"seq": k} for k in range(n)], override_num_blocks=n)
-        return self._rows
 
     def _board_handle(self) -> Any:
         if self._shared.board is None:

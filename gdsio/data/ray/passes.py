@@ -5,7 +5,7 @@ for without bound; with every one lost, this node makes the rest of the epoch).
 
 Package-internal (``__all__`` is empty; used by gdsio.data.ray.loader):
 ``OffloadShared``, ``Board``, ``Execution``, ``OffloadPass``, ``fixed_local``,
-``AUTO_START``; ``RemoteFeed`` and ``RemoteBatch`` (bench/bench_ray.py too)."""
+``AUTO_START``; ``RemoteFeed`` and ``RemoteBatch`` (gdsio.data.ray.feed's, here for bench/bench_ray.py)."""
 
 from __future__ import annotations
 
@@ -20,15 +20,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import numpy as np
 import torch
 
-from ...io.buffers import host_empty
-from ..flow import (END, POLL_S, ByteBudget, EmptyBatch, End, Failed, ReadyBatch, batch_nbytes, put_until_stopped,
-                    track_threads)
+from ..flow import END, POLL_S, ByteBudget, EmptyBatch, End, Failed, ReadyBatch, batch_nbytes, track_threads
 from ..loader import consumed, finished, pass_plan
 from ..meter import Meter
 from ..producer import Producer
 from ..sampler import ShardedOrder
-from .remote import (actor_pipeline, ActorSpec, dataset_executor, describe_node, import_ray, node_loss, placed_nodes,
-                     unwrapped_sample_error)
+from .feed import ActorFeed, FeedPlan, RemoteBatch, RemoteFeed, split_transform  # noqa: F401 - bench_ray.py
+from .remote import ActorSpec, describe_node, import_ray, node_loss, placed_nodes
 
 if TYPE_CHECKING:
     from ..loader import Loader as GdsioLoader
@@ -43,20 +41,6 @@ AUTO_STEP = 0.05  # how far one waited-for batch moves the share
 AUTO_WAITED = 0.1  # a batch "was waited for" when the wait is this share of the step
 HEALTH_EVERY_S = 2.0  # while waiting for a remote batch, how often the nodes are looked at
 NODE_DEAD_WAIT_S = 30.0  # Ray said work was lost with a node: how long its node may take to show as dead
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RemoteBatch:
-    """A batch the CPU nodes made, as the Ray feed queues it (its own
-    ``Failed`` and ``END`` are gdsio.data.flow's): rows joined into tensors
-    on the host, with the node that made it and its seconds per sample."""
-
-    batch_no: int
-    images: Any
-    labels: Any
-    node: str
-    seconds: float
-    epoch: int
-
 
 @dataclasses.dataclass
 class OffloadShared:
@@ -76,7 +60,7 @@ class Board:
     """local_share="auto": who makes each batch, decided once, at the first
     question from either side, from the share at that moment (a Ray actor on
     the trainer's node; package-internal: gdsio.data.ray.loader starts it).
-    Retried remote tasks get the same answer, so a batch is never made by both. One round of answers per Ray Data execution (which
+    Retried remote calls get the same answer, so a batch is never made by both. One round of answers per execution (which
     may span epochs: ``epochs_per_pool``); an earlier execution's actors are
     told "stale" and make nothing."""
 
@@ -142,99 +126,15 @@ class _Signalling(queue.Queue):  # type: ignore[type-arg]
         self._arrived.set()
 
 
-class RemoteFeed:
-    """Thread ``gdsio-ray``: iterates the Ray dataset, joins the rows of each
-    batch, copies them into (pinned) tensors and queues a ``RemoteBatch`` per
-    batch, then ``END``, or ``Failed``."""
-
-    def __init__(self, ds: Any, q: queue.Queue[Any], stop: threading.Event, pinned: bool, prefetch: int) -> None:
-        self.ds, self.q, self.stop, self.pinned, self.prefetch = ds, q, stop, pinned, prefetch
-
-    def run(self) -> None:
-        try:
-            parts: list[dict[str, np.ndarray]] = []
-            have = 0
-            for block in self.ds.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=self.prefetch):
-                if self.stop.is_set():
-                    return
-                bn = np.asarray(block.get("batch_no", ()))
-                if bn.size == 0:
-                    continue  # an actor call that made nothing (a batch this node makes)
-                ep = np.asarray(block["epoch"])
-                cuts = [0, *(np.flatnonzero((np.diff(bn) != 0) | (np.diff(ep) != 0)) + 1).tolist(), len(bn)]
-                for a, b in zip(cuts[:-1], cuts[1:]):
-                    parts.append({c: v[a:b] for c, v in block.items()})
-                    have += b - a
-                    if have == int(parts[0]["count"][0]):
-                        if not self._put(self._batch(parts)):
-                            return
-                        parts, have = [], 0
-            if parts:
-                raise RuntimeError(f"gdsio.data.ray: batch {int(parts[0]['batch_no'][0])} came incomplete "
-                                   f"({have} of {int(parts[0]['count'][0])} rows)")
-            self._put(END)
-        except BaseException as e:  # reaches the consumer, which re-raises it
-            self._put(Failed(unwrapped_sample_error(e)))
-
-    def _batch(self, parts: list[dict[str, np.ndarray]]) -> RemoteBatch:
-        images = self._tensor([p["image"] for p in parts])
-        labels = self._tensor([p["label"] for p in parts])
-        first = parts[0]
-        return RemoteBatch(int(first["batch_no"][0]), images, labels, str(first["node"][0]), float(first["seconds"][0]),
-                           int(first["epoch"][0]))
-
-    def _tensor(self, arrays: list[np.ndarray]) -> Any:
-        """One copy, from Ray's read-only buffers into a tensor of our own (`_empty`)."""
-        n = sum(len(a) for a in arrays)
-        out = self._empty((n, *arrays[0].shape[1:]), torch.from_numpy(np.empty(0, arrays[0].dtype)).dtype)
-        view, at = out.numpy(), 0
-        for a in arrays:
-            view[at : at + len(a)] = a
-            at += len(a)
-        return out
-
-    def _empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
-        """A batch's tensor: pinned for a GPU (torch's caching host allocator
-        keeps those), else from gdsio's host pool, whose large blocks come back
-        with their pages faulted in. A fresh torch.empty per batch faults every
-        page in again where malloc hands large blocks back to the kernel: 18 MiB
-        batches took 26-34 ms here instead of 7 (bench/results/cpu-ray-conversion-2026-12-02.md)."""
-        if self.pinned:
-            return torch.empty(shape, dtype=dtype, pin_memory=True)
-        return host_empty(math.prod(shape) * dtype.itemsize).view(dtype).view(shape)
-
-    def abort(self) -> bool:
-        """Ends the dataset's execution from another thread: a feed blocked in
-        Ray (its node lost, no other to run on) then returns. Ray Data has no
-        public call for it; its executor's own shutdown, on the Ray versions
-        checked (``RAY_EXECUTOR_CHECKED``). False where it could not: the feed's
-        daemon thread then ends with its dataset."""
-        executor = dataset_executor(self.ds, import_ray().__version__)
-        if executor is None:
-            log.info("gdsio.data.ray.Loader: no checked way to end this Ray's dataset execution; its feed thread "
-                     "(a daemon) ends with it")
-            return False
-        try:
-            executor.shutdown(force=True)
-        except Exception as e:  # noqa: BLE001 - best effort while closing; the thread is a daemon
-            log.warning("gdsio.data.ray.Loader: could not stop the Ray dataset: %s: %s", type(e).__name__, e)
-            return False
-        return True
-
-    def _put(self, item: RemoteBatch | Failed | End) -> bool:
-        return put_until_stopped(self.q, item, self.stop)
-
-
 class Execution:
-    """One Ray Data execution, its actor pool and its feed thread: the CPU
+    """One execution: its actor pool and its feed thread (gdsio.data.ray.feed), the CPU
     nodes' batches of the epochs from `epoch` to ``last_epoch`` (the loader's
     ``epochs_per_pool``), from batch `start` of the first. It outlives a pass:
     a pass that begins where the last one stopped, within its epochs, goes on
     with it, and its actors have made the next epoch's first batches while
-    the consumer finished the last one (Ray Data starts a pool per
-    execution, seconds: ray-project/ray#46479)."""
+    the consumer finished the last one (a pool takes seconds to start)."""
 
-    def __init__(self, loader: Loader, shared: OffloadShared, epoch: int, start: int, gen: int, rows: Any,
+    def __init__(self, loader: Loader, shared: OffloadShared, epoch: int, start: int, gen: int, count: int,
                  spec_args: dict[str, Any]) -> None:
         inner = shared.local
         self.gen = gen
@@ -247,14 +147,17 @@ class Execution:
         self.q: queue.Queue[RemoteBatch | Failed | End] = _Signalling(inner.prefetch, shared.arrived)
         self.lost_reported: set[str] = set()
         o = inner.order
+        # The CPU nodes send uint8 where the chain ends in a float cast: the consumer's device casts (Tail).
+        remote_tf, tail = split_transform(inner.transform) if loader.cast_on == "device" else (inner.transform, None)
         spec = ActorSpec(table=inner.table, num_samples=o.num_samples, batch_size=o.batch_size, shuffle=o.shuffle,
                          seed=o.seed, rank=o.rank, world_size=o.world_size, drop_last=o.drop_last, epoch=epoch,
-                         transform=inner.transform, mode=inner.image_mode, on_error=inner.on_error,
+                         transform=remote_tf, mode=inner.image_mode, on_error=inner.on_error,
                          threads=max(1, int(loader.cpus_per_actor)), per_batch=True, gen=gen, **spec_args)
-        ds = actor_pipeline(rows, spec, loader.placement, actors=shared.actors or 1, cpus=loader.cpus_per_actor,
-                            batch_size=1)
+        actors = shared.actors or 1
+        options = dict(num_cpus=loader.cpus_per_actor, scheduling_strategy="SPREAD", **loader.placement.remote_args())
+        plan = FeedPlan(spec, count, actors, options, loader.placement, tail, inner.device.type == "cuda", window=2 * actors + 1)
         self.watch = {n["NodeID"]: n for n in placed_nodes(loader.placement)}
-        self.feed = RemoteFeed(ds, self.q, self.stop, inner.device.type == "cuda", inner.prefetch)
+        self.feed = ActorFeed(plan, self.q, self.stop)
         self.thread = threading.Thread(target=self.feed.run, name="gdsio-ray", daemon=True)
         self.thread.start()
         track_threads(self.stop, self.thread)  # stopped and joined at exit if still running
@@ -291,13 +194,11 @@ class Execution:
         return head
 
     def close(self) -> None:
-        """Ends the execution: the feed stops, the actor pool goes (a Ray read in flight ends with its dataset)."""
+        """Ends the execution: the feed stops, the actor pool goes (a feed waiting on a result returns)."""
         if self.stop.is_set():
             return
         self.stop.set()
-        self.thread.join(timeout=2 * POLL_S)
-        if self.thread.is_alive():  # blocked in Ray, not at our queue: end the execution
-            self.feed.abort()
+        self.feed.abort()  # its actors end (their CPUs go back); a feed blocked on a result returns
         self.thread.join(timeout=10)
         if self.thread.is_alive():
             log.warning("gdsio.data.ray.Loader: the remote feed did not stop in time")
@@ -486,6 +387,8 @@ class OffloadPass:
         if loader.device.type == "cuda":  # from pinned memory, on the consumer's current stream
             images = images.to(loader.device, non_blocking=True)
             labels = labels.to(loader.device, non_blocking=True)
+        if head.tail is not None:  # the chain's cast and normalisation, fused, on this device and stream
+            images = head.tail(images)
         self._shared.sides.add("remote", int(images.shape[0]), head.node, head.seconds)
         return "remote", images, labels
 

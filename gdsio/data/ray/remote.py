@@ -2,10 +2,11 @@
 node labels), what each actor does (gdsio.Loader's producer on the CPU), the
 Ray Data pipeline over them, and ``dataset()``.
 
-Package-internal (not in ``__all__``; used by gdsio.data.ray.loader and
-gdsio.data.ray.passes): ``import_ray``, ``connected_ray``, ``Placement``,
-``placed_nodes``, ``describe_node``, ``ActorSpec``, ``actor_pipeline``,
-``pool_size``, ``check_cpus``, ``node_loss`` and ``dataset_executor``."""
+Package-internal (not in ``__all__``; used by gdsio.data.ray.loader, passes
+and feed): ``import_ray``, ``connected_ray``, ``Placement``, ``placed_nodes``,
+``describe_node``, ``ActorSpec``, ``BatchMaker`` (the Loader's actors),
+``actor_pipeline`` (``dataset()``'s), ``pool_size``, ``check_cpus``,
+``node_loss`` and ``unwrapped_sample_error``."""
 
 from __future__ import annotations
 
@@ -180,15 +181,16 @@ def _as_array(images: Any) -> np.ndarray:
     if not isinstance(images, torch.Tensor):
         raise TypeError(f"gdsio.data.ray: the transform must return a tensor batch; got {type(images).__name__}")
     if images.dtype == torch.bfloat16:  # numpy, and so Arrow and Ray Data, have no bfloat16
-        raise TypeError("gdsio.data.ray: a bfloat16 batch cannot cross Ray Data (numpy has no bfloat16); end the "
-                        "transform with ToDtype(torch.float16) or torch.float32 and cast on the GPU")
+        raise TypeError("gdsio.data.ray: a bfloat16 batch cannot leave a CPU node (numpy has no bfloat16); end the "
+                        "transform with ToDtype(torch.float16) or torch.float32 and cast on the GPU (a fused "
+                        "gdsio.data.Compose ending in ToDtype(torch.bfloat16) casts on the consumer by itself)")
     return np.ascontiguousarray(images.contiguous().numpy())
 
 
 class _Maker:
-    """The UDF of the actor pool. Makes batches with gdsio.Loader's own
-    producer on the CPU, so a batch is what ``gdsio.Loader(device="cpu")``
-    makes for it, bit for bit."""
+    """The UDF of ``dataset()``'s actor pool (Ray Data). Makes batches with
+    gdsio.Loader's own producer on the CPU, so a batch is what
+    ``gdsio.Loader(device="cpu")`` makes for it, bit for bit."""
 
     def __init__(self, spec: ActorSpec) -> None:
         import ray
@@ -197,6 +199,7 @@ class _Maker:
         self.node = ray.get_runtime_context().get_node_id()
         self.order = spec.order()
         self._indices: dict[int, np.ndarray] = {}  # the epochs' orders, the last two kept
+        self.buffers = BatchBuffers()  # reused: a batch leaves as a copy (into the object store) before the next
 
     def indices(self, epoch: int) -> np.ndarray:
         got = self._indices.get(epoch)
@@ -208,29 +211,19 @@ class _Maker:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
         spec = self.spec
-        if not spec.per_batch:  # dataset(): the rows' positions in the epoch's order, made as one batch
-            pos = np.asarray(batch["id"], np.int64)
-            for _, out in self._make([(0, self.indices(spec.epoch)[pos])], spec.epoch):
-                yield {k: out[k] for k in ("index", "label", "image")}
-            return
-        for seq in np.asarray(batch["seq"]).tolist():
-            epoch, k = spec.place(seq)
-            if spec.board is not None:
-                import ray
+        pos = np.asarray(batch["id"], np.int64)  # the rows' positions in the epoch's order, made as one batch
+        for _, images, labels, kept, seconds in self._made([(0, self.indices(spec.epoch)[pos])], spec.epoch):
+            yield {"index": np.asarray(kept, np.int64), "label": labels.numpy().astype(np.int64, copy=False),
+                   "image": _as_array(images)}
 
-                if ray.get(spec.board.owner.remote(spec.gen, epoch, k)) != "remote":
-                    continue  # this node's loader makes it (or the execution is over)
-            batches = [(k, self.order.batch(epoch, k, self.indices(epoch)))]
-            yield from (out for _, out in self._make(batches, epoch))
-
-    def _make(self, batches: list[tuple[int, np.ndarray]], epoch: int) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    def _made(self, batches: list[tuple[int, np.ndarray]], epoch: int) -> Iterator[tuple[int, Any, Any, Any, float]]:
+        """(batch number, images, labels, sample indices kept, seconds per batch) of each batch made."""
         spec = self.spec
         q: queue.Queue[Any] = queue.Queue()
         kept: dict[int, np.ndarray] = {}
         plan = PassPlan(table=spec.table, order=_Given(batches, spec.seed), epoch=epoch, start=0,
                         transform=spec.transform, device=torch.device("cpu"), streams=None, threads=spec.threads,
-                        on_error=spec.on_error, mode=spec.mode, cache=None, meter=Meter(),
-                        buffers=BatchBuffers(),  # the batches leave this actor as copies: nothing to reuse across calls
+                        on_error=spec.on_error, mode=spec.mode, cache=None, meter=Meter(), buffers=self.buffers,
                         crop_decode=True)  # as gdsio.Loader's default: the same pixels, a crop's box decoded
         t0 = time.perf_counter()
         Producer(plan, q, threading.Event(), None, kept=kept).run()
@@ -243,14 +236,29 @@ class _Maker:
                 return
             if isinstance(item, EmptyBatch):
                 continue
-            k, images, labels = item.batch_no, item.images, item.labels  # a ReadyBatch
-            n = int(images.shape[0])
-            yield k, {
-                "epoch": np.full(n, epoch, np.int64), "batch_no": np.full(n, k, np.int64),
-                "count": np.full(n, n, np.int64),
-                "index": np.asarray(kept[k], np.int64), "label": labels.numpy().astype(np.int64, copy=False),
-                "image": _as_array(images), "node": np.full(n, self.node), "seconds": np.full(n, seconds),
-            }
+            yield item.batch_no, item.images, item.labels, kept[item.batch_no], seconds  # a ReadyBatch
+
+
+class BatchMaker(_Maker):
+    """A Ray Core actor of gdsio.data.ray.Loader's pool (package-internal:
+    gdsio.data.ray.feed starts them): ``make(place)`` makes the batch at that
+    place of the execution's sequence and returns (epoch, batch number,
+    images, labels, node id, seconds it took) as numpy arrays, which Ray
+    stores out of band (the consumer maps them), or None where this node's
+    loader makes that batch ("auto") or none of its samples was left."""
+
+    def make(self, place: int) -> tuple[int, int, np.ndarray, np.ndarray, str, float] | None:
+        spec = self.spec
+        epoch, k = spec.place(place)
+        if spec.board is not None:
+            import ray
+
+            if ray.get(spec.board.owner.remote(spec.gen, epoch, k)) != "remote":
+                return None  # this node's loader makes it (or the execution is over)
+        for _, images, labels, _kept, seconds in self._made([(k, self.order.batch(epoch, k, self.indices(epoch)))],
+                                                            epoch):
+            return epoch, k, _as_array(images), labels.numpy().astype(np.int64, copy=False), self.node, seconds
+        return None
 
 
 def pool_size(placement: Placement, cpus: float, actors: Any, ranks: int = 1) -> int:
@@ -289,7 +297,6 @@ def actor_pipeline(rows: Any, spec: ActorSpec, placement: Placement, *, actors: 
     ds.context.execution_options.preserve_order = True
     # A bad sample raises gdsio's SampleError naming the file, as gdsio.Loader does, not Ray's wrapper of it.
     ds.context.raise_original_map_exception = True
-    _keep_executor(ds)
     return ds
 
 
@@ -330,43 +337,6 @@ def node_loss(e: BaseException) -> bool:
             return True
         todo += [getattr(x, "cause", None), x.__cause__, x.__context__]
     return False
-
-
-# Ray Data has no public call to end a running execution from another thread;
-# its Dataset's private ``_current_executor`` has one. Used only on the Ray
-# versions it was checked on: [from, before), from gdsio[ray]'s floor (2.60).
-# Elsewhere the feed is left to end with its dataset (its thread is a daemon).
-RAY_EXECUTOR_CHECKED = ((2, 60), (3, 0))
-
-
-def dataset_executor(ds: Any, ray_version: str) -> Any:
-    """Ray Data's running executor of `ds`, or None where this Ray's version
-    is not one whose private ``Dataset._current_executor`` was checked
-    (package-internal: gdsio.data.ray.passes ends a feed's execution with it)."""
-    try:
-        version = tuple(int(part) for part in ray_version.split(".")[:2])
-    except ValueError:
-        return None
-    lo, hi = RAY_EXECUTOR_CHECKED
-    if not lo <= version < hi:
-        return None
-    return getattr(ds, "_current_executor", None) or getattr(ds, "_gdsio_executor", None)
-
-
-def _keep_executor(ds: Any) -> None:
-    """Keeps the executor Ray Data makes to run `ds` as ``ds._gdsio_executor``:
-    ``_current_executor`` is set only once its first block has come, and a
-    feed whose nodes were all lost before that must be ended too. Private,
-    like it: read only by ``dataset_executor``, on the versions checked."""
-    make = getattr(ds, "_create_executor", None)
-    if make is None:
-        return
-
-    def create() -> Any:
-        ds._gdsio_executor = make()
-        return ds._gdsio_executor
-
-    ds._create_executor = create
 
 
 def check_cpus(cpus: Any) -> float:
