@@ -25,14 +25,17 @@ import tempfile
 import time
 from typing import Any, Iterable, Sequence
 
-__all__ = ["LoopbackCluster", "LoopbackError", "RAY_LOOPBACK_ENV", "cpu_seconds", "process_sockets",
+__all__ = ["LoopbackCluster", "LoopbackError", "RAY_LOOPBACK_ENV", "check_loopback", "cpu_seconds", "process_sockets",
            "session_pids", "wait_for_nodes"]
 
 # Before ray is imported, in every process of the cluster and its drivers: Ray
 # rewrites 127.0.0.1 to the machine's address otherwise (ray/_private/services.py),
-# and sends usage reports off the machine.
+# and sends usage reports off the machine. The authentication mode is said, the same
+# for every process: unset, `ray start --head` turns token authentication on when
+# some earlier cluster left ~/.ray/auth_token, and the nodes started here
+# (ray._private.node.Node, as ray.cluster_utils does) would then be refused.
 RAY_LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0",
-                    "RAY_DATA_USAGE_DISABLED": "1"}
+                    "RAY_DATA_USAGE_DISABLED": "1", "RAY_AUTH_MODE": "disabled"}
 
 # A CPU node joining the head: what ray.cluster_utils.Cluster.add_node does, in a
 # process of its own. `ray start --address` refuses to join with
@@ -144,6 +147,23 @@ def _off_loopback(s: dict[str, Any]) -> bool:
     return not _loopback(s["local"]) or (s["remote"] not in ("0.0.0.0", "::") and not _loopback(s["remote"]))
 
 
+def check_loopback(pids: Iterable[int]) -> dict[str, Any]:
+    """Every TCP and UDP socket of `pids` is on loopback; returns what was
+    checked (processes, sockets, listening ones and their addresses).
+
+    Raises:
+        LoopbackError: a socket off loopback (listed).
+    """
+    pids = list(pids)
+    socks = process_sockets(pids)
+    outside = [s for s in socks if _off_loopback(s)]
+    if outside:
+        raise LoopbackError(f"sockets off loopback, the cluster is not used: {outside}")
+    listening = sorted({_plain(s["local"]) for s in socks if "LISTEN" in s["kind"] or s["kind"].startswith("udp")})
+    return {"processes": len(pids), "sockets": len(socks),
+            "listening": sum("LISTEN" in s["kind"] for s in socks), "listening_addresses": listening}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -249,14 +269,7 @@ class LoopbackCluster:
         Raises:
             LoopbackError: a socket off loopback (listed).
         """
-        pids = self.head_pids() + self.node_pids() + list(drivers)
-        socks = process_sockets(pids)
-        outside = [s for s in socks if _off_loopback(s)]
-        if outside:
-            raise LoopbackError(f"sockets off loopback, the cluster is not used: {outside}")
-        listening = sorted({_plain(s["local"]) for s in socks if "LISTEN" in s["kind"] or s["kind"].startswith("udp")})
-        return {"processes": len(pids), "sockets": len(socks),
-                "listening": sum("LISTEN" in s["kind"] for s in socks), "listening_addresses": listening}
+        return check_loopback(self.head_pids() + self.node_pids() + list(drivers))
 
     @staticmethod
     def affinity(pids: Iterable[int]) -> list[str]:

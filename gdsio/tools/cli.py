@@ -186,19 +186,32 @@ def _parser() -> argparse.ArgumentParser:
     w.set_defaults(func=_cmd_shards_write)
 
     o = sub.add_parser("offload-plan", **exits, help="how many CPU-only nodes keep a GPU node fed, and the cost per step",
-                       description="From the measured decode+augment cost per image on one CPU core, the GPU's step "
-                                   "rate and batch size, and the instances' prices: how many CPU nodes to add "
-                                   "(gdsio.data.ray), the local_share to start from, and the cost per step.")
-    o.add_argument("--ms-per-image", type=float, required=True,
-                   help="read + decode + transform of one image on one core, ms (measured)")
+                       description="From the GPU node's CPU cost to make an image and to receive one made on a CPU "
+                                   "node, a CPU node's cost to make one (given, or measured with --measure on a "
+                                   "sample of the dataset), the GPU's step rate and batch size, and the instances' "
+                                   "prices: how many CPU nodes to add (gdsio.data.ray), the local_share to start "
+                                   "from, and the cost per step. Costs are CPU time per image, not wall time.")
+    o.add_argument("--measure", metavar="DATASET",
+                   help="measure the three costs on a sample of DATASET (any source gdsio.Loader takes): a local "
+                        "pass, and a pass received from a CPU node of a Ray cluster on 127.0.0.1 (needs gdsio[ray])")
+    o.add_argument("--sample", type=_positive_int, default=512, help="--measure: images sampled (default 512)")
+    o.add_argument("--repeats", type=_positive_int, default=3, help="--measure: passes, medians taken (default 3)")
+    o.add_argument("--ms-per-image", type=float,
+                   help="the GPU node's CPU-ms to read + decode + transform one image (required without --measure)")
+    o.add_argument("--receive-ms-per-image", type=float,
+                   help="the GPU node's CPU-ms to receive one image made on a CPU node (default: --measure's, else "
+                        "an assumption the plan states)")
+    o.add_argument("--remote-ms-per-image", type=float,
+                   help="a CPU node's CPU-ms to make one image (default: --measure's, else --ms-per-image, stated)")
     o.add_argument("--steps-per-s", type=float, required=True, help="the GPU's step rate when it never waits")
     o.add_argument("--batch-size", type=_positive_int, required=True, help="images per step")
     o.add_argument("--local-cores", type=float, required=True, help="the GPU node's cores free for preprocessing")
     o.add_argument("--node-cores", type=_positive_int, required=True, help="cores of one CPU node")
+    o.add_argument("--cpu-nodes", type=int, help="plan for this many CPU nodes (default: as many as the need takes)")
     o.add_argument("--gpu-node-price", type=float, required=True, help="the GPU node's price per hour")
     o.add_argument("--cpu-node-price", type=float, required=True, help="one CPU node's price per hour")
     o.add_argument("--headroom", type=float, default=1.2, help="capacity above the need (default 1.2)")
-    o.add_argument("--json", action="store_true", help="print the plan as JSON")
+    o.add_argument("--json", action="store_true", help="print the plan (and what was measured) as JSON")
     o.set_defaults(func=_cmd_offload_plan)
     return parser
 
@@ -330,10 +343,33 @@ def _cmd_demo(args: argparse.Namespace, argv: Sequence[str]) -> int:
 def _cmd_offload_plan(args: argparse.Namespace, argv: Sequence[str]) -> int:
     from ..data.offload_plan import offload_plan  # loads gdsio.data: only for this command
 
-    plan = offload_plan(ms_per_image=args.ms_per_image, steps_per_s=args.steps_per_s, batch_size=args.batch_size,
+    costs = None
+    given = {"ms_per_image": args.ms_per_image, "receive_ms_per_image": args.receive_ms_per_image,
+             "remote_ms_per_image": args.remote_ms_per_image}
+    if args.measure is not None:
+        from ..data.offload_measure import measure_offload_costs
+
+        if not any(c in args.measure for c in "*?["):  # a glob is matched by the loader
+            _check_path(args.measure)
+        if not args.steps_per_s > 0:
+            raise _Error(f"--steps-per-s must be a positive number, got {args.steps_per_s!r}")
+        costs = measure_offload_costs(args.measure, batch_size=args.batch_size, steps_per_s=args.steps_per_s,
+                                      images=args.sample, repeats=args.repeats)
+        measured = {"ms_per_image": costs.ms_per_image, "receive_ms_per_image": costs.receive_ms_per_image,
+                    "remote_ms_per_image": costs.remote_ms_per_image}
+        given = {k: v if v is not None else measured[k] for k, v in given.items()}  # a value given wins
+    elif args.ms_per_image is None:
+        raise _Error("give --ms-per-image, or --measure DATASET to measure it")
+    plan = offload_plan(**given, steps_per_s=args.steps_per_s, batch_size=args.batch_size,
                         local_cores=args.local_cores, node_cores=args.node_cores, gpu_node_price=args.gpu_node_price,
-                        cpu_node_price=args.cpu_node_price, headroom=args.headroom)
-    print(json.dumps(dataclasses.asdict(plan), indent=2) if args.json else str(plan))
+                        cpu_node_price=args.cpu_node_price, headroom=args.headroom, cpu_nodes=args.cpu_nodes)
+    if args.json:
+        doc = dataclasses.asdict(plan)
+        if costs is not None:
+            doc["measured"] = dataclasses.asdict(costs)
+        print(json.dumps(doc, indent=2, default=str))
+    else:
+        print(f"{costs}\n\n{plan}" if costs is not None else str(plan))
     return 0
 
 
