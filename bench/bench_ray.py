@@ -554,6 +554,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pinned", action="store_true",
                     help="the 1+1 core simulation: consumer on core 0, CPU nodes on core 1 (bench/ray_pinned.py)")
     ap.add_argument("--smoke", action="store_true", help="--pinned at a tiny size (16 64x48 images, 4 configs)")
+    ap.add_argument("--no-plan", action="store_true", help="--pinned without offload-plan --measure's predictions")
     ap.add_argument("--json", metavar="FILE")
     a = ap.parse_args(argv)
     w, h = (int(x) for x in a.size.split("x"))
@@ -566,7 +567,8 @@ def main(argv: list[str] | None = None) -> int:
             sizes = dict(images=1024, batch=64, step_ms=30.0, passes=3, size=(w, h), configs=ray_pinned.CONFIGS)
         given = dict(images=a.images, batch=a.batch, step_ms=a.step_ms, passes=a.passes,
                      configs=tuple(a.configs.split(",")) if a.configs else None)
-        result = ray_pinned.run_pinned(**{**sizes, **{k: v for k, v in given.items() if v is not None}})
+        result = ray_pinned.run_pinned(**{**sizes, **{k: v for k, v in given.items() if v is not None}},
+                                       plan=not (a.smoke or a.no_plan))
         render = ray_pinned.table
     elif a.conversion:
         result = run_conversion(a.batches, a.batch or 32, (3, 224, 224), a.rounds)

@@ -24,7 +24,11 @@ process, of the head's processes (both on core 0) and of the CPU nodes'
 processes. Before the configs and while each Ray consumer is connected,
 every socket of every process (head, nodes, consumer) must be on loopback,
 else the run stops (LoopbackError). Every process started is ended and
-checked gone. ``--smoke`` is a tiny size the tests run (no timing asserted).
+checked gone. First (unless --no-plan), ``gdsio offload-plan --measure`` on
+512 of the same images and what its model predicts for each config (one
+core of CPU nodes for two nodes sharing core 1; "auto" as the plan's best
+share), beside what the config then does. ``--smoke`` is a tiny size the
+tests run (no timing asserted, no prediction).
 
     python bench/bench_ray.py --pinned --json out.json
     python bench/bench_ray.py --pinned --smoke
@@ -32,6 +36,7 @@ checked gone. ``--smoke`` is a tiny size the tests run (no timing asserted).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -52,9 +57,7 @@ SMOKE_CONFIGS = ("local", "1:0.0", "2:auto", "both")
 
 
 def _cpu_self() -> float:
-    with open("/proc/self/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return time.process_time()  # every thread's user + system time (/proc/self/stat's, at a finer resolution)
 
 
 # ---- the consumer: one process per config, pinned ---------------------------------------
@@ -210,10 +213,34 @@ def _commit() -> str:
         return ""
 
 
+def plan_predictions(root: str, batch: int, step_ms: float, sample: int) -> dict[str, Any]:
+    """What ``gdsio offload-plan --measure`` predicts for this setup: the costs measured on `sample`
+    images of `root`, and the step rate of each config (one core here, one core of CPU nodes)."""
+    from gdsio.data.offload_measure import measure_offload_costs
+    from gdsio.data.offload_plan import offload_plan
+
+    steps = 1000.0 / step_ms
+    costs = measure_offload_costs(root, batch_size=batch, steps_per_s=steps, images=sample, repeats=3)
+    kw = dict(ms_per_image=costs.ms_per_image, receive_ms_per_image=costs.receive_ms_per_image,
+              remote_ms_per_image=costs.remote_ms_per_image, steps_per_s=steps, batch_size=batch, node_cores=1,
+              gpu_node_price=0.0, cpu_node_price=0.0)
+    one = offload_plan(**kw, local_cores=1, cpu_nodes=1)  # two nodes sharing core 1: still one core of them
+    pred = {"local": one.steps_per_s_alone, "local-again": one.steps_per_s_alone,
+            "both": offload_plan(**kw, local_cores=2, cpu_nodes=0).steps_per_s_alone}
+    for nodes in (1, 2):
+        pred[f"{nodes}:auto"] = one.steps_per_s_with_nodes
+        for share in ("0.0", "0.5"):
+            pred[f"{nodes}:{share}"] = one.steps_per_s_at(float(share))
+    return {"costs": dataclasses.asdict(costs), "plan": str(one), "advice": {
+        "cpu_nodes": offload_plan(**kw, local_cores=1).cpu_nodes, "local_share": one.local_share},
+        "steps_per_s": pred}
+
+
 def run_pinned(images: int = 1024, batch: int = 64, step_ms: float = 30.0, passes: int = 3,
                size: tuple[int, int] = (500, 375), configs: tuple[str, ...] = CONFIGS,
-               timeout: float = 600.0) -> dict[str, Any]:
-    """Runs `configs` (names of CONFIGS) in one cluster; see the module's docstring."""
+               timeout: float = 600.0, plan: bool = False) -> dict[str, Any]:
+    """Runs `configs` (names of CONFIGS) in one cluster; see the module's docstring. With `plan`,
+    first what ``gdsio offload-plan --measure`` predicts for each (``result["planner"]``)."""
     import gdsio
     from gdsio.data.loopback import LoopbackCluster, RAY_LOOPBACK_ENV, cpu_seconds
 
@@ -231,10 +258,14 @@ def run_pinned(images: int = 1024, batch: int = 64, step_ms: float = 30.0, passe
     tmp = tempfile.mkdtemp(prefix="gdsio-pin-", dir="/tmp")
     root = os.path.join(tmp, "train")
     write_dataset(root, images, size)
+    if plan:
+        result_plan = plan_predictions(root, batch, step_ms, min(images, 512))
     base = dict(root=root, batch=batch, step_ms=step_ms, passes=passes)
     rows: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
     result: dict[str, Any] = {"rows": rows, "loopback_checks": checks}
+    if plan:
+        result["planner"] = result_plan
     load_start = os.getloadavg()
 
     def run_one(name: str, spec: dict[str, Any], cluster: Any = None) -> None:
@@ -325,8 +356,9 @@ def table(result: dict[str, Any]) -> str:
     base = next((r for r in rows if r["config"] == "local"), None)
     out = ["| config | steps/s | vs `gdsio.Loader` alone | made here / on CPU nodes | CPU-ms/image: consumer process "
            "| head's processes (core 0) | core 0 total | CPU nodes' processes (per remote image) | first batch s "
-           "| load avg before |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "| load avg before | offload-plan predicts (vs alone) |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    pred = result.get("planner", {}).get("steps_per_s", {})
     for r in rows:
         ratio = f"{r['steps_per_s'] / base['steps_per_s']:.2f}x" if base else "-"
         remote = r["node_cpu_ms_per_remote_image"]
@@ -337,7 +369,9 @@ def table(result: dict[str, Any]) -> str:
         out.append(f"| {_name(r)} | {r['steps_per_s']:.2f} | {ratio} | {r['local_samples']} / {r['remote_samples']} | "
                    f"{r['consumer_cpu_ms_per_image']:.2f} | {head} | "
                    f"{core0:.2f}{' (both cores)' if r['config'] == 'both' else ''} | {node} | "
-                   f"{statistics.median(r['first_batch_s']):.2f} | {r['load_before']:.2f} |")
+                   f"{statistics.median(r['first_batch_s']):.2f} | {r['load_before']:.2f} | "
+                   + (f"{pred[r['config']]:.2f} ({pred[r['config']] / pred['local']:.2f}x) |" if r["config"] in pred
+                      else "- |"))
     checks = result["loopback_checks"]
     addrs = sorted({a for c in checks for a in c["listening_addresses"]})
     out += ["", f"Loopback: {len(checks)} checks, up to {max((c['processes'] for c in checks), default=0)} processes "
@@ -345,6 +379,11 @@ def table(result: dict[str, Any]) -> str:
                 f"every socket's address in {addrs or '[]'}. Pinning (Cpus_allowed_list): "
                 f"{result.get('affinity', {})}. Left running after the cluster's end: "
                 f"{result.get('left_running', [])}."]
+    if "planner" in result:
+        c = result["planner"]["costs"]
+        out += ["", f"offload-plan --measure on {c['images']} of these images (CPU-ms/image, medians of "
+                    f"{c['repeats']}): making {c['ms_per_image']:.2f}, receiving {c['receive_ms_per_image'] or 0:.2f}, "
+                    f"on the CPU node {c['remote_ms_per_image'] or 0:.2f}; advice: {result['planner']['advice']}."]
     return "\n".join(out)
 
 

@@ -23,6 +23,7 @@ def pinned():
 
 
 @pytest.mark.ray
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")  # Ray Data's own, as in test_ray.py
 @pytest.mark.skipif(not os.path.isfile(os.path.join(BENCH, "ray_pinned.py")), reason="bench/ is not beside tests/")
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the pinned simulation needs two cores")
 def test_the_pinned_simulation_runs_pinned_on_loopback_and_leaves_nothing(pinned):
@@ -44,6 +45,12 @@ def test_the_pinned_simulation_runs_pinned_on_loopback_and_leaves_nothing(pinned
     assert result["left_running"] == []
     md = pinned.table(result)
     assert "| `ray.Loader(local_share=0.0)`, one CPU node |" in md and "1.00x" in md
+    # The planner's column, when a run has it: each config's prediction beside it, as a ratio to the first.
+    result["planner"] = {"steps_per_s": {"local": 10.0, "1:0.0": 5.0, "2:auto": 12.5, "both": 20.0},
+                         "costs": {"images": 8, "repeats": 3, "ms_per_image": 1.0, "receive_ms_per_image": 0.2,
+                                   "remote_ms_per_image": 1.1}, "advice": {"cpu_nodes": 1, "local_share": 0.4}}
+    md = pinned.table(result)
+    assert "| 5.00 (0.50x) |" in md and "| 12.50 (1.25x) |" in md and "receiving 0.20" in md
     # No process of the run is left: none names the cluster's temporary directory.
     assert _naming(result["cluster_tmp"]) == []
 
