@@ -368,3 +368,7 @@ def jpeg_cpu_decode(data: Any, top: int, left: int, out: Any, strict: bool = Tru
 def jpeg_cpu_decode_many(jobs: Sequence[tuple[Any, int, int, Any, int, int]], *, threads: int,
                          strict: bool = True) -> list[str]:
     """jpeg_cpu_decode of each (data, top, left, out, image height, image width); per job '' or its error."""
+def jpeg_cpu_decode_image(data: Any, rgb: bool, max_pixels: int, max_header_bytes: int, pooled_min: int,
+                          huge_min: int) -> Any | None:
+    """One whole JPEG in `data` (1-D uint8, host): a (C, H, W) uint8 numpy view of new (H, W, C) memory (the
+    host pool's from `pooled_min` bytes), or None for what the batch steps decode otherwise or refuse."""

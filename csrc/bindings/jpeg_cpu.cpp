@@ -1,7 +1,9 @@
 // libjpeg-turbo on the CPU (csrc/image/jpeg_turbo.hpp): the bitstream and the
 // output cross as arrays (one validated view each, bindings/arrays.hpp), the
 // GIL is released while decoding. gdsio/image/jpeg_cpu.py parses the header,
-// allocates the output with torch and calls this.
+// allocates the output and calls this; for one whole image
+// (jpeg_cpu_decode_image) the header and the output are made here.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -13,6 +15,7 @@
 #include "bindings/registry.hpp"
 #include "bindings/structs.hpp"
 #include "core/error.hpp"
+#include "core/host_pool.hpp"
 #include "image/jpeg_turbo.hpp"
 
 namespace py = pybind11;
@@ -62,6 +65,35 @@ struct JpegResult {
   int rows_decoded = 0, columns_decoded = 0;
   py::object warning;  // libjpeg-turbo's first warning, or None
 };
+
+// A pooled output block (core/host_pool.hpp), given back when numpy frees the array.
+struct PooledBlock {
+  gdsio::HostBlock block;
+  bool huge;
+};
+
+// The (channels, height, width) uint8 numpy view of new (height, width,
+// channels) memory (torchvision's CPU decode layout), never zeroed: numpy's
+// allocation (malloc) below `pooled_min` bytes, a block of the host pool from
+// there on (faulted-in pages reused; 2 MiB pages from `huge_min` bytes when not 0).
+py::array new_output(int height, int width, int channels, std::size_t pooled_min, std::size_t huge_min) {
+  const std::size_t bytes = (std::size_t)height * (std::size_t)width * (std::size_t)channels;
+  const std::vector<py::ssize_t> shape{channels, height, width};
+  const std::vector<py::ssize_t> strides{1, (py::ssize_t)width * channels, channels};
+  if (bytes < pooled_min) return py::array_t<std::uint8_t>(shape, strides);  // numpy allocates, strides as given
+  const bool huge = huge_min > 0 && bytes >= huge_min;
+  gdsio::HostBlock b;
+  {
+    py::gil_scoped_release nogil;  // a fresh mapping may take a while
+    b = gdsio::host_acquire(bytes, huge);
+  }
+  py::capsule owner(new PooledBlock{b, huge}, [](void* p) {
+    auto* o = static_cast<PooledBlock*>(p);
+    gdsio::host_release(o->block.data, o->block.bytes, o->huge);
+    delete o;
+  });
+  return py::array_t<std::uint8_t>(shape, strides, static_cast<std::uint8_t*>(b.data), owner);
+}
 
 }  // namespace
 
@@ -126,4 +158,45 @@ GDSIO_EXPORT(jpeg_cpu) {
       "jpeg_cpu_decode of every job (data, top, left, out, image height, image width) over the engine's\n"
       "threads, the GIL released once; per job '' or the ValueError message it raised (an image whose size is\n"
       "not the given one included; 0, 0: not checked).");
+  m.def(
+      "jpeg_cpu_decode_image",
+      [](py::handle data, bool rgb, std::int64_t max_pixels, std::size_t max_header_bytes, std::size_t pooled_min,
+         std::size_t huge_min) -> py::object {
+        // None for anything but what the batch steps would decode here: the caller takes them then,
+        // and they say why. Only a non-array raises (TypeError, from the view).
+        const Array d = gdsio::bindings::view(data, "data");
+        if (d.device != -1 || d.dtype != gdsio::bindings::kUInt8 || d.ndim() != 1 || !d.dense()) return py::none();
+        const auto* p = reinterpret_cast<const std::uint8_t*>(d.data);
+        const auto n = static_cast<std::size_t>(d.numel());
+        if (!jpeg::markers_pass(p, n, max_header_bytes) || !jpeg::ends_with_eoi(p, n)) return py::none();
+        jpeg::WholeImage img;
+        jpeg::Header h;
+        try {
+          h = img.header(p, n);  // the GIL held: the markers up to the first scan
+        } catch (const std::invalid_argument&) {
+          return py::none();
+        }
+        if (!h.taken || (std::int64_t)h.height * h.width > max_pixels) return py::none();
+        const int c = h.components == 1 && !rgb ? 1 : 3;
+        py::array out = new_output(h.height, h.width, c, pooled_min, huge_min);
+        auto* const pixels = static_cast<std::uint8_t*>(out.mutable_data());
+        bool ok = true;
+        {
+          py::gil_scoped_release nogil;
+          try {
+            img.pixels(c, pixels, (std::size_t)h.width * c);
+          } catch (const std::invalid_argument&) {
+            ok = false;  // refused or warned: the batch steps hand it on and say why
+          }
+        }
+        return ok ? py::object(std::move(out)) : py::object(py::none());
+      },
+      py::arg("data"), py::arg("rgb"), py::arg("max_pixels"), py::arg("max_header_bytes"), py::arg("pooled_min"),
+      py::arg("huge_min"),
+      "One whole JPEG in `data` (a 1-D uint8 host array) decoded by libjpeg-turbo, header and output made here:\n"
+      "a (C, H, W) uint8 numpy view of new (H, W, C) memory (C 1 for a gray JPEG unless `rgb`, else 3 RGB),\n"
+      "from the host pool from `pooled_min` bytes on (2 MiB pages from `huge_min`, 0: never). None for\n"
+      "anything the libjpeg-turbo paths leave to the batch steps: another dtype, device or layout, markers\n"
+      "gdsio's header parser refuses, a header past `max_header_bytes`, no EOI in the last 32 bytes, a header\n"
+      "jpeg_cpu.header_refusal refuses, more than `max_pixels` pixels, or data libjpeg-turbo refuses or warns about.");
 }

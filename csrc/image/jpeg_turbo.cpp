@@ -21,6 +21,15 @@ std::string version() { return "not built: libjpeg-turbo's headers (jpeglib.h) w
 Result decode(const std::uint8_t*, std::size_t, Box, int, std::uint8_t*, std::size_t, bool) {
   throw Unavailable("gdsio was built without libjpeg-turbo (" + version() + ")");
 }
+struct WholeImage::State {};
+WholeImage::WholeImage() = default;
+WholeImage::~WholeImage() = default;
+Header WholeImage::header(const std::uint8_t*, std::size_t) {
+  throw Unavailable("gdsio was built without libjpeg-turbo (" + version() + ")");
+}
+void WholeImage::pixels(int, std::uint8_t*, std::size_t) {
+  throw Unavailable("gdsio was built without libjpeg-turbo (" + version() + ")");
+}
 
 #else
 
@@ -65,7 +74,101 @@ struct Decompressor {
 // edges; 16 pixels cover any standard sampling factor.
 constexpr int kMargin = 16;
 
+void start_error_mgr(Decompressor& d) {
+  d.cinfo.err = jpeg_std_error(&d.err.pub);
+  d.err.pub.error_exit = on_error;
+  d.err.pub.emit_message = on_message;
+  d.err.warned = false;
+  d.err.message[0] = d.err.warning[0] = '\0';
+}
+
+// Output settings of every decode: Pillow's pixels (ISLOW IDCT, fancy upsampling).
+void set_output(jpeg_decompress_struct& c, int channels) {
+  c.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
+  c.dct_method = JDCT_ISLOW;
+  c.do_fancy_upsampling = TRUE;
+}
+
+// `height` rows straight into `out`, 32 row pointers filled at a time, each
+// call asking for those not yet read (libjpeg-turbo gives up to a row group a
+// call), as TurboJPEG asks; refilling the 32 pointers at every call retired
+// 25k more instructions on a 500x375 image, a call per row 30k more. Returns
+// the rows read. Runs under the caller's setjmp.
+int read_rows_into(jpeg_decompress_struct& c, std::uint8_t* out, std::size_t row_stride, int height) {
+  constexpr int kRowsPerCall = 32;
+  JSAMPROW rows[kRowsPerCall];
+  int y = 0;
+  while (y < height) {
+    const int n = height - y < kRowsPerCall ? height - y : kRowsPerCall;
+    for (int k = 0; k < n; ++k) rows[k] = out + (std::size_t)(y + k) * row_stride;
+    for (int done = 0; done < n;) {
+      const int got = (int)jpeg_read_scanlines(&c, rows + done, (JDIMENSION)(n - done));
+      if (got <= 0) throw ValueError("libjpeg-turbo returned no scanline");
+      done += got;
+    }
+    y += n;
+  }
+  return y;
+}
+
+// jpeg_cpu.header_refusal's rules on libjpeg-turbo's reading of the header
+// (its colour space follows the JFIF and Adobe markers and the component ids
+// as parse_jpeg's colour does; a lossless, differential or 12-bit frame has
+// already raised in jpeg_read_header).
+bool taken(const jpeg_decompress_struct& c) {
+  if (c.arith_code || c.data_precision != 8) return false;
+  if (c.num_components == 1) return true;  // "gray", whatever its sampling factors
+  if (c.num_components != 3 || c.jpeg_color_space != JCS_YCbCr) return false;
+  const jpeg_component_info* k = c.comp_info;
+  const int h1 = k[1].h_samp_factor, v1 = k[1].v_samp_factor;
+  if (h1 != k[2].h_samp_factor || v1 != k[2].v_samp_factor || k[0].h_samp_factor % h1 || k[0].v_samp_factor % v1)
+    return false;
+  const int rh = k[0].h_samp_factor / h1, rv = k[0].v_samp_factor / v1;
+  // 444, 422, 420, 440, 411 (not 410, nor the "other" ratios)
+  return (rv == 1 && (rh == 1 || rh == 2 || rh == 4)) || (rv == 2 && (rh == 1 || rh == 2));
+}
+
 }  // namespace
+
+struct WholeImage::State {
+  Decompressor d;
+};
+
+WholeImage::WholeImage() : s_(new State) {}
+WholeImage::~WholeImage() = default;
+
+Header WholeImage::header(const std::uint8_t* data, std::size_t size) {
+  Decompressor& d = s_->d;
+  if (size == 0) throw ValueError("empty JPEG data");
+  start_error_mgr(d);
+  if (setjmp(d.err.jump)) throw ValueError(std::string("libjpeg-turbo: ") + d.err.message);
+  jpeg_create_decompress(&d.cinfo);
+  d.created = true;
+  jpeg_mem_src(&d.cinfo, data, (unsigned long)size);
+  jpeg_read_header(&d.cinfo, TRUE);
+  Header h;
+  h.height = (int)d.cinfo.image_height;
+  h.width = (int)d.cinfo.image_width;
+  h.components = d.cinfo.num_components;
+  h.taken = taken(d.cinfo);
+  return h;
+}
+
+void WholeImage::pixels(int channels, std::uint8_t* out, std::size_t row_stride) {
+  Decompressor& d = s_->d;
+  if (!d.created) throw ValueError("no header read");
+  if (channels != 1 && channels != 3) throw ValueError("channels must be 1 or 3");
+  if (channels == 1 && d.cinfo.num_components != 1)
+    throw ValueError("grayscale output of a " + std::to_string(d.cinfo.num_components) + "-component JPEG");
+  if (setjmp(d.err.jump)) throw ValueError(std::string("libjpeg-turbo: ") + d.err.message);
+  set_output(d.cinfo, channels);
+  jpeg_start_decompress(&d.cinfo);
+  read_rows_into(d.cinfo, out, row_stride, (int)d.cinfo.output_height);
+  if (d.err.warned) throw ValueError(std::string("libjpeg-turbo warned: ") + d.err.warning);
+  jpeg_finish_decompress(&d.cinfo);
+  // A warning while finishing (data past the last scanline) counts as well.
+  if (d.err.warned) throw ValueError(std::string("libjpeg-turbo warned: ") + d.err.warning);
+}
 
 bool available() { return true; }
 
@@ -88,11 +191,7 @@ Result decode(const std::uint8_t* data, std::size_t size, Box box, int channels,
   Result r;
   std::vector<std::uint8_t> row;  // the decoded window's row, when it is wider than the box
   int skip_to = 0, rows_read = 0;
-  d.cinfo.err = jpeg_std_error(&d.err.pub);
-  d.err.pub.error_exit = on_error;
-  d.err.pub.emit_message = on_message;
-  d.err.warned = false;
-  d.err.message[0] = d.err.warning[0] = '\0';
+  start_error_mgr(d);
   if (setjmp(d.err.jump)) {
     throw ValueError(std::string("libjpeg-turbo: ") + d.err.message);
   }
@@ -112,9 +211,7 @@ Result decode(const std::uint8_t* data, std::size_t size, Box box, int channels,
                      std::to_string(W) + "x" + std::to_string(H) + " image");
   if (channels == 1 && d.cinfo.num_components != 1)
     throw ValueError("grayscale output of a " + std::to_string(d.cinfo.num_components) + "-component JPEG");
-  d.cinfo.out_color_space = channels == 1 ? JCS_GRAYSCALE : JCS_RGB;
-  d.cinfo.dct_method = JDCT_ISLOW;
-  d.cinfo.do_fancy_upsampling = TRUE;
+  set_output(d.cinfo, channels);
   jpeg_start_decompress(&d.cinfo);
   // The decoded window: the box and a margin, widened by jpeg_crop_scanline
   // to iMCU columns on the left.
@@ -135,18 +232,7 @@ Result decode(const std::uint8_t* data, std::size_t size, Box box, int channels,
     if (jpeg_read_scanlines(&d.cinfo, &p, 1) != 1) throw ValueError("libjpeg-turbo returned no scanline");
     ++rows_read;
   }
-  // Straight into `out`: as many rows a call as libjpeg-turbo gives (a row group), as TurboJPEG
-  // asks; a call per row retired ~30k more instructions on a 500x375 image.
-  constexpr int kRowsPerCall = 32;
-  JSAMPROW rows[kRowsPerCall];
-  for (int y = 0; direct && y < box.height;) {
-    const int n = box.height - y < kRowsPerCall ? box.height - y : kRowsPerCall;
-    for (int k = 0; k < n; ++k) rows[k] = out + (std::size_t)(y + k) * row_stride;
-    const int got = (int)jpeg_read_scanlines(&d.cinfo, rows, (JDIMENSION)n);
-    if (got <= 0) throw ValueError("libjpeg-turbo returned no scanline");
-    y += got;
-    rows_read += got;
-  }
+  if (direct) rows_read += read_rows_into(d.cinfo, out, row_stride, box.height);
   for (int y = 0; !direct && y < box.height; ++y) {
     std::uint8_t* dst = out + (std::size_t)y * row_stride;
     JSAMPROW p = row.data();
@@ -170,6 +256,38 @@ Result decode(const std::uint8_t* data, std::size_t size, Box box, int channels,
 }
 
 #endif  // GDSIO_HAVE_LIBJPEG
+
+bool markers_pass(const std::uint8_t* p, std::size_t n, std::size_t max_header_bytes) {
+  if (n < 2 || p[0] != 0xFF || p[1] != 0xD8) return false;
+  std::size_t pos = 2;
+  for (;;) {
+    int m = 0;
+    while (m == 0) {  // the next marker, as parse_jpeg's _next_marker: bytes before it, fill bytes, 0xFF00 skipped
+      if (pos >= n || pos > max_header_bytes) return false;
+      const void* ff = std::memchr(p + pos, 0xFF, n - pos);
+      if (ff == nullptr) return false;
+      pos = (std::size_t)(static_cast<const std::uint8_t*>(ff) - p);
+      while (pos + 1 < n && p[pos + 1] == 0xFF) ++pos;
+      if (pos + 1 >= n) return false;
+      m = p[pos + 1];
+      pos += 2;
+    }
+    if (m == 0x01 || (m >= 0xD0 && m <= 0xD7)) continue;  // TEM, RSTn: no length
+    if (m == 0xD8 || m == 0xD9 || pos + 2 > n) return false;  // parse_jpeg raises (libjpeg-turbo as well)
+    const std::size_t length = (std::size_t)p[pos] << 8 | p[pos + 1];
+    const std::size_t end = pos + length;
+    if (length < 2 || end > max_header_bytes || end > n) return false;
+    if (m == 0xDA) return true;  // the first scan
+    pos = end;
+  }
+}
+
+bool ends_with_eoi(const std::uint8_t* p, std::size_t n) {
+  const std::size_t from = n > 32 ? n - 32 : 0;
+  for (std::size_t i = from; i + 1 < n; ++i)
+    if (p[i] == 0xFF && p[i + 1] == 0xD9) return true;
+  return false;
+}
 
 std::vector<std::string> decode_many(const std::vector<Job>& jobs, bool strict, std::size_t threads) {
   if (!available()) throw Unavailable("gdsio was built without libjpeg-turbo (" + version() + ")");

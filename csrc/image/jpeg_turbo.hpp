@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,44 @@ struct Result {
 // caller's business.
 Result decode(const std::uint8_t* data, std::size_t size, Box box, int channels, std::uint8_t* out,
               std::size_t row_stride, bool strict);
+
+// What libjpeg-turbo's header read says of one image (WholeImage::header).
+struct Header {
+  int height = 0, width = 0, components = 0;
+  // The libjpeg-turbo paths take it: the rules of gdsio/image/jpeg_cpu.py's
+  // header_refusal (8-bit Huffman-coded baseline, extended or progressive,
+  // gray or YCbCr, a standard chroma subsampling), on libjpeg-turbo's reading.
+  bool taken = false;
+};
+
+// One whole image in two steps on one decompressor (gdsio.image.decode of a
+// single JPEG): the header, which the caller judges and sizes its output by
+// (the GIL held: a few thousand instructions), then the pixels, straight into
+// that output (the GIL released). ValueError from either for data
+// libjpeg-turbo refuses; pixels() also for a warning (strict, as decode()).
+class WholeImage {
+ public:
+  WholeImage();
+  ~WholeImage();
+  WholeImage(const WholeImage&) = delete;
+  WholeImage& operator=(const WholeImage&) = delete;
+  Header header(const std::uint8_t* data, std::size_t size);
+  void pixels(int channels, std::uint8_t* out, std::size_t row_stride);
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+// Whether the markers of the JPEG in [data, data + size) up to its first scan
+// pass the checks gdsio/image/jpeg_header.py's parse_jpeg makes beyond
+// libjpeg-turbo's: every segment at least its 2 length bytes (libjpeg-turbo
+// skips an APPn or COM segment of length 0 or 1), the header within
+// max_header_bytes. Markers are found as parse_jpeg finds them.
+bool markers_pass(const std::uint8_t* data, std::size_t size, std::size_t max_header_bytes);
+
+// Whether an EOI marker is in the last 32 bytes (parse_jpeg's has_eoi).
+bool ends_with_eoi(const std::uint8_t* data, std::size_t size);
 
 // One image of a batch: where its data is, the box, where it goes.
 struct Job {

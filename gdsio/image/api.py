@@ -87,12 +87,14 @@ def decode(
         >>> img = gdsio.image.decode(gdsio.read("cat.jpg", device="cuda"))
         >>> imgs, failed = gdsio.image.decode(list_of_tensors, mode="RGB", on_error="skip")
     """
-    if (type(data) is _TENSOR and (device is None or _is_str(device, "cpu")) and type(mode) is str
-            and _is_str(on_error, "raise") and apply_exif_orientation is False and raw is None
-            and _is_str(npy_layout, "auto") and (max_pixels is None or (type(max_pixels) is int and max_pixels > 0))
-            and return_info is False):
-        # One CPU JPEG with the default options: a few steps instead of the batch's (a 500x375 decode spent
-        # 5% of its instructions in them). decode_one says None to anything else, for the steps below.
+    # One CPU JPEG with the default options: one core call instead of the batch's steps (a 500x375 decode
+    # spent 5% of its instructions in them). decode_one says None to anything else, for the steps below.
+    # Each option is tested as a str equal to its default, never calling another type's __eq__ (the batch
+    # steps judge other values), written out: a helper call for each cost ~1% of an 8x8 JPEG's decode.
+    if (type(data) is _TENSOR and (device is None or (type(device) is str and device == "cpu"))
+            and type(mode) is str and type(on_error) is str and on_error == "raise" and apply_exif_orientation is False
+            and raw is None and type(npy_layout) is str and npy_layout == "auto"
+            and (max_pixels is None or (type(max_pixels) is int and max_pixels > 0)) and return_info is False):
         name = _FAST_MODES.get(mode)
         img = jpeg_format.decode_one(data, name, max_pixels) if name is not None else None
         if img is not None:
@@ -192,11 +194,6 @@ def read(
         batch.raise_first(items)
     batch.run(items, target, opts)
     return _returned(batch.finish(items), single, opts.on_error, return_info)
-
-
-def _is_str(x: Any, value: str) -> bool:
-    # A str equal to `value`, never calling another type's __eq__ (the batch steps judge other values).
-    return type(x) is str and x == value
 
 
 def _returned(done: batch.Decoded, single: bool, on_error: str, return_info: bool) -> Any:

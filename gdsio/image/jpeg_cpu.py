@@ -37,8 +37,7 @@ from .jpeg_header import JpegHeader
 from .layout import interleaved_layout
 
 __all__ = ["BACKEND", "BOX_BACKEND", "NATIVE_BACKEND", "available", "box_available", "decode", "decode_box",
-           "decode_many", "decode_many_native", "decode_native", "header_refusal", "native_refusal",
-           "refusal"]
+           "decode_many", "decode_many_native", "header_refusal", "luma", "native_refusal", "refusal"]
 
 BACKEND = "simplejpeg"
 # Whole images through the same linked libjpeg-turbo, a batch in one call
@@ -110,7 +109,7 @@ def _colorspace(h: JpegHeader, mode: str) -> tuple[str, int]:
     return "RGB", 3
 
 
-def _luma(rgb: Any) -> Any:
+def luma(rgb: Any) -> Any:
     """Pillow's convert("L") of an (H, W, 3) uint8 numpy array, as a (1, H, W)
     tensor (gdsio's CPU pixel job, the arithmetic the GPU path shares)."""
     h, w, _ = rgb.shape
@@ -133,7 +132,7 @@ def decode(data: Any, h: JpegHeader, mode: str) -> Any:
     if arr.shape[:2] != (h.height, h.width):
         raise ValueError(f"libjpeg-turbo decoded {arr.shape[1]}x{arr.shape[0]}, the header says {h.width}x{h.height}")
     if mode == "GRAY" and c == 3:
-        return _luma(arr)
+        return luma(arr)
     return out.permute(2, 0, 1)
 
 
@@ -189,22 +188,6 @@ def decode_many_native(blobs: Sequence[Any], headers: Sequence[JpegHeader], mode
     return [ValueError(err) if err else _native_image(out, mode) for out, err in zip(outs, errors)]
 
 
-def decode_native(data: Any, h: JpegHeader, mode: str) -> Any:
-    """decode_many_native of one whole image, in one core call and no
-    thread-pool hop: `data` a 1-D uint8 numpy array. None where
-    decode_many_native would give a ValueError (libjpeg-turbo refused or
-    warned, or read a size other than the header's): the caller then takes
-    the general path, which says why."""
-    out = _native_output(h.height, h.width, _colorspace(h, mode)[1])
-    try:
-        r = _core.jpeg_cpu_decode(data, 0, 0, out, True)
-    except ValueError:
-        return None
-    if r.image_height != h.height or r.image_width != h.width:
-        return None
-    return _native_image(out, mode)
-
-
 def _native_output(bh: int, bw: int, c: int) -> Any:
     """The (bh, bw, c) uint8 numpy array libjpeg-turbo writes whole (never zeroed first)."""
     # numpy arrays, here and to the core: np.empty, .numpy() and the core's view of a numpy array
@@ -217,5 +200,5 @@ def _native_output(bh: int, bw: int, c: int) -> Any:
 def _native_image(out: Any, mode: str) -> Any:
     """The (C, H, W) tensor of a decoded (H, W, C) array: a view, or the luma for GRAY of RGB."""
     if mode == "GRAY" and out.shape[2] == 3:
-        return _luma(out)
+        return luma(out)
     return torch.from_numpy(out.transpose(2, 0, 1))

@@ -165,3 +165,86 @@ def test_one_cpu_jpeg_tensor_fast_path_gives_what_the_batch_steps_give():
         assert bool((gi.decode(padded) == gi.decode([padded])[0]).all())
     with pytest.raises(ValueError, match="empty"):
         gi.decode(as_tensor(b""))
+
+
+def _outcome(fn):
+    """What a decode gave: the image (shape, strides, bytes), or the error's type and message
+    (the input named as for one image)."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            img = fn()
+        return ("image", tuple(img.shape), img.stride(), img.numpy().tobytes(), [str(w.message) for w in seen])
+    except Exception as e:  # noqa: BLE001 - the comparison is the point
+        return (type(e), str(e).replace("data[0]", "data"))
+
+
+def _one_jpeg_cases() -> dict[str, bytes]:
+    from image_helpers import CORPUS
+
+    photo = photos()[0][1]
+    im = Image.fromarray(photo)
+    rgb = pil_bytes(im, quality=90)
+    exif = Image.Exif()
+    exif[0x010E] = "x" * 6000  # a header past the 4 KiB the Python fast path used to read
+    cases = {p.name: p.read_bytes() for p in sorted(CORPUS.glob("jpeg_*.jpg"))}
+    cases.update({
+        "420": rgb, "444": pil_bytes(im, quality=90, subsampling=0), "422": pil_bytes(im, quality=75, subsampling=1),
+        "gray": pil_bytes(im.convert("L"), quality=90), "progressive": pil_bytes(im, quality=80, progressive=True),
+        "restart": pil_bytes(im, quality=80, restart_marker_blocks=3),
+        "cmyk": pil_bytes(im.convert("CMYK"), quality=90), "long header": pil_bytes(im, quality=90, exif=exif),
+        "trailing bytes": rgb + b"\0" * 64, "truncated": rgb[: len(rgb) // 2],
+        # libjpeg-turbo skips an APPn segment of length 0 or 1 and reads on; parse_jpeg refuses it.
+        "APP1 of length 0": rgb[:2] + b"\xff\xe1\x00\x00" + rgb[2:],
+        "COM of length 1": rgb[:2] + b"\xff\xfe\x00\x01" + rgb[2:],
+        # Components 'R', 'G', 'B' and no JFIF marker: RGB-coded (both readers say so).
+        "RGB ids": _rgb_ids(_without_jfif(rgb)),
+        "not a JPEG": b"\x89PNG\r\n\x1a\n" + b"\0" * 32, "empty": b"",
+    })
+    return cases
+
+
+def _rgb_ids(data: bytes) -> bytes:
+    """The component ids 1, 2, 3 of the frame and scan headers made 'R', 'G', 'B'."""
+    ids = bytes.maketrans(b"\x01\x02\x03", b"RGB")
+    for marker, at, step in ((b"\xff\xc0", 10, 3), (b"\xff\xda", 5, 2)):
+        i = data.index(marker)
+        seg = bytearray(data[i:i + at + 3 * step])
+        for k in range(3):
+            seg[at + k * step] = seg[at + k * step : at + k * step + 1].translate(ids)[0]
+        data = data[:i] + bytes(seg) + data[i + len(seg):]
+    return data
+
+
+def _without_jfif(data: bytes) -> bytes:
+    assert data[2:4] == b"\xff\xe0"
+    n = data[4] << 8 | data[5]
+    return data[:2] + data[4 + n:]
+
+
+def test_one_jpeg_core_path_gives_what_the_batch_steps_give_on_every_header():
+    # decode_one's core call (jpeg_cpu_decode_image) reads the header with libjpeg-turbo, not parse_jpeg:
+    # on every file, good or hostile, the single decode must give what the list's batch steps give (the
+    # same pixels, layout and warnings, or the same error), and take exactly the images the batch's
+    # libjpeg-turbo takes (none of the others: those it must leave to the batch steps).
+    from gdsio import _core
+    from gdsio.image import jpeg_cpu
+
+    if not jpeg_cpu.box_available():
+        pytest.skip("this build has no libjpeg-turbo")
+    for name, data in _one_jpeg_cases().items():
+        t = as_tensor(data)
+        assert _outcome(lambda: gi.decode(t)) == _outcome(lambda: gi.decode([t])[0]), name
+        core = _core.jpeg_cpu_decode_image(t, False, 1 << 40, 16 << 20, 1 << 20, 0)
+        try:
+            info = gi.decode([t], return_info=True)[1][0]
+            batch_native = (info.backend, info.reason) == ("libjpeg-turbo", "")
+        except ValueError:
+            batch_native = False
+        assert (core is not None) == batch_native, name
+        if core is not None:
+            assert core.strides == (1, 3 * core.shape[2] if core.shape[0] == 3 else core.shape[2], core.shape[0])
+    rgb_coded = as_tensor(_one_jpeg_cases()["RGB ids"])
+    assert gi.decode([rgb_coded], return_info=True)[1][0].reason.startswith("libjpeg-turbo: RGB-coded JPEG")

@@ -15,16 +15,15 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from ... import _core
 from ...config import current as current_settings
+from ...io.buffers import HUGE_PAGES_MIN
 from .. import jpeg_cpu, nvjpeg, transfer
-from ..codec import Format, Item, NeedMoreData, Options, Size
+from ..codec import MAX_HEADER_BYTES, Format, Item, Options, Size
 from ..jpeg_header import JpegHeader, parse_jpeg
 from ..pillow import PILLOW, load_pillow, map_threads, to_chw
 
 __all__ = ["FORMAT", "HOST_DECODERS", "HostDecoder", "JpegHeader", "decode_on_host", "decode_one", "parse_jpeg"]
-
-_U8 = torch.uint8
-
 
 def sniff(buf: bytes) -> bool:
     return buf[:2] == b"\xff\xd8"
@@ -131,41 +130,32 @@ def decode_on_host(items: Sequence[Item], target: Any, opts: Options) -> None:
         left = passed
 
 
-# The first bytes decode_one reads, and the last: batch.PROBE and batch.TAIL
-# (batch imports the formats, so they are repeated here; tests hold them equal).
-_PROBE = 4096
-_TAIL = 32
 _NATIVE_FIRST = HOST_DECODERS[0] is LIBJPEG_TURBO_JPEG
+_POOLED_MIN = jpeg_cpu.POOLED_OUTPUT_MIN
 
 
 def decode_one(data: Any, mode: str, max_pixels: int | None) -> Any:
-    """The common case of gdsio.image.decode in a few steps: one JPEG in a
-    contiguous 1-D uint8 CPU tensor, decoded on the CPU by the linked
-    libjpeg-turbo with on_error="raise", no EXIF orientation and no info
-    (the caller has checked those arguments; `mode` is one of the three
-    names). The same image the batch steps give (image/batch.py: header,
-    checks, HOST_DECODERS[0]), or None for anything else (another format, a
-    header longer than the probe, a bad one, an image past the pixel rule or
-    one libjpeg-turbo refuses): the caller then takes the batch steps, which
-    raise, warn or hand it to the next decoder as they always do."""
-    if (not _NATIVE_FIRST or data.dtype is not _U8 or data.dim() != 1 or not data.is_cpu
-            or not data.is_contiguous()):
+    """The common case of gdsio.image.decode in one core call: one JPEG in a
+    1-D uint8 CPU tensor, decoded on the CPU by the linked libjpeg-turbo with
+    on_error="raise", no EXIF orientation and no info (the caller has checked
+    those arguments; `mode` is one of the three names). The core reads the
+    header with libjpeg-turbo, applies the batch steps' rules to it (the
+    markers parse_jpeg refuses, no EOI, jpeg_cpu.header_refusal, the pixel
+    rule) and allocates the output: the same image the batch steps give
+    (image/batch.py: header, checks, HOST_DECODERS[0]), or None for anything
+    else (another format, a bad header, an image past the pixel rule or one
+    libjpeg-turbo refuses or warns about): the caller then takes the batch
+    steps, which raise, warn or hand it to the next decoder as they always do."""
+    if not _NATIVE_FIRST:
         return None
-    arr = data.numpy()
-    total = arr.size
-    prefix = arr[:_PROBE].tobytes()
-    if not sniff(prefix):  # also the empty tensor
+    s = current_settings()
+    arr = _core.jpeg_cpu_decode_image(data, mode == "RGB", s.max_image_pixels if max_pixels is None else max_pixels,
+                                      MAX_HEADER_BYTES, _POOLED_MIN, HUGE_PAGES_MIN if s.huge_pages else 0)
+    if arr is None:
         return None
-    try:
-        h = parse_jpeg(prefix, total, arr[-_TAIL:].tobytes())
-    except (NeedMoreData, ValueError):
-        return None
-    if jpeg_cpu.header_refusal(h) is not None:  # native_refusal's (the build links it); every JPEG but 1 and 3 components
-        return None
-    n = h.width * h.height
-    if n > (max_pixels if max_pixels is not None else current_settings().max_image_pixels):
-        return None  # the cap's error, or the bomb rule's warning or error
-    return jpeg_cpu.decode_native(arr, h, mode)
+    if mode == "GRAY" and arr.shape[0] == 3:  # Pillow's luma of the RGB pixels
+        return jpeg_cpu.luma(arr.transpose(1, 2, 0))
+    return torch.from_numpy(arr)
 
 
 FORMAT = Format(
