@@ -44,6 +44,7 @@ import signal
 import socket
 import subprocess
 import sys
+import shutil
 import tempfile
 import time
 import urllib.request
@@ -418,18 +419,68 @@ def webdataset_row(urls: list[str], a: argparse.Namespace) -> Callable[[], Any]:
     return make
 
 
-def litdata_row(servers: Servers, folder: Path, a: argparse.Namespace, work: Path) -> Callable[[], Any]:
-    """litdata's StreamingDataset over its own chunks of the same files, read from the same moto
-    through the proxy (storage_options' endpoint_url), decoded the same way."""
+def litdata_item(item: tuple[int, str, int]) -> dict[str, Any]:
+    """litdata.optimize's function: a sample as litdata stores it (the JPEG bytes as they are)."""
+    k, path, label = item
+    with open(path, "rb") as f:
+        return {"index": k, "label": label, "image": f.read()}
+
+
+class LitDecode:
+    """litdata's transform: the item dict -> (image, label, index), decoded as every row decodes."""
+
+    def __init__(self, size: int) -> None:
+        self.decode = Decode(size)
+
+    def __call__(self, item: dict[str, Any]) -> tuple[torch.Tensor, int, str]:
+        return self.decode(item["image"]), int(item["label"]), str(item["index"])
+
+
+LITDATA_ABSENT = ("litdata does not import here ({}); `pip install --dry-run litdata` would replace torch 2.13.0+cpu "
+                  "with torch 2.14.1 and its CUDA wheels (pinned to 2.13 it adds torchvision to the shared venv), so "
+                  "it is not in /work/venv; `pip install --no-deps --target DIR litdata lightning-utilities` and "
+                  "--peers-path DIR run it")
+
+
+def litdata_convert(files: list[Path], out: Path, chunk_bytes: int, env: dict[str, str]) -> str | None:
+    """litdata's own format of the same files (optimize, in a process of its own: it sets the start method to
+    spawn for the whole process); None when done, else why not."""
+    if (out.parent / (out.name + ".done")).exists():
+        return None
+    items = [(k, str(f), int(f.parent.name[1:])) for k, f in enumerate(files)]
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import litdata; from bench_shards import litdata_item; "
+            "litdata.optimize(fn=litdata_item, inputs=[tuple(x) for x in json.load(open(sys.argv[2]))], "
+            "output_dir=sys.argv[3], chunk_bytes=int(sys.argv[4]), num_workers=1)")
+    spec = out.parent / (out.name + ".inputs.json")
+    spec.write_text(json.dumps(items))
+    r = subprocess.run([sys.executable, "-c", code, str(HERE), str(spec), str(out), str(chunk_bytes)],
+                       capture_output=True, text=True, env=env, timeout=1800)
+    if r.returncode:
+        return f"litdata.optimize failed: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}"
+    (out.parent / (out.name + ".done")).write_text("")
+    return None
+
+
+def litdata_row(servers: Servers, prefix: str, a: argparse.Namespace, cache: Path, why: str | None) -> Callable[[], Any]:
+    """litdata's StreamingDataset + StreamingDataLoader(num_workers=2) over its own chunks of the same images,
+    read from the same moto through the proxy (storage_options' endpoint_url; a fresh local chunk cache each
+    pass), decoded the same way."""
 
     def make() -> Any:
+        if why:
+            raise Skip(why)
         try:
             import litdata
+            from litdata.streaming.resolver import Dir
         except ImportError as e:
-            raise Skip(f"litdata does not import here ({e}); `pip install --dry-run litdata` would replace "
-                       "torch 2.13.0+cpu with torch 2.14.1 and its CUDA wheels (pinned to 2.13 it adds "
-                       "torchvision to the shared venv), so it is not installed in /work/venv") from e
-        raise Skip(f"litdata {litdata.__version__} imports but its row is not written yet")
+            raise Skip(LITDATA_ABSENT.format(e)) from e
+        local = cache / "litdata-chunk-cache"
+        shutil.rmtree(local, ignore_errors=True)
+        so = {"endpoint_url": servers.base, "aws_access_key_id": "testing", "aws_secret_access_key": "testing",
+              "region_name": "us-east-1"}
+        ds = litdata.StreamingDataset(Dir(path=str(local), url=f"s3://{BUCKET}/{prefix}"), storage_options=so,
+                                      shuffle=True, seed=a.seed, transform=LitDecode(a.size))
+        return litdata.StreamingDataLoader(ds, batch_size=a.batch, num_workers=2, collate_fn=_collate)
 
     return make
 
@@ -532,8 +583,14 @@ def goals(rows: dict[str, dict[str, Any]]) -> list[str]:
         out.append(f"local disk, shards no slower than the ImageFolder: {v:.2f}x the images/s "
                    f"(CPU s {ls['cpu_s']:.1f} vs {lf['cpu_s']:.1f}) -> {'met' if v >= 0.97 else 'NOT met'} "
                    "(within 3% counts as no slower on this shared VM)")
-    out.append("ahead of litdata / Mosaic Streaming: " + (
-        "not measured (neither installed; see their rows)" if not ok("litdata-s3") else "see the litdata row"))
+    lit = ok("litdata-s3")
+    if best and lit:
+        v = best["images_per_s"] / lit["images_per_s"]
+        out.append(f"ahead of litdata (its own chunks, same server): {v:.2f}x ({best['row']}, CPU ms/image "
+                   f"{best['cpu_ms_per_image']:.2f} vs {lit['cpu_ms_per_image']:.2f}) -> {'met' if v > 1 else 'NOT met'}; "
+                   "Mosaic Streaming not measured (see its row)")
+    else:
+        out.append("ahead of litdata / Mosaic Streaming: not measured (see their rows)")
     return out
 
 
@@ -557,6 +614,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="Loader keywords of the s3:// shard row with the global shuffle (JSON)")
     p.add_argument("--window-kwargs", default='{"shuffle": "window", "shuffle_window": 4}',
                    help="Loader keywords of the s3:// shard row with the shard-window shuffle (JSON)")
+    p.add_argument("--peers-path", default=None,
+                   help="a folder of peer packages installed apart (pip install --target), searched after the venv")
     p.add_argument("--rounds", type=int, default=3,
                    help="rounds of the fast rows, run round-robin; each keeps its best (default 3)")
     p.add_argument("--wds-buffer", type=int, default=1000, help="webdataset's shuffle buffer (samples)")
@@ -573,6 +632,9 @@ def main(argv: list[str] | None = None) -> int:
         a.objects_limit, a.wds_buffer, a.row_timeout, a.objects_threads = 48, 16, 240, 4
         a.rounds = 2
     shard_bytes = parse_bytes(a.shard_bytes)
+    if a.peers_path:
+        sys.path.append(os.path.abspath(a.peers_path))
+    child_env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}  # this gdsio, the peers
     global_kw, window_kw = json.loads(a.global_kwargs), json.loads(a.window_kwargs)
     load_start, commit_start = loadavg(), commit()
     notes: list[str] = []
@@ -581,10 +643,17 @@ def main(argv: list[str] | None = None) -> int:
     folder = make_photos(a.images, cache)
     files = sorted(folder.glob("c*/*.jpg"))
     total = sum(f.stat().st_size for f in files)
-    local = write_local_shards(folder, cache / f"shards-{a.images}-{shard_bytes}", shard_bytes)
+    # named after the photo set they hold, so a new version of the photos never meets stale shards
+    local = write_local_shards(folder, cache / f"{folder.name}-shards-{shard_bytes}", shard_bytes)
     per100 = max(1, -(-total // a.first_batch_shards))
-    local100 = write_local_shards(folder, cache / f"shards-{a.images}-{per100}", per100)
+    local100 = write_local_shards(folder, cache / f"{folder.name}-shards-{per100}", per100)
 
+    try:
+        import litdata  # noqa: F401
+        lit_out = cache / f"{folder.name}-litdata-{shard_bytes}"
+        lit_why = litdata_convert(files, lit_out, shard_bytes, child_env)
+    except ImportError as e:
+        lit_out, lit_why = None, LITDATA_ABSENT.format(e)
     servers = Servers(a.delay, a.bandwidth)
     try:
         listening = listening_sockets(servers.pids())
@@ -598,6 +667,8 @@ def main(argv: list[str] | None = None) -> int:
                 up.append((Path(sp), f"{prefix}/{os.path.basename(sp)}"))
                 if os.path.exists(sp + ".idx.json"):
                     up.append((Path(sp + ".idx.json"), f"{prefix}/{os.path.basename(sp)}.idx.json"))
+        if lit_out is not None and not lit_why:
+            up += [(f, f"litdata/{f.name}") for f in sorted(lit_out.iterdir()) if f.is_file()]
         upload(s3, up)
         s3.close()
         os.environ.update({"AWS_ENDPOINT_URL": servers.base, "AWS_ACCESS_KEY_ID": "testing",
@@ -664,8 +735,9 @@ def main(argv: list[str] | None = None) -> int:
                     ("webdataset-s3", f"webdataset.WebDataset({len(local)} pipe:curl URLs through the proxy, "
                      f"shardshuffle, .shuffle({a.wds_buffer})) + DataLoader(num_workers=2)",
                      webdataset_row(curl("shards", local), a), servers, None),
-                    ("litdata-s3", "litdata.StreamingDataset over its own chunks of the same images",
-                     litdata_row(servers, folder, a, cache), servers, None))
+                    ("litdata-s3", "litdata.StreamingDataset(s3 chunks of --shard-bytes, shuffle=True) + "
+                     "StreamingDataLoader(num_workers=2), boto3 through the proxy",
+                     litdata_row(servers, "litdata", a, cache, lit_why), servers, None))
         rows.append({"row": "mosaic-streaming-s3", "what": "Mosaic Streaming (MDS)", "status": "skipped",
                      "reason": "not installed: `pip install --dry-run mosaicml-streaming` would replace torch 2.13.0+cpu "
                                "with 2.14.1 and its CUDA wheels (pinned to 2.13: numpy 2.1.3 downgrade, torchvision, "
@@ -727,7 +799,7 @@ def reference(folder: Path, indices: list[int], size: int) -> tuple[torch.Tensor
     return next(iter(loader))
 
 
-def check_indices(row: dict[str, Any], folder: Path, size: int) -> bool | None:
+def check_indices(row: dict[str, Any], folder: Path, size: int) -> bool | str | None:
     """A row's first batch against the same samples (by the order's indices, or webdataset's keys) read
     as local files of the ImageFolder."""
     if row.get("status") != "ok" or row.get("first") is None:
@@ -735,7 +807,13 @@ def check_indices(row: dict[str, Any], folder: Path, size: int) -> bool | None:
     first = row["first"]
     indices = row.get("first_indices") or [int(k) for k in first[2]]  # write_shards' keys: ImageFolder positions
     x, y = reference(folder, indices, size)
-    return bool(torch.equal(x, first[0]) and torch.equal(y, first[1]))
+    if torch.equal(x, first[0]) and torch.equal(y, first[1]):
+        return True
+    if x.shape != first[0].shape or not torch.equal(y, first[1]):
+        return f"differ: shapes {tuple(x.shape)} vs {tuple(first[0].shape)}, labels {y.tolist()} vs {first[1].tolist()}"
+    bad = [k for k in range(len(x)) if not torch.equal(x[k], first[0][k])]
+    diff = (x.int() - first[0].int()).abs().max().item()
+    return f"differ: images {bad} of {len(x)}, at most {diff} apart"
 
 
 if __name__ == "__main__":
