@@ -18,10 +18,12 @@ one run:
 
 Each config makes one untimed pass (actors start, page cache) then --passes
 timed passes over one loader (the Ray loaders keep one actor pool over all
-of them: ``epochs_per_pool``). Per config: steps/s and its ratio to the
-baseline, and CPU-ms per image (user + system, /proc) of the consumer's
-process, of the head's processes (both on core 0) and of the CPU nodes'
-processes. Before the configs and while each Ray consumer is connected,
+of them: ``epochs_per_pool``). The VM's load drifts, so every config after
+the first is paired with a ``gdsio.Loader``-alone run on core 0 just before
+it. Per config: steps/s and its ratio to that run, and CPU-ms per image
+(user + system) of the consumer's process, of the head's processes (both on
+core 0) and of the CPU nodes' processes (gdsio.data.loopback.SessionMeter:
+/proc read every 0.25 s, so a Ray worker that exits counts too). Before the configs and while each Ray consumer is connected,
 every socket of every process (head, nodes, consumer) must be on loopback,
 else the run stops (LoopbackError). Every process started is ended and
 checked gone. First (unless --no-plan), ``gdsio offload-plan --measure`` on
@@ -206,11 +208,13 @@ def write_dataset(root: str, images: int, size: tuple[int, int]) -> None:
 
 
 def _commit() -> str:
+    """The checkout's commit, or GDSIO_BENCH_COMMIT's for a tree without git (a `git archive` of one)."""
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE,
-                              check=False).stdout.strip()
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE,
+                             check=False).stdout.strip()
     except OSError:
-        return ""
+        out = ""
+    return out or os.environ.get("GDSIO_BENCH_COMMIT", "")
 
 
 def plan_predictions(root: str, batch: int, step_ms: float, sample: int) -> dict[str, Any]:
@@ -238,11 +242,11 @@ def plan_predictions(root: str, batch: int, step_ms: float, sample: int) -> dict
 
 def run_pinned(images: int = 1024, batch: int = 64, step_ms: float = 30.0, passes: int = 3,
                size: tuple[int, int] = (500, 375), configs: tuple[str, ...] = CONFIGS,
-               timeout: float = 600.0, plan: bool = False) -> dict[str, Any]:
+               timeout: float = 600.0, plan: bool = False, paired: bool = True) -> dict[str, Any]:
     """Runs `configs` (names of CONFIGS) in one cluster; see the module's docstring. With `plan`,
     first what ``gdsio offload-plan --measure`` predicts for each (``result["planner"]``)."""
     import gdsio
-    from gdsio.data.loopback import LoopbackCluster, RAY_LOOPBACK_ENV, cpu_seconds
+    from gdsio.data.loopback import LoopbackCluster, RAY_LOOPBACK_ENV, SessionMeter
 
     unknown = [c for c in configs if c not in CONFIGS]
     if unknown:
@@ -268,18 +272,17 @@ def run_pinned(images: int = 1024, batch: int = 64, step_ms: float = 30.0, passe
         result["planner"] = result_plan
     load_start = os.getloadavg()
 
-    def run_one(name: str, spec: dict[str, Any], cluster: Any = None) -> None:
+    def consume(name: str, spec: dict[str, Any], cluster: Any = None) -> dict[str, Any]:
         spec = dict(base, name=name.replace(":", "_"), **spec)
         c = _Consumer(spec, env, tmp, timeout)
         try:
             c.read()  # ready
-            head0 = cpu_seconds(cluster.head_pids()) if cluster else 0.0
-            node0 = cpu_seconds(cluster.node_pids()) if cluster else 0.0
             load0 = os.getloadavg()[0]
+            meters = [SessionMeter([cluster.head_session]).start(),
+                      SessionMeter(cluster.node_sessions).start()] if cluster else []
             c.send("go")
             done = c.read()["done"]
-            head1 = cpu_seconds(cluster.head_pids()) if cluster else 0.0
-            node1 = cpu_seconds(cluster.node_pids()) if cluster else 0.0
+            head_s, node_s = [m.stop() for m in meters] if meters else (0.0, 0.0)
             if cluster is not None:
                 checks.append(dict(cluster.check_loopback([c.p.pid]), config=name))  # raises off loopback
             c.send("end")
@@ -288,14 +291,23 @@ def run_pinned(images: int = 1024, batch: int = 64, step_ms: float = 30.0, passe
         if rc != 0:
             raise RuntimeError(f"config {name}: the consumer exited {rc}")
         n = done["images"]
-        rows.append(dict(done, config=name, kind=spec["kind"], cores=spec["cores"], nodes=spec.get("nodes", 0),
-                         share=spec.get("share"), steps_per_s=done["steps"] / done["seconds"],
-                         head_cpu_s=head1 - head0, node_cpu_s=node1 - node0, load_before=load0,
-                         consumer_cpu_ms_per_image=1e3 * done["consumer_cpu_s"] / n,
-                         head_cpu_ms_per_image=1e3 * (head1 - head0) / n,
-                         node_cpu_ms_per_image=1e3 * (node1 - node0) / n,
-                         node_cpu_ms_per_remote_image=(1e3 * (node1 - node0) / done["remote_samples"]
-                                                       if done["remote_samples"] else None)))
+        return dict(done, config=name, kind=spec["kind"], cores=spec["cores"], nodes=spec.get("nodes", 0),
+                    share=spec.get("share"), steps_per_s=done["steps"] / done["seconds"],
+                    head_cpu_s=head_s, node_cpu_s=node_s, load_before=load0,
+                    consumer_cpu_ms_per_image=1e3 * done["consumer_cpu_s"] / n,
+                    head_cpu_ms_per_image=1e3 * head_s / n, node_cpu_ms_per_image=1e3 * node_s / n,
+                    node_cpu_ms_per_remote_image=(1e3 * node_s / done["remote_samples"]
+                                                  if done["remote_samples"] else None))
+
+    def run_one(name: str, spec: dict[str, Any], cluster: Any = None) -> None:
+        # The machine's load drifts (a shared VM): every config but the first is paired with a
+        # gdsio.Loader-alone run just before it, and its ratio is to that one.
+        baseline = None
+        if name != "local" and paired:
+            baseline = consume(f"{name}-baseline", dict(kind="local", cores=[core0], threads=1))["steps_per_s"]
+        row = consume(name, spec, cluster)
+        row["baseline_steps_per_s"] = baseline if baseline is not None else row["steps_per_s"]
+        rows.append(row)
 
     try:
         if "local" in configs:
@@ -329,7 +341,7 @@ def run_pinned(images: int = 1024, batch: int = 64, step_ms: float = 30.0, passe
 
     result.update(
         settings=dict(images=images, batch=batch, step_ms=step_ms, passes=passes, size=list(size),
-                      configs=list(configs), cores=[core0, core1]),
+                      configs=list(configs), cores=[core0, core1], paired=paired),
         machine={"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                  "torch": torch.__version__, "ray": ray.__version__, "commit": _commit(), "gdsio": gdsio.__file__,
                  "load_start": list(load_start), "load_end": list(os.getloadavg())})
@@ -354,13 +366,14 @@ def _name(r: dict[str, Any]) -> str:
 def table(result: dict[str, Any]) -> str:
     rows = result["rows"]
     base = next((r for r in rows if r["config"] == "local"), None)
-    out = ["| config | steps/s | vs `gdsio.Loader` alone | made here / on CPU nodes | CPU-ms/image: consumer process "
+    out = ["| config | steps/s | vs `gdsio.Loader` alone just before it (its steps/s) | made here / on CPU nodes | CPU-ms/image: consumer process "
            "| head's processes (core 0) | core 0 total | CPU nodes' processes (per remote image) | first batch s "
            "| load avg before | offload-plan predicts (vs alone) |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     pred = result.get("planner", {}).get("steps_per_s", {})
     for r in rows:
-        ratio = f"{r['steps_per_s'] / base['steps_per_s']:.2f}x" if base else "-"
+        b = r.get("baseline_steps_per_s") or (base or r)["steps_per_s"]
+        ratio = f"{r['steps_per_s'] / b:.2f}x ({b:.2f})"
         remote = r["node_cpu_ms_per_remote_image"]
         node = "-" if r["kind"] == "local" else (f"{r['node_cpu_ms_per_image']:.2f}"
                                                  + (f" ({remote:.2f})" if remote is not None else ""))

@@ -22,11 +22,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any, Iterable, Sequence
 
-__all__ = ["LoopbackCluster", "LoopbackError", "RAY_LOOPBACK_ENV", "check_loopback", "cpu_seconds", "process_sockets",
-           "session_pids", "wait_for_nodes"]
+__all__ = ["LoopbackCluster", "LoopbackError", "RAY_LOOPBACK_ENV", "SessionMeter", "check_loopback", "cpu_seconds",
+           "process_sockets", "session_pids", "wait_for_nodes"]
 
 # Before ray is imported, in every process of the cluster and its drivers: Ray
 # rewrites 127.0.0.1 to the machine's address otherwise (ray/_private/services.py),
@@ -81,9 +82,9 @@ def session_pids(sessions: Iterable[int]) -> list[int]:
 
 def cpu_seconds(pids: Iterable[int]) -> float:
     """User + system CPU seconds of `pids`, with their reaped children's
-    (/proc/PID/stat utime, stime, cutime, cstime): a worker that exits
-    within a session moves its time into its parent's, so a session's sum
-    only grows."""
+    (/proc/PID/stat utime, stime, cutime, cstime), now. A process that exits
+    unreaped (or reaped by a parent ignoring SIGCHLD) takes its time with it:
+    to time a session over a while, :class:`SessionMeter`."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0
     for pid in pids:
@@ -91,6 +92,66 @@ def cpu_seconds(pids: Iterable[int]) -> float:
         if f is not None:
             total += sum(int(x) for x in f[11:15])
     return total / tick
+
+
+def _own_cpu(pid: int | str) -> float | None:
+    f = _stat_fields(pid)
+    return None if f is None else (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class SessionMeter:
+    """CPU seconds (user + system) spent by the processes of `sessions`
+    since :meth:`start`, each process read from /proc/PID/stat every
+    `every` seconds by a thread of its own, so a process that exits
+    meanwhile (a Ray worker ended, whose time its parent may never reap)
+    counts what it had spent at its last reading: at most `every` seconds
+    of each such process are missed. Processes born after the start count
+    from zero.
+    """
+
+    def __init__(self, sessions: Iterable[int], every: float = 0.1) -> None:
+        self.sessions = list(sessions)
+        self.every = every
+        self.own = 0.0
+        self._first: dict[int, float] = {}
+        self._last: dict[int, float] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gdsio-session-meter", daemon=True)
+
+    def _sample(self, first: bool = False) -> None:
+        got = {pid: cpu for pid in session_pids(self.sessions) if (cpu := _own_cpu(pid)) is not None}
+        with self._lock:
+            for pid, cpu in got.items():
+                if pid not in self._first:
+                    self._first[pid] = cpu if first else 0.0
+                self._last[pid] = max(cpu, self._last.get(pid, 0.0))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            t = time.thread_time()
+            self._sample()
+            self.own += time.thread_time() - t
+
+    def start(self) -> "SessionMeter":
+        self._sample(first=True)
+        self._thread.start()
+        return self
+
+    def seconds(self) -> float:
+        """CPU seconds since the start, read now (its reading counted in ``own``)."""
+        t = time.thread_time()
+        self._sample()
+        self.own += time.thread_time() - t
+        with self._lock:
+            return sum(self._last[p] - self._first[p] for p in self._last)
+
+    def stop(self) -> float:
+        """Ends the thread; the CPU seconds since the start."""
+        total = self.seconds()
+        self._stop.set()
+        self._thread.join()
+        return total
 
 
 def _address(hexaddr: str) -> str:

@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 from .loader import Loader
-from .loopback import LoopbackCluster, check_loopback, cpu_seconds, session_pids, wait_for_nodes
+from .loopback import LoopbackCluster, SessionMeter, check_loopback, session_pids, wait_for_nodes
 from .sources import IMAGE_EXTENSIONS, FileList, file_list_of
 from ..transforms import classes as T
 
@@ -207,10 +207,8 @@ def _driver(spec_path: str, out_path: str) -> int:
 
     from gdsio.data import ray as gray
 
-    def pids(sessions: list[int]) -> list[int]:
-        return session_pids(sessions)
-
     ray.init(address=spec["address"], log_to_driver=False, include_dashboard=False)
+    head, node = SessionMeter([spec["head"]]).start(), SessionMeter(spec["nodes"]).start()
     try:
         wait_for_nodes(ray, 1, PRE, timeout=min(spec["timeout"], 120))
         loader = gray.Loader(spec["files"], spec["batch_size"], device="cpu", transform=spec["transform"],
@@ -218,12 +216,15 @@ def _driver(spec_path: str, out_path: str) -> int:
                              epochs_per_pool=spec["repeats"] + 1)
         try:
             got = _passes(loader, spec["repeats"], spec["step_s"], {
-                "receive_ms_per_image": (lambda: _cpu_self() + cpu_seconds(pids([spec["head"]])), lambda s: s.samples),
-                "remote_ms_per_image": (lambda: cpu_seconds(pids(spec["nodes"])), lambda s: s.remote_samples)})
-            check_loopback(pids([spec["head"], *spec["nodes"]]) + [os.getpid()])
+                # This process and the head's, less what the meters' own reading of /proc cost here.
+                "receive_ms_per_image": (lambda: head.seconds() + _cpu_self() - head.own - node.own,
+                                         lambda s: s.samples),
+                "remote_ms_per_image": (node.seconds, lambda s: s.remote_samples)})
+            check_loopback(session_pids([spec["head"], *spec["nodes"]]) + [os.getpid()])
         finally:
             loader.close()
     finally:
+        head.stop(), node.stop()
         ray.shutdown()
     with open(out_path, "w") as f:
         json.dump(got, f)

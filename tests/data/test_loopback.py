@@ -77,3 +77,27 @@ def test_wait_for_nodes_is_bounded():
     loopback.wait_for_nodes(FakeRay, 1, {"gdsio-role": "preprocess"}, timeout=1)
     with pytest.raises(TimeoutError, match="1 of 2 nodes"):
         loopback.wait_for_nodes(FakeRay, 2, {"gdsio-role": "preprocess"}, timeout=0.3)
+
+
+def test_a_session_meter_counts_a_process_that_exits_unreaped():
+    # The leader ignores SIGCHLD (its children are reaped by the kernel, their time given to no one),
+    # then starts a child that spins 0.4 s of CPU and exits: /proc's totals lose it, the meter does not.
+    leader = ("import signal, subprocess, sys, time\nsignal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+              "time.sleep(0.5)\n"
+              "subprocess.Popen([sys.executable, '-c', 'import time\\nt = time.process_time()\\n"
+              "while time.process_time() - t < 0.4: pass'])\ntime.sleep(60)")
+    p = subprocess.Popen([sys.executable, "-c", leader], start_new_session=True)
+    try:
+        meter = loopback.SessionMeter([p.pid], every=0.05).start()
+        deadline = time.monotonic() + 30
+        while len(session_pids([p.pid])) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)  # the child is born
+        while len(session_pids([p.pid])) > 1 and time.monotonic() < deadline:
+            time.sleep(0.02)  # and gone
+        spent = meter.stop()
+        assert spent >= 0.3, spent
+        assert cpu_seconds(session_pids([p.pid])) < 0.3  # what the totals of the live processes say
+        assert meter.own >= 0
+    finally:
+        p.kill()
+        p.wait(10)
