@@ -199,7 +199,6 @@ class _Maker:
         self.node = ray.get_runtime_context().get_node_id()
         self.order = spec.order()
         self._indices: dict[int, np.ndarray] = {}  # the epochs' orders, the last two kept
-        self.buffers = BatchBuffers()  # reused: a batch leaves as a copy (into the object store) before the next
 
     def indices(self, epoch: int) -> np.ndarray:
         got = self._indices.get(epoch)
@@ -223,7 +222,10 @@ class _Maker:
         kept: dict[int, np.ndarray] = {}
         plan = PassPlan(table=spec.table, order=_Given(batches, spec.seed), epoch=epoch, start=0,
                         transform=spec.transform, device=torch.device("cpu"), streams=None, threads=spec.threads,
-                        on_error=spec.on_error, mode=spec.mode, cache=None, meter=Meter(), buffers=self.buffers,
+                        on_error=spec.on_error, mode=spec.mode, cache=None, meter=Meter(),
+                        # A pool per call: the batch leaves as Ray's copy. One kept across calls made more page
+                        # faults and CPU (Ray still held the last batch when the next call came: a new buffer each time).
+                        buffers=BatchBuffers(),
                         crop_decode=True)  # as gdsio.Loader's default: the same pixels, a crop's box decoded
         t0 = time.perf_counter()
         Producer(plan, q, threading.Event(), None, kept=kept).run()
