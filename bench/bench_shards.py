@@ -17,17 +17,21 @@ Rows: gdsio.Loader over the objects; over the s3:// shards with the global
 and the shard-window shuffle (skipped, with the reason, where this commit's
 Loader does not read s3:// shards or lacks the mode); webdataset.WebDataset +
 DataLoader(num_workers=2) reading the shards by http through the proxy
-(``pipe:curl``, path-style object URLs); litdata if it imports (skipped with
-the reason otherwise); and on the local disk, the shards against the same
-files as an ImageFolder. Each row: images/s over the pass, the time from
-``iter()`` to the first batch, the process's CPU seconds (/proc, with reaped
-children such as DataLoader workers) beside the wall clock, the servers'
-CPU seconds, the requests the proxy forwarded, the load average.
-The first batch of the shard rows is compared with the ImageFolder's (same
-seed and shuffle). Every listening socket of the three processes is checked
-to be on 127.0.0.1.
+(``pipe:curl``, path-style object URLs); litdata's StreamingDataset over its
+own chunks of the same files if it imports (skipped with the reason
+otherwise; ``--peers-path`` adds a folder it was installed into apart); and
+on the local disk, the shards against the same files as an ImageFolder. The
+fast rows run ``--rounds`` times round-robin and keep their best round. Each
+row: images/s over the pass, the time from ``iter()`` to the first batch, the
+process's CPU seconds (/proc, with reaped children such as DataLoader
+workers) beside the wall clock, the servers' CPU seconds, the requests the
+proxy forwarded, the load average. Every row's first batch is compared with
+the same samples read as local files through gdsio.Loader, and the shard
+rows' with the ImageFolder's (same seed and shuffle). Every listening socket
+of the three processes is checked to be on 127.0.0.1.
 
     python bench/bench_shards.py                                  # the issue's sizes (minutes)
+    python bench/bench_shards.py --peers-path /tmp/peers          # + litdata installed there
     python bench/bench_shards.py --smoke --out-dir /tmp/x         # tiny sizes (the test)
 """
 
