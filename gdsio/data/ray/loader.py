@@ -151,7 +151,6 @@ class Loader:
             epochs, until the N epochs end, a pass does not continue where
             the last stopped (set_epoch to another epoch, a state loaded, a
             pass left mid-epoch: a new execution starts) or ``close()``.
-            The input rows (1-2 ms each to make on the driver) cover N epochs.
         cast_on: where a fused chain's final float ``ToDtype`` (and
             ``Normalize``) runs. ``"device"``: on `device`, by the same fused
             kernel (the same bits): the CPU nodes send uint8, a quarter of

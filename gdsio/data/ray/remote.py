@@ -1,6 +1,7 @@
 """gdsio.data.ray, the remote side: where the actors run (custom resources or
-node labels), what each actor does (gdsio.Loader's producer on the CPU), the
-Ray Data pipeline over them, and ``dataset()``.
+node labels), what each actor does (gdsio.Loader's producer on the CPU):
+the Loader's actors (``BatchMaker``, one call a batch), and ``dataset()``'s
+Ray Data pipeline over the same producer.
 
 Package-internal (not in ``__all__``; used by gdsio.data.ray.loader, passes
 and feed): ``import_ray``, ``connected_ray``, ``Placement``, ``placed_nodes``,
@@ -124,7 +125,7 @@ def describe_node(node: dict[str, Any]) -> str:
     return f"node {node['NodeID']} ({node.get('NodeManagerAddress', '?')})"
 
 
-# ---- the remote side: gdsio's CPU path inside a Ray Data actor ---------------------------
+# ---- the remote side: gdsio's CPU path inside an actor -----------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
