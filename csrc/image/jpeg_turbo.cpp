@@ -22,7 +22,7 @@ Result decode(const std::uint8_t*, std::size_t, Box, int, std::uint8_t*, std::si
   throw Unavailable("gdsio was built without libjpeg-turbo (" + version() + ")");
 }
 struct WholeImage::State {};
-WholeImage::WholeImage() = default;
+WholeImage::WholeImage() : s_(nullptr), own_(false) {}
 WholeImage::~WholeImage() = default;
 Header WholeImage::header(const std::uint8_t*, std::size_t) {
   throw Unavailable("gdsio was built without libjpeg-turbo (" + version() + ")");
@@ -132,18 +132,33 @@ bool taken(const jpeg_decompress_struct& c) {
 
 struct WholeImage::State {
   Decompressor d;
+  bool busy = false;
 };
 
-WholeImage::WholeImage() : s_(new State) {}
-WholeImage::~WholeImage() = default;
+WholeImage::WholeImage() {
+  static thread_local State mine;
+  own_ = mine.busy;
+  s_ = own_ ? new State : &mine;
+  s_->busy = true;
+}
+
+WholeImage::~WholeImage() {
+  // Back to the start state (the image's memory freed, the permanent pool
+  // kept), whether the image finished, failed or was never read.
+  if (s_->d.created) jpeg_abort_decompress(&s_->d.cinfo);
+  s_->busy = false;
+  if (own_) delete s_;
+}
 
 Header WholeImage::header(const std::uint8_t* data, std::size_t size) {
   Decompressor& d = s_->d;
   if (size == 0) throw ValueError("empty JPEG data");
   start_error_mgr(d);
   if (setjmp(d.err.jump)) throw ValueError(std::string("libjpeg-turbo: ") + d.err.message);
-  jpeg_create_decompress(&d.cinfo);
-  d.created = true;
+  if (!d.created) {
+    jpeg_create_decompress(&d.cinfo);
+    d.created = true;
+  }
   jpeg_mem_src(&d.cinfo, data, (unsigned long)size);
   jpeg_read_header(&d.cinfo, TRUE);
   Header h;

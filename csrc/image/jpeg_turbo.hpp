@@ -70,7 +70,11 @@ class WholeImage {
 
  private:
   struct State;
-  std::unique_ptr<State> s_;
+  // This thread's decompressor, created once and reset after each image (a
+  // create and destroy an image cost a heap block and the memory manager's
+  // setup), or one of this object's own while that one is in use.
+  State* s_;
+  bool own_;
 };
 
 // Whether the markers of the JPEG in [data, data + size) up to its first scan

@@ -248,3 +248,30 @@ def test_one_jpeg_core_path_gives_what_the_batch_steps_give_on_every_header():
             assert core.strides == (1, 3 * core.shape[2] if core.shape[0] == 3 else core.shape[2], core.shape[0])
     rgb_coded = as_tensor(_one_jpeg_cases()["RGB ids"])
     assert gi.decode([rgb_coded], return_info=True)[1][0].reason.startswith("libjpeg-turbo: RGB-coded JPEG")
+
+
+def test_one_jpeg_core_path_reuses_its_decompressor_after_any_failure():
+    # jpeg_cpu_decode_image keeps one libjpeg-turbo decompressor a thread and resets it after each image:
+    # a header it refuses, a scan cut short (a warning) or a corrupt scan must leave nothing behind, so
+    # the next images decode as a fresh decompressor decodes them (Pillow's pixels), a gray one included.
+    from gdsio import _core
+    from gdsio.image import jpeg_cpu
+
+    if not jpeg_cpu.box_available():
+        pytest.skip("this build has no libjpeg-turbo")
+    im = Image.fromarray(photos()[0][1])
+    rgb, gray = pil_bytes(im, quality=90), pil_bytes(im.convert("L"), quality=85, progressive=True)
+    sos = rgb.index(b"\xff\xda")
+    cut = rgb[: sos + 400] + b"\xff\xd9"  # a scan cut short: libjpeg-turbo warns
+    bad_scan = rgb[: sos + 20] + bytes(64) * 40 + rgb[-2:]  # a corrupt entropy-coded segment
+    bad_header = rgb[:sos].replace(b"\xff\xc0", b"\xff\xc0\x00\x00", 1) + rgb[sos:]  # a frame of length 0
+
+    def one(data: bytes):
+        return _core.jpeg_cpu_decode_image(as_tensor(data), False, 1 << 40, 16 << 20, 1 << 20, 0)
+
+    want_rgb, want_gray = pil_chw(Image.open(io.BytesIO(rgb))), pil_chw(Image.open(io.BytesIO(gray)))
+    for bad in (cut, bad_scan, bad_header):
+        assert one(rgb) is not None and np.array_equal(one(rgb), want_rgb)
+        assert one(bad) is None
+        assert np.array_equal(one(rgb), want_rgb)
+        assert np.array_equal(one(gray), want_gray)
