@@ -29,8 +29,9 @@ Rows: JPEG decode (500x375 and 1000x700 photos, one thread; a batch of eight
 1000x700 photos at 2 threads: gdsio's one call and a 2-thread pool of its
 single decode against the peers' 2-thread pools), resize 1000x700 -> 224x224
 bilinear antialias (uint8), and the per-call overhead of gdsio.read (a 4 KiB
-file), gdsio.image.decode (an 8x8 JPEG) and gdsio.transforms.resize (16x16 ->
-8x8), each against what a user would call instead.
+file), gdsio.image.decode (an 8x8 JPEG), gdsio.image.read (an 8x8 JPEG file)
+and gdsio.transforms.resize (16x16 -> 8x8), each against what a user would
+call instead.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 # The row groups, in order (--rows picks some).
-GROUPS = ("decode", "decode2", "resize", "read", "decode8", "resize16")
+GROUPS = ("decode", "decode2", "resize", "read", "decode8", "imread8", "resize16")
 
 HELPER_C = r"""
 #include <valgrind/callgrind.h>
@@ -180,6 +181,20 @@ def workloads(work: Path, calls_scale: float, groups: tuple[str, ...] = GROUPS) 
     if simplejpeg:
         add(row, "simplejpeg", lambda: simplejpeg.decode_jpeg(tiny), 200)
     add(row, "pillow", lambda: pil_decode(tiny), 200)
+
+    group = "imread8"
+    tiny_file = work / "tiny.jpg"
+    tiny_file.write_bytes(tiny)
+    row = "per call: read and decode an 8x8 JPEG file (warm)"
+
+    def read_then_simplejpeg() -> Any:
+        with open(tiny_file, "rb") as f:
+            return simplejpeg.decode_jpeg(f.read())
+
+    add(row, "gdsio.image.read", lambda: gdsio.image.read(tiny_file, device="cpu"), 200)
+    if simplejpeg:
+        add(row, "open().read() + simplejpeg", read_then_simplejpeg, 200)
+    add(row, "pillow", lambda: np.asarray(Image.open(tiny_file).convert("RGB")), 200)
 
     group = "resize16"
     img = torch.randint(0, 256, (3, 16, 16), dtype=torch.uint8)
