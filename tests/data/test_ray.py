@@ -31,6 +31,7 @@ import pytest
 import torch
 
 import gdsio.data as gd
+from gdsio.data import loopback
 from gdsio.errors import SampleError
 from gdsio.tools.demo import write_jpeg_folder
 
@@ -212,54 +213,15 @@ def _family_pids() -> set[int]:
     return out
 
 
-def _address(hexaddr: str) -> str:
-    """'0100007F:1F90' or the IPv6 form -> '127.0.0.1' / '::1' / '::ffff:127.0.0.1'."""
-    import ipaddress
-
-    host = bytes.fromhex(hexaddr.split(":")[0])
-    if len(host) == 4:
-        return str(ipaddress.IPv4Address(host[::-1]))
-    words = b"".join(host[i : i + 4][::-1] for i in range(0, 16, 4))  # four little-endian 32-bit words
-    return str(ipaddress.IPv6Address(words))
-
-
-def _loopback(addr: str) -> bool:
-    import ipaddress
-
-    a = ipaddress.ip_address(addr)
-    if isinstance(a, ipaddress.IPv6Address) and a.ipv4_mapped is not None:
-        a = a.ipv4_mapped
-    return a.is_loopback
-
-
-def ray_sockets() -> list[tuple[int, str, str, str]]:
-    """(pid, kind, local address, remote address) of every TCP/UDP socket of this process tree."""
-    inodes: dict[str, int] = {}
-    for pid in _family_pids():
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                link = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if link.startswith("socket:["):
-                    inodes[link[8:-1]] = pid
-        except OSError:
-            continue
-    out = []
-    for kind in ("tcp", "tcp6", "udp", "udp6"):
-        with open(f"/proc/net/{kind}") as f:
-            for line in f.readlines()[1:]:
-                cols = line.split()
-                if cols[9] in inodes:
-                    state = "LISTEN" if kind.startswith("tcp") and cols[3] == "0A" else cols[3]
-                    out.append((inodes[cols[9]], f"{kind} {state}", _address(cols[1]), _address(cols[2])))
-    return out
+def ray_sockets() -> list[dict]:
+    """Every TCP/UDP socket of this process tree (gdsio.data.loopback's reading of /proc)."""
+    return loopback.process_sockets(_family_pids())
 
 
 def assert_loopback_only():
-    socks = ray_sockets()
-    listening = [s for s in socks if "LISTEN" in s[1]]
-    assert len(listening) >= 3, f"expected the cluster's servers among {socks}"  # GCS, raylets, object managers
-    outside = [s for s in socks if not _loopback(s[2]) or (s[3] not in ("0.0.0.0", "::") and not _loopback(s[3]))]
-    assert not outside, f"Ray sockets off loopback: {outside}"
+    listening = [s for s in ray_sockets() if "LISTEN" in s["kind"]]
+    assert len(listening) >= 3, f"expected the cluster's servers among {listening}"  # GCS, raylets, object managers
+    loopback.check_loopback(_family_pids())  # LoopbackError lists any socket off loopback
 
 
 @pytest.mark.ray
@@ -712,7 +674,7 @@ def test_shutdown_leaves_no_ray_process_or_socket_behind(cluster):
         time.sleep(0.5)
     assert not [p for p in pids if _alive(p)], "Ray processes alive after shutdown"
     assert not _mentioning(cluster.tmp), "processes of the cluster's session alive after shutdown"
-    assert not [s for s in ray_sockets() if "LISTEN" in s[1]], "sockets still listening after shutdown"
+    assert not [s for s in ray_sockets() if "LISTEN" in s["kind"]], "sockets still listening after shutdown"
 
 
 # ---- without ray (no marker) ------------------------------------------------------------
