@@ -97,10 +97,10 @@ def test_proxy_listens_and_forwards_on_loopback_only(proxy_mod, upstream):
     with proxy_mod.LatencyProxy(upstream.base, delay=0.0) as p:
         assert p.listening() and all(addr == "127.0.0.1" for addr, _ in p.listening())
         assert p.base == f"http://127.0.0.1:{p.port}"
-    for kwargs in ({"host": "0.0.0.0"}, {"host": "::"}, {"host": "192.168.1.1"}):
+    for kwargs in ({"host": "0.0.0.0"}, {"host": "::"}, {"host": "localhost.invalid"}):
         with pytest.raises(ValueError, match="host must be a loopback address"):
             proxy_mod.LatencyProxy(upstream.base, **kwargs)
-    for url in ("http://10.1.2.3:80", "http://example.com:80", "https://127.0.0.1:443", "http://127.0.0.1"):
+    for url in ("http://0.0.0.0:80", "http://example.invalid:80", "https://127.0.0.1:443", "http://127.0.0.1"):
         with pytest.raises(ValueError, match="upstream"):
             proxy_mod.LatencyProxy(url)
     with pytest.raises(ValueError, match="delay"):
