@@ -263,15 +263,19 @@ def _build(reader: RemoteReader, url: str, size: int, etag: str) -> ShardIndex:
     pieces: queue.Queue[Any] = queue.Queue(maxsize=8)
     stop = threading.Event()
 
-    def sink(view: memoryview) -> None:
-        piece = bytes(view)
+    def put(item: Any) -> bool:
+        """Hands `item` to the scan; False once the scan has stopped taking."""
         while not stop.is_set():
             try:
-                pieces.put(piece, timeout=POLL_S)
-                return
+                pieces.put(item, timeout=POLL_S)
+                return True
             except queue.Full:
                 continue
-        raise _Stop
+        return False
+
+    def sink(view: memoryview) -> None:
+        if not put(bytes(view)):
+            raise _Stop
 
     def get() -> None:
         last: BaseException | None = None  # None: the end of the shard
@@ -282,12 +286,7 @@ def _build(reader: RemoteReader, url: str, size: int, etag: str) -> ShardIndex:
             return
         except BaseException as e:  # the scan raises it in the caller's thread
             last = e
-        while not stop.is_set():
-            try:
-                pieces.put(last, timeout=POLL_S)
-                return
-            except queue.Full:
-                continue
+        put(last)
 
     getter = threading.Thread(target=get, name="gdsio-shard-scan", daemon=True)
     getter.start()
