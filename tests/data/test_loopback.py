@@ -80,11 +80,12 @@ def test_wait_for_nodes_is_bounded():
 
 def test_a_session_meter_counts_a_process_that_exits_unreaped():
     # The leader ignores SIGCHLD (its children are reaped by the kernel, their time given to no one),
-    # then starts a child that spins 0.4 s of CPU and exits: /proc's totals lose it, the meter does not.
+    # then starts a child that spins 0.4 s of CPU, idles 1 s (the meter reads it then, however loaded the
+    # machine) and exits: /proc's totals lose it, the meter does not.
     leader = ("import signal, subprocess, sys, time\nsignal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
               "time.sleep(0.5)\n"
               "subprocess.Popen([sys.executable, '-c', 'import time\\nt = time.process_time()\\n"
-              "while time.process_time() - t < 0.4: pass'])\ntime.sleep(60)")
+              "while time.process_time() - t < 0.4: pass\\ntime.sleep(1)'])\ntime.sleep(60)")
     p = subprocess.Popen([sys.executable, "-c", leader], start_new_session=True)
     try:
         meter = loopback.SessionMeter([p.pid], every=0.05).start()
