@@ -190,11 +190,12 @@ def read(
     # core path (an 8x8 JPEG took 144 us through the probe, body read and batch steps). Anything else, or a
     # file that path refuses (missing, not regular, too large, not a JPEG it takes), takes the steps below,
     # which raise or decode exactly as before.
-    if (type(path) is str and type(device) is str and device == "cpu" and backend is None
+    one = path if type(path) is str else os.fspath(path) if isinstance(path, os.PathLike) else None
+    if (type(one) is str and type(device) is str and device == "cpu" and backend is None
             and type(mode) is str and type(on_error) is str and on_error == "raise" and apply_exif_orientation is False
             and raw is None and type(npy_layout) is str and npy_layout == "auto"
             and (max_pixels is None or (type(max_pixels) is int and max_pixels > 0)) and return_info is False):
-        img = _read_one_jpeg(path, _FAST_MODES.get(mode), max_pixels)
+        img = _read_one_jpeg(one, _FAST_MODES.get(mode), max_pixels)
         if img is not None:
             return img
     opts = batch.options(mode=mode, on_error=on_error, exif=apply_exif_orientation, raw=raw, npy_layout=npy_layout,
