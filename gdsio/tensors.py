@@ -28,7 +28,8 @@ from .io.mapped import Descriptor, PrivateMapping, mapped_stats, open_to_map
 from .io.npy_header import parse_npy_header
 from .io.urls import is_url
 
-__all__ = ["MAX_SAFETENSORS_HEADER", "load_npy", "load_safetensors", "read_npy_header", "read_safetensors_header"]
+__all__ = ["MAX_SAFETENSORS_HEADER", "load_npy", "load_safetensors", "npy_from_bytes", "read_npy_header",
+           "read_safetensors_header"]
 
 # safetensors caps its header at 100 MB; a larger length field is corruption.
 MAX_SAFETENSORS_HEADER = 100 * 1000 * 1000
@@ -511,6 +512,52 @@ def load_npy(
     if not nbytes:
         t = t.to(buf.device)
     return (t, stats) if return_stats else t
+
+
+class _InMemory:
+    """What _npy_header reads of a File, over .npy bytes already in host memory."""
+
+    kind = "memory"
+
+    def __init__(self, data: Any, path: str) -> None:
+        self.data, self.path = data, path  # a 1-D uint8 CPU tensor
+
+    def size(self) -> int:
+        return self.data.numel()
+
+    def read_into(self, buf: Any, size: int, offset: int, backend: str | None = None) -> None:
+        buf[:size] = self.data[offset : offset + size].numpy()
+
+
+def npy_from_bytes(data: Any, where: str, *, device: Any = "cpu") -> Any:
+    """The array that the .npy bytes `data` hold (a tar member's, say), as
+    load_npy loads a file of those bytes: the same header checks (numpy.load's
+    with allow_pickle=False), orders and byte orders, a copy on `device`.
+
+    Args:
+        data: the bytes: a 1-D uint8 CPU tensor (only read) or a bytes-like.
+        where: what the bytes are, for messages ("shard.tar, member a.npy").
+        device: where the tensor lives (default "cpu"); a copy of the data is made there.
+
+    Returns:
+        torch.Tensor: the array's shape and dtype, contiguous.
+
+    Raises:
+        ValueError: what load_npy raises for a file of these bytes, naming `where`.
+        OSError: the memory for the copy cannot be allocated.
+        gdsio.BackendUnavailable: a GPU device where CUDA cannot be used.
+    """
+    if not isinstance(data, torch.Tensor):
+        data = torch.from_numpy(np.frombuffer(bytearray(data), np.uint8))  # writable: torch warns on read-only
+    f = _InMemory(data.reshape(-1), where)
+    offset, dt, fortran, shape = _npy_header(f)
+    tdt = _npy_torch_dtype(dt, where)
+    nbytes = math.prod(shape) * dt.itemsize
+    buf = _alloc(nbytes, device, where)
+    if not nbytes:
+        return _npy_tensor(None, dt, tdt, fortran, shape, contiguous=True).to(buf.device)
+    buf.copy_(f.data[offset : offset + nbytes])
+    return _npy_tensor(buf, dt, tdt, fortran, shape, contiguous=True)
 
 
 def _load_npy_mapped(path: Any, shown: str, return_stats: bool) -> Any:

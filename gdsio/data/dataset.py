@@ -18,7 +18,7 @@ import torch
 
 from .. import image
 from ..io import read_into
-from ..tensors import load_npy
+from ..tensors import load_npy, npy_from_bytes
 from .remote_shards import read_shard_range
 from .sources import SampleTable
 
@@ -98,10 +98,12 @@ class SampleDataset:
         k = _index(i, len(self))
         t = self._table
         path, label = self.samples[k]
-        if t.kind == "image" and t.ranges is not None:  # a tar shard's member: its bytes, decoded as a file's
+        if t.ranges is not None:  # a tar shard's member: its bytes, decoded (or an npy's loaded) as a file's
             offset, size = (int(v) for v in t.ranges[k])
             etag = t.shards.etags[t.shards.shard_of(k)] if t.shards is not None else ""
             data, _ = read_shard_range(path, etag, offset, size)  # a remote shard's ETag checked
+            if t.kind == "npy":
+                return npy_from_bytes(data, t.describe(k), device=self._device), label
             return image.decode(data, device=self._device, mode=self._mode), label
         if t.kind == "image":
             return image.read(path, device=self._device, mode=self._mode), label

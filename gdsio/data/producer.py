@@ -28,7 +28,7 @@ from ..config import current
 from ..errors import SampleError
 from ..image.batch import Item, options
 from ..io import File, read
-from ..tensors import load_npy
+from ..tensors import load_npy, npy_from_bytes
 from . import decode
 from .disk_cache import DiskCache
 from .flow import (END, BatchBuffers, ByteBudget, EmptyBatch, End, Failed, ReadyBatch, batch_nbytes, mark_loader_thread,
@@ -334,12 +334,13 @@ class Producer:
         return t, ev
 
     def _read_member(self, index: int, unit: int | None) -> tuple[Any, Any]:
-        """A tar shard's image member: its bytes by one ranged read into host
+        """A tar shard's member: its bytes by one ranged read into host
         memory (a remote shard's ETag checked against its index's), or a view
-        of its unit's bytes in the shard-window order; on a GPU as a batch item
-        that decode.decode_items decodes with the batch (the device-bitstream
-        path for shards is not built yet). Returns (bytes or item, (backend,
-        bytes read) or None)."""
+        of its unit's bytes in the shard-window order; an npy member's tensor
+        on the device; an image on a GPU as a batch item that
+        decode.decode_items decodes with the batch (the device-bitstream path
+        for shards is not built yet). Returns (bytes, tensor or item,
+        (backend, bytes read) or None)."""
         t = self.plan.table
         offset, size = int(t.ranges[index, 0]), int(t.ranges[index, 1])  # type: ignore[index]
         path = t.files.paths[index]
@@ -350,6 +351,8 @@ class Producer:
             assert shards is not None  # a table with ranges is one of shards
             data, st = read_shard_range(path, shards.etags[shards.shard_of(index)], offset, size, self.plan.cache,
                                         self.readers)
+        if t.kind == "npy":  # an npy member: its tensor, on the device, as load_npy makes a file's
+            return npy_from_bytes(data, t.describe(index), device=self.plan.device), st
         if self.cuda:
             return Item(0, f"{path}@{offset}", data, size), st
         return data, st

@@ -2,9 +2,11 @@
 the ``webdataset`` library).
 
 Each sample becomes a key ``%09d`` (its position in the source) with two
-members: the image, its bytes as they are (never re-encoded), named
-``<key>.<extension of the file>`` (lower case), and ``<key>.cls``, the label
-as a decimal integer (no ``cls`` for an unlabeled sample). Shards are
+members: the image or the ``.npy`` array, its bytes as they are (never
+re-encoded), named ``<key>.<extension of the file>`` (lower case), and
+``<key>.cls``, the label as a decimal integer (no ``cls`` for an unlabeled
+sample). A source's files are all images or all ``.npy`` files, as
+gdsio.Loader's kind "auto" reads the shards back. Shards are
 ``<dst>/shard-000000.tar``, ``shard-000001.tar``, ...: a new one starts
 when the next sample would take the current one past ``shard_bytes`` (a
 sample larger than that gets a shard of its own). Each shard's index
@@ -12,6 +14,7 @@ sample larger than that gets a shard of its own). Each shard's index
 
 >>> paths = write_shards("imagenet/train", "shards/", shard_bytes=256 << 20)
 >>> loader = gdsio.Loader("shards/shard-{000000..000099}.tar", 256)
+>>> write_shards([("x0.npy", 0), ("x1.npy", 1)], "arrays/")   # npy samples
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import tarfile
 from typing import Any, Callable
 
 from . import shards
-from .sources import IMAGE_EXTENSIONS, UNLABELED, file_list_of
+from .sources import IMAGE_EXTENSIONS, NPY_EXTENSIONS, UNLABELED, file_list_of
 
 __all__ = ["SHARD_NAME", "write_shards"]
 
@@ -38,12 +41,13 @@ def _member(name: str, size: int) -> tarfile.TarInfo:
 
 def write_shards(source: Any, dst: str | os.PathLike[str], *, shard_bytes: int = 256 << 20,
                  progress: Callable[[int], None] | None = None) -> list[str]:
-    """Writes the images of `source` into tar shards in `dst` (see the module docstring).
+    """Writes the images (or .npy arrays) of `source` into tar shards in `dst` (see the module docstring).
 
     Args:
         source: any source gdsio.Loader takes: an ImageFolder path (labels
             from the sorted class folders), a glob, a list of ``(path, label)``
-            pairs or of paths (unlabeled), a FileList, a torchvision ImageFolder.
+            pairs or of paths (unlabeled), a FileList, a torchvision ImageFolder;
+            of images, or of .npy files.
         dst: the folder for the shards (made if missing; shards already there
             with the same names are replaced).
         shard_bytes: the size a shard grows to before the next one starts.
@@ -53,20 +57,25 @@ def write_shards(source: Any, dst: str | os.PathLike[str], *, shard_bytes: int =
         list[str]: the shard paths, in order.
 
     Raises:
-        ValueError: `shard_bytes` not positive; a source with no image; a file
-            whose extension is not an image's. FileNotFoundError, OSError: a
-            file that cannot be read, a `dst` that cannot be written.
+        ValueError: `shard_bytes` not positive; a source with no image or
+            .npy file; a file whose extension is neither an image's nor .npy;
+            a source of both. FileNotFoundError, OSError: a file that cannot
+            be read, a `dst` that cannot be written.
     """
     if isinstance(shard_bytes, bool) or not isinstance(shard_bytes, int) or shard_bytes <= 0:
         raise ValueError(f"shard_bytes must be a positive int; got {shard_bytes!r}")
-    files = file_list_of(source, IMAGE_EXTENSIONS)
+    files = file_list_of(source, IMAGE_EXTENSIONS + NPY_EXTENSIONS)
     if not files.paths:
-        raise ValueError("source: no image to write")
+        raise ValueError("source: no image or .npy file to write")
     exts = []
     for p in files.paths:
         ext = os.path.splitext(os.fspath(p))[1].lower()
-        if ext not in IMAGE_EXTENSIONS:
-            raise ValueError(f"source: '{p}' does not have an image extension ({', '.join(IMAGE_EXTENSIONS)})")
+        if ext not in IMAGE_EXTENSIONS + NPY_EXTENSIONS:
+            raise ValueError(f"source: '{p}' does not have an image extension ({', '.join(IMAGE_EXTENSIONS)}) "
+                             "nor .npy")
+        if exts and (ext in NPY_EXTENSIONS) != (exts[0] in NPY_EXTENSIONS):
+            raise ValueError(f"source: '{p}' and '{files.paths[0]}': both images and .npy files; shards of one "
+                             "kind are read back as one (write each kind to shards of its own)")
         exts.append(ext)
     dst = os.fspath(dst)
     os.makedirs(dst, exist_ok=True)

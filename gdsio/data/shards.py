@@ -14,6 +14,9 @@ duplicate and an error. Per sample gdsio keeps:
   (``IMAGE_EXTENSIONS``: jpg, jpeg, png, webp, ppm, pgm, pbm, bmp, tif,
   tiff, ...), as the shard path, the byte offset of its data in the shard
   and its size: one ranged read gives its encoded bytes;
+- the array: the first member whose field ends in ``npy`` (``a.npy``,
+  ``a.feat.npy``), the same way; its bytes are a .npy file's, loaded as
+  gdsio.load_npy loads one (gdsio.tensors.npy_from_bytes);
 - the label, from the first of: a ``cls`` member (an integer in text), a
   ``json`` member holding an object with an integer ``"label"`` or ``"cls"``
   key (in that order), a ``txt`` member that holds an integer (a ``txt``
@@ -22,8 +25,12 @@ duplicate and an error. Per sample gdsio keeps:
   have a label and others not is an error naming the sample.
 
 Directories in a shard are skipped; any other non-regular member (a link, a
-device) is an error. ``npy`` members are recognised but not yet loaded: a
-sample whose only data is ``npy`` is refused with a ValueError.
+device) is an error, and so is a sample with neither an image nor an npy
+member. A dataset's samples are images or arrays (``sample_kind``): kind
+"auto" takes the images when every sample has one, else the arrays when no
+sample has an image; a dataset mixing samples of an image and samples of
+only an array is refused unless kind "npy" asks for the arrays (every sample
+then needs one).
 
 The index. Finding the members needs a sequential scan of the tar headers
 (never the image bodies; the small label members are read), so the result
@@ -36,6 +43,13 @@ JSON object::
      "shard_size": 1048576, "shard_mtime_ns": 1733230000000000000,
      "members": [[name, data_offset, size], ...],        # every regular member, in tar order
      "samples": [[key, image_member, label], ...]}       # image_member indexes "members"; label -1: none
+
+A sample's npy member is not stored: it is the first member of its key
+whose type is ``npy`` in ``members``. An index with a sample of no image
+(an array only; its ``image_member`` is -1) is written as version 2, which
+gdsio before npy members refuses and rebuilds (its scan then refuses the
+shard) rather than taking -1 for the last member; an index of image samples
+stays version 1, and both are read.
 
 An index whose ``shard_size`` or ``shard_mtime_ns`` differ from the shard's
 ``os.stat`` (the shard was rewritten) is stale and rebuilt; one that does not
@@ -77,13 +91,13 @@ from ..io import s3
 from ..io.urls import is_url, scheme_of, split_s3
 
 __all__ = ["INDEX_SUFFIX", "ShardIndex", "ShardSample", "ShardSet", "columns_of", "expand_shards", "is_shard_source",
-           "key_and_field", "label_of", "scan_shard", "scan_tar", "shard_index", "shard_samples"]
+           "key_and_field", "label_of", "sample_kind", "scan_shard", "scan_tar", "shard_index", "shard_samples"]
 
 log = logging.getLogger("gdsio.data")
 
 INDEX_SUFFIX = ".idx.json"
 _FORMAT = "gdsio-wds-index"
-_VERSION = 1
+_VERSIONS = (1, 2)  # 2: some sample has no image member (image_member -1)
 _LABEL_BYTES = 1 << 16  # a label member larger than this is not a label: refused, not read
 _IMAGE_FIELDS = tuple(e.lstrip(".").lower() for e in formats.file_extensions())
 _BRACE = re.compile(r"\{([^{}]*)\}")
@@ -95,13 +109,15 @@ _memory_lock = threading.Lock()
 
 @dataclasses.dataclass(frozen=True)
 class ShardSample:
-    """One sample of a shard: its key, its image's byte range and its label (-1: none)."""
+    """One sample of a shard: its key, its image's byte range, its label (-1:
+    none) and its npy member (name, data offset, size), if any."""
 
     key: str
-    member: str  # the image member's name
+    member: str  # the image member's name; '' when the sample has none (offset and size 0)
     offset: int
     size: int
     label: int
+    npy: tuple[str, int, int] | None = None
 
 
 @dataclasses.dataclass
@@ -117,9 +133,10 @@ class ShardIndex:
 
     def to_json(self) -> dict[str, Any]:
         where = {name: k for k, (name, _, _) in enumerate(self.members)}
-        out = {"format": _FORMAT, "version": _VERSION, "shard_size": self.size, "shard_mtime_ns": self.mtime_ns,
-               "members": [list(m) for m in self.members],
-               "samples": [[s.key, where[s.member], s.label] for s in self.samples]}
+        imageless = any(not s.member for s in self.samples)
+        out = {"format": _FORMAT, "version": _VERSIONS[imageless], "shard_size": self.size,
+               "shard_mtime_ns": self.mtime_ns, "members": [list(m) for m in self.members],
+               "samples": [[s.key, where[s.member] if s.member else -1, s.label] for s in self.samples]}
         if self.etag:
             out["shard_etag"] = self.etag
         return out
@@ -127,13 +144,24 @@ class ShardIndex:
     @classmethod
     def from_json(cls, path: str, obj: Any) -> "ShardIndex":
         """Raises ValueError (or KeyError, TypeError, IndexError) on an index not in this format."""
-        if not isinstance(obj, dict) or obj.get("format") != _FORMAT or obj.get("version") != _VERSION:
+        if not isinstance(obj, dict) or obj.get("format") != _FORMAT or obj.get("version") not in _VERSIONS:
             raise ValueError("not a gdsio shard index of this version")
         members = [(str(n), int(o), int(s)) for n, o, s in obj["members"]]
+        arrays: dict[str, tuple[str, int, int]] = {}
+        for m in members:
+            key, field = key_and_field(m[0])
+            if _type_of(field) == "npy":
+                arrays.setdefault(key, m)
         samples = []
         for key, m, label in obj["samples"]:
-            name, off, size = members[int(m)]
-            samples.append(ShardSample(str(key), name, off, size, int(label)))
+            key, m = str(key), int(m)
+            if m == -1 and obj["version"] == 2 and key in arrays:
+                samples.append(ShardSample(key, "", 0, 0, int(label), arrays[key]))
+                continue
+            if m < 0:
+                raise IndexError(f"sample '{key}': image member {m}")
+            name, off, size = members[m]
+            samples.append(ShardSample(key, name, off, size, int(label), arrays.get(key)))
         return cls(path, int(obj["shard_size"]), int(obj["shard_mtime_ns"]), members, samples,
                    str(obj.get("shard_etag", "")))
 
@@ -272,8 +300,9 @@ def label_of(field: str, data: bytes, where: str) -> int | None:
     return None
 
 
-def _is_image(field: str) -> bool:
-    return field.rsplit(".", 1)[-1].lower() in _IMAGE_FIELDS
+def _type_of(field: str) -> str:
+    """What a member is: its field's last extension, lower case ("seg.png": "png")."""
+    return field.rsplit(".", 1)[-1].lower()
 
 
 class _Sample:
@@ -284,17 +313,16 @@ class _Sample:
         self.names: set[str] = set()
         self.image: tuple[str, int, int] | None = None
         self.labels: dict[str, int | None] = {}
-        self.npy = False
+        self.npy: tuple[str, int, int] | None = None
 
 
 def _finish(path: str, s: _Sample, out: list[ShardSample]) -> None:
-    if s.image is None:
-        what = "only npy data (npy members are not loaded yet)" if s.npy else "no image member"
-        raise ValueError(f"shard '{path}': sample '{s.key}' has {what} (members: {', '.join(sorted(s.names))}; "
-                         f"image fields: {', '.join(_IMAGE_FIELDS)})")
+    if s.image is None and s.npy is None:
+        raise ValueError(f"shard '{path}': sample '{s.key}' has no image member and no npy member (members: "
+                         f"{', '.join(sorted(s.names))}; image fields: {', '.join(_IMAGE_FIELDS)})")
     label = next((s.labels[f] for f in ("cls", "json", "txt") if s.labels.get(f) is not None), None)
-    name, off, size = s.image
-    out.append(ShardSample(s.key, name, off, size, -1 if label is None else label))
+    name, off, size = s.image if s.image is not None else ("", 0, 0)
+    out.append(ShardSample(s.key, name, off, size, -1 if label is None else label, s.npy))
 
 
 def scan_shard(path: str) -> ShardIndex:
@@ -357,12 +385,13 @@ def scan_tar(raw: IO[bytes], path: str, size: int, mtime_ns: int = 0, etag: str 
         cur.names.add(info.name)
         members.append((info.name, info.offset_data, info.size))
         where = f"shard '{path}', member '{info.name}'"
-        field = field.rsplit(".", 1)[-1].lower()  # what the member is: the last extension ("seg.png": png)
-        if _is_image(field):
+        field = _type_of(field)
+        if field in _IMAGE_FIELDS:
             if cur.image is None:
                 cur.image = (info.name, info.offset_data, info.size)
         elif field == "npy":
-            cur.npy = True
+            if cur.npy is None:
+                cur.npy = (info.name, info.offset_data, info.size)
         elif field in ("cls", "txt", "json"):
             if info.size > _LABEL_BYTES:
                 if field != "txt":  # a long txt is a caption
@@ -442,19 +471,50 @@ def shard_index(path: str, write: bool = True) -> ShardIndex:
     return index
 
 
-def shard_samples(paths: Sequence[str]) -> tuple[list[str], list[int], list[int], list[int], list[str]]:
+_Columns = tuple[list[str], list[int], list[int], list[int], list[str]]
+
+
+def shard_samples(paths: Sequence[str], kind: str = "image") -> _Columns:
     """The samples of the local shards, in order, as columns: (shard path,
-    image offset, image size, label, member name) per sample. Raises as
+    member offset, member size, label, member name) per sample, of the image
+    members (`kind` "image") or the npy ones ("npy"). Raises as
     ``columns_of``, and as ``scan_shard`` for a malformed shard."""
-    return columns_of([shard_index(p) for p in paths])
+    return columns_of([shard_index(p) for p in paths], kind)
 
 
-def columns_of(indexes: Sequence[ShardIndex]) -> tuple[list[str], list[int], list[int], list[int], list[str]]:
+def sample_kind(indexes: Sequence[ShardIndex], kind: str = "auto") -> str:
+    """What the samples of the shards of `indexes` are: "image" or "npy" (see
+    the module docstring). `kind` "image" or "npy" is taken as asked
+    (``columns_of`` refuses a sample without such a member).
+
+    Raises:
+        ValueError: kind "auto" over samples of an image and samples of only
+            an npy member, naming one of each.
+    """
+    if kind != "auto":
+        return kind
+    image = array = None  # (shard, key) of a sample with an image, of one with only an array
+    for index in indexes:
+        for s in index.samples:
+            if s.member and image is None:
+                image = (index.path, s.key)
+            elif not s.member and array is None:
+                array = (index.path, s.key)
+        if image is not None and array is not None:
+            raise ValueError(f"shard '{array[0]}': sample '{array[1]}' has an npy member and no image, while others "
+                             f"have an image (e.g. '{image[1]}' in '{image[0]}'); pass kind='npy' to load every "
+                             "sample's npy member (each sample then needs one), or keep images and arrays in "
+                             "shards of their own")
+    return "image" if array is None else "npy"
+
+
+def columns_of(indexes: Sequence[ShardIndex], kind: str = "image") -> _Columns:
     """The samples of the shards of `indexes`, in order, as ``shard_samples`` gives them.
 
     Raises:
-        ValueError: a dataset where some samples have a label and others not,
-            naming the first of the minority.
+        ValueError: a sample without a member of `kind` ("image" or "npy"),
+            naming its shard and key; a dataset where some samples have a
+            label and others not, naming the first of the minority.
     """
     cols: tuple[list[Any], ...] = ([], [], [], [], [])
     labeled: tuple[str, str] | None = None
@@ -462,12 +522,22 @@ def columns_of(indexes: Sequence[ShardIndex]) -> tuple[list[str], list[int], lis
     for index in indexes:
         path = index.path
         for s in index.samples:
-            for col, v in zip(cols, (path, s.offset, s.size, s.label, s.member)):
+            if kind == "npy":
+                if s.npy is None:
+                    raise ValueError(f"shard '{path}': sample '{s.key}' has no npy member (kind='npy' loads each "
+                                     f"sample's; this one has the image '{s.member}', which kind='image' loads)")
+                member, offset, size = s.npy
+            elif s.member:
+                member, offset, size = s.member, s.offset, s.size
+            else:
+                raise ValueError(f"shard '{path}': sample '{s.key}' has no image member; its npy member "
+                                 f"'{s.npy[0] if s.npy else ''}' loads with kind='npy'")
+            for col, v in zip(cols, (path, offset, size, s.label, member)):
                 col.append(v)
             if s.label < 0 and unlabeled is None:
-                unlabeled = (path, s.member)
+                unlabeled = (path, member)
             elif s.label >= 0 and labeled is None:
-                labeled = (path, s.member)
+                labeled = (path, member)
     if labeled is not None and unlabeled is not None:
         raise ValueError(f"shard '{unlabeled[0]}': sample of member '{unlabeled[1]}' has no label (no cls, json "
                          f"'label'/'cls' or integer txt member), while others have one (e.g. '{labeled[1]}' in "

@@ -11,9 +11,10 @@ records how many records each file holds. Sample ``i`` is resolved to
 (file, byte offset) with a binary search over per-file record counts, so a
 single file of 50 million records costs two small arrays, not 50 million
 entries. Tar shards in the WebDataset layout (a path, URL, list, glob or
-brace range of ``.tar`` files, with kind "auto" or "image"; gdsio.data.shards,
-remote ones gdsio.data.remote_shards) give one sample per image member:
-(shard, byte offset, length, label).
+brace range of ``.tar`` files, with kind "auto", "image" or "npy";
+gdsio.data.shards, remote ones gdsio.data.remote_shards) give one sample per
+tar sample: its image member, or its npy member (kind "npy", or "auto" over
+samples without an image), as (shard, byte offset, length, label).
 
 One rule for a source with nothing to load: one that names nothing (a
 missing path, no such bucket, an s3:// prefix with no object: S3 has no empty
@@ -265,7 +266,8 @@ class SampleTable:
     """Samples of one kind. For ``raw``, file ``f`` holds records
     ``starts[f]`` to ``starts[f+1]-1``; for the other kinds a file is a
     sample, and for tar shards (``ranges`` set) entry ``i`` of the files is
-    sample ``i``'s shard, read at its byte range."""
+    sample ``i``'s shard, read at its byte range (an image member's, or an
+    npy member's for kind ``npy``)."""
 
     kind: str
     files: FileList
@@ -274,7 +276,7 @@ class SampleTable:
     record_dtype: Any = None
     record_bytes: int = 0
     # Tar shards: sample i is bytes ranges[i, 0] to ranges[i, 0] + ranges[i, 1] of
-    # files.paths[i] (its shard), the image member members[i].
+    # files.paths[i] (its shard), the member members[i] (an image, or an array for kind "npy").
     ranges: np.ndarray | None = None
     members: list[str] | None = None
     shards: shards.ShardSet | None = None  # tar shards: the shards, in order (their samples are contiguous)
@@ -386,10 +388,11 @@ def scan(
         raise ValueError("kind='raw' needs record_shape, e.g. record_shape=(3, 32, 32)")
     if kind != "raw" and record_shape is not None:
         raise ValueError(f"record_shape applies to kind='raw' only (kind is {kind!r})")
-    if kind in ("auto", "image") and extensions is None and shards.is_shard_source(source):
+    if kind != "raw" and extensions is None and shards.is_shard_source(source):
         indexes = remote_shards.shard_indexes(shards.expand_shards(source), cache)
-        paths, offsets, sizes, labels, members = shards.columns_of(indexes)
-        return SampleTable("image", FileList(paths, labels), ranges=np.asarray([offsets, sizes], np.int64).T.copy(),
+        kind = shards.sample_kind(indexes, kind)
+        paths, offsets, sizes, labels, members = shards.columns_of(indexes, kind)
+        return SampleTable(kind, FileList(paths, labels), ranges=np.asarray([offsets, sizes], np.int64).T.copy(),
                            members=members, shards=shards.ShardSet.of(indexes))
     if extensions is None:
         # auto: image and .npy files (other files, a README, are ignored); raw: every non-hidden file.
