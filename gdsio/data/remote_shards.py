@@ -21,7 +21,9 @@ and the ETag, and the index comes from the first of:
 
 An index made by 2 or 3 is kept in memory and, with a disk cache, written
 there (its bytes are not counted against the cache's budget: an index is
-small). Without a disk cache a new process reads or builds it again.
+small). Without a disk cache a new process reads or builds it again. A
+DALI index beside a remote shard is not read: checking it and reading the
+labels would take a ranged GET per member (gdsio.data.shard_index_formats).
 
 The shard-window order reads each unit of its plan (a shard, or the part of
 one a rank takes; gdsio.data.sampler.WindowOrder) with one ranged read of
@@ -60,6 +62,7 @@ from ..io.urls import is_url, scheme_of
 from .disk_cache import DiskCache
 from .flow import POLL_S, mark_loader_thread
 from .sampler import WindowOrder
+from .shard_index_formats import dali_index_beside
 from .shards import INDEX_SUFFIX, ShardIndex, ShardSet, scan_tar, shard_index
 
 __all__ = ["INDEX_FOLDER", "ShardReaders", "ShardWindows", "index_folder", "read_shard_range", "remote_index",
@@ -81,8 +84,9 @@ def index_folder(cache: Any) -> str | None:
 
 
 def shard_indexes(paths: Sequence[str], cache: Any = None) -> list[ShardIndex]:
-    """The index of each shard of `paths` (local: gdsio.data.shards.shard_index;
-    URLs: ``remote_index``, in parallel), in order.
+    """The index of each shard of `paths` (local: gdsio.data.shards.shard_index,
+    with a DALI index beside the shard read in place of a scan; URLs:
+    ``remote_index``, in parallel), in order.
 
     Raises:
         ValueError: a malformed shard, naming it and the member.
@@ -101,7 +105,7 @@ def shard_indexes(paths: Sequence[str], cache: Any = None) -> list[ShardIndex]:
                 for f in futures.values():
                     f.cancel()
                 raise
-    return [got[p] if is_url(p) else shard_index(p) for p in paths]
+    return [got[p] if is_url(p) else shard_index(p, foreign=dali_index_beside) for p in paths]
 
 
 def _cache_file(folder: str, url: str, etag: str, size: int) -> str:

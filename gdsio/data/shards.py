@@ -56,7 +56,10 @@ An index whose ``shard_size`` or ``shard_mtime_ns`` differ from the shard's
 parse is rebuilt too. Where the folder is read-only the index is kept in this
 process's memory (and a log line says so). The index of a remote shard has
 the same format plus ``"shard_etag"``, the ETag of the object it describes
-(``shard_mtime_ns`` is 0 there); see gdsio.data.remote_shards.
+(``shard_mtime_ns`` is 0 there); see gdsio.data.remote_shards. Where a
+local shard has no current index, one that another tool wrote (DALI's
+``wds2idx`` ``.idx`` beside the shard) is read and checked in place of the
+scan, and kept as above; see gdsio.data.shard_index_formats.
 
 Sources: a path, a list of paths, a glob (``shards/*.tar``) and brace ranges
 (``shard-{000000..000009}.tar``: zero-padded to the width of the first
@@ -82,7 +85,7 @@ import re
 import tarfile
 import tempfile
 import threading
-from typing import IO, Any, Sequence
+from typing import IO, Any, Callable, Sequence
 
 import numpy as np
 
@@ -449,10 +452,13 @@ def _write_index(index: ShardIndex) -> bool:
         return False
 
 
-def shard_index(path: str, write: bool = True) -> ShardIndex:
+def shard_index(path: str, write: bool = True, foreign: Callable[[str], ShardIndex | None] | None = None) -> ShardIndex:
     """The index of the shard at `path`: read from beside it when present and
-    current, else built by a scan and (with `write`) written beside it, or
-    kept in memory where that fails. Raises as ``scan_shard``."""
+    current, else taken from `foreign` (another tool's index of the shard,
+    such as gdsio.data.shard_index_formats.dali_index_beside; None: it has
+    none that describes the shard) or built by a scan, and (with `write`)
+    written beside it, or kept in memory where that fails. Raises as
+    ``scan_shard``."""
     st = os.stat(path)
     index = _read_index(path, st.st_size, st.st_mtime_ns)
     if index is not None:
@@ -462,7 +468,9 @@ def shard_index(path: str, write: bool = True) -> ShardIndex:
         index = _memory.get(key)
     if index is not None:
         return index
-    index = scan_shard(path)
+    index = foreign(path) if foreign is not None else None
+    if index is None:
+        index = scan_shard(path)
     if write and not _write_index(index):
         log.info("gdsio: cannot write the index of shard '%s' beside it (read-only folder?); "
                  "keeping it in memory for this process", path)

@@ -14,7 +14,8 @@ entries. Tar shards in the WebDataset layout (a path, URL, list, glob or
 brace range of ``.tar`` files, with kind "auto", "image" or "npy";
 gdsio.data.shards, remote ones gdsio.data.remote_shards) give one sample per
 tar sample: its image member, or its npy member (kind "npy", or "auto" over
-samples without an image), as (shard, byte offset, length, label).
+samples without an image), as (shard, byte offset, length, label); so do
+the shards a wids dataset description (a ``.json``; gdsio.data.shard_index_formats) lists.
 
 One rule for a source with nothing to load: one that names nothing (a
 missing path, no such bucket, an s3:// prefix with no object: S3 has no empty
@@ -45,7 +46,7 @@ import torch
 from ..image import formats
 from ..io import File, s3
 from ..io.urls import is_url, scheme_of, split_s3
-from . import remote_shards, shards
+from . import remote_shards, shard_index_formats, shards
 
 __all__ = ["IMAGE_EXTENSIONS", "KINDS", "NPY_EXTENSIONS", "UNLABELED", "FileList", "SampleTable", "scan"]
 
@@ -388,8 +389,11 @@ def scan(
         raise ValueError("kind='raw' needs record_shape, e.g. record_shape=(3, 32, 32)")
     if kind != "raw" and record_shape is not None:
         raise ValueError(f"record_shape applies to kind='raw' only (kind is {kind!r})")
-    if kind != "raw" and extensions is None and shards.is_shard_source(source):
-        indexes = remote_shards.shard_indexes(shards.expand_shards(source), cache)
+    wids = shard_index_formats.is_wids_source(source)  # a wids dataset description: its shards
+    if kind != "raw" and extensions is None and (wids or shards.is_shard_source(source)):
+        listed = shard_index_formats.wids_shards(source) if wids else []
+        indexes = remote_shards.shard_indexes([s.url for s in listed] if wids else shards.expand_shards(source), cache)
+        shard_index_formats.check_wids_counts(source, listed, indexes)  # each holds the nsamples it lists
         kind = shards.sample_kind(indexes, kind)
         paths, offsets, sizes, labels, members = shards.columns_of(indexes, kind)
         return SampleTable(kind, FileList(paths, labels), ranges=np.asarray([offsets, sizes], np.int64).T.copy(),
