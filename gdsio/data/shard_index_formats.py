@@ -16,8 +16,12 @@ name, as gdsio's field. ``offset`` is where the member's *data* starts, not
 its tar header (DALI's reader seeks there and reads ``size`` bytes; wds2idx
 takes it from tarfile's position after the header, or from GNU tar's block
 numbers), so it is gdsio's ``data_offset`` as is, and a multiple of 512: the
-member's header is the 512-byte block before it. wds2idx names it after the
-shard up to its first dot: ``shard-000000.tar`` -> ``shard-000000.idx``.
+member's header is the 512-byte block before it. (From GNU tar's numbers,
+which count a member from its ustar header, past any pax or long-name header,
+wds2idx puts a member that precedes a long-named one on that extension
+header instead of its data: such an index fails the checks below.) wds2idx
+names the index after the shard up to its first dot: ``shard-000000.tar`` ->
+``shard-000000.idx``.
 
 For a local shard without a current ``<shard>.idx.json``, the Loader looks
 beside it for ``<stem>.idx`` (wds2idx's name), then ``<shard>.idx``, before it
@@ -45,10 +49,12 @@ by ``widsindex create``) is JSON: ``{"wids_version": 1, "shardlist":
 [{"url": ..., "nsamples": ..., ...}], "datasets": [...]}``, the shards and
 their sample counts, no member offsets. A ``.json`` path or URL naming one is
 a Loader source: its shards, in order, with URLs relative to the JSON's folder
-(or to its ``"base"``, where given; a ``datasets`` entry's shards relative to
-its own ``base`` or ``source_url`` folder), each indexed as any shard, and the
-samples gdsio finds in each must number its ``nsamples`` (wids counts the key
-runs of a shard's files, as gdsio does), else ValueError naming the shard.
+(or to its ``"base"`` where given, as wids's docs say; wids's resolver itself
+takes the folder there), a ``datasets`` entry's relative to its own ``base``
+or its ``source_url``'s folder, else as they are (as wids takes them); each
+indexed as any shard, and the samples gdsio finds in each must number its
+``nsamples`` (wids counts the key runs of a shard's files, as gdsio does),
+else ValueError naming the shard. Weights, md5sums and sizes are not used.
 wids's per-shard cache (``<shard>.index``) is a Python pickle and is not read:
 unpickling a file found beside the data can run code.
 

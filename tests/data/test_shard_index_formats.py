@@ -197,6 +197,30 @@ def test_a_dali_index_that_does_not_describe_the_shard_is_not_used(tmp_path, cap
     assert f"not using the DALI index '{idx}' of shard '{p}'" in caplog.text
 
 
+def test_offsets_into_the_next_members_pax_header_are_refused(tmp_path, caplog):
+    # wds2idx's GNU tar path takes a member's offset from the next member's block number less
+    # its size, rounded down; GNU tar numbers the ustar header, after a pax header: the offset
+    # of a member before a long-named one then lands on that pax header, not on its data.
+    long = "k" * 150
+    p = tar_of(tmp_path / "s.tar", [("a.jpg", jpeg(0, (40, 30))), ("a.cls", b"1"), (long + ".jpg", jpeg(1)),
+                                    (long + ".cls", b"2")])
+    idx = dali_index_of(p)
+    lines = Path(idx).read_text().split("\n")
+    with tarfile.open(p) as tf:
+        cls, following = [i for i in tf if i.name in ("a.cls", long + ".jpg")]
+    wrong = following.offset_data - 512 - cls.size
+    wrong -= wrong % 512
+    assert wrong != cls.offset_data
+    lines[1] = lines[1].replace(f"cls {cls.offset_data} ", f"cls {wrong} ")
+    Path(idx).write_text("\n".join(lines))
+    with pytest.raises(ValueError, match=r"member 'a\.cls' at byte \d+ is not what the shard holds there "
+                                         r"\(a tar header of type b'x'"):
+        fmt.dali_index(p, idx)
+    with caplog.at_level(logging.INFO, logger="gdsio.data"):
+        assert [s.label for s in remote_shards.shard_indexes([p])[0].samples] == [1, 2]
+    assert "not using the DALI index" in caplog.text
+
+
 def test_a_malformed_shard_raises_as_a_scan_would(tmp_path):
     p = tar_of(tmp_path / "s.tar", [("a.jpg", jpeg(0)), ("a.cls", b"one")])
     with pytest.raises(ValueError, match=r"shard '.*s\.tar', member 'a\.cls': a cls member must hold an integer"):
