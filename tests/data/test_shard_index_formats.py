@@ -252,8 +252,8 @@ def wids_json(path, shards, **extra):
 
 def test_a_wids_description_is_a_loader_source(tmp_path):
     (tmp_path / "data").mkdir()
-    paths = [tar_of(tmp_path / "data" / f"s{j}.tar", [(f"k{j}{i}.jpg", jpeg(3 * j + i)) for i in range(3)]
-                    + [("x.jpg", jpeg(9))] * 0) for j in range(2)]
+    paths = [tar_of(tmp_path / "data" / f"s{j}.tar", [(f"k{j}{i}.jpg", jpeg(3 * j + i)) for i in range(3)])
+             for j in range(2)]
     source = wids_json(tmp_path / "data" / "ds.json", [{"url": "s0.tar", "nsamples": 3, "md5sum": "-"},
                                                        {"url": "s1.tar", "nsamples": 3}])
     assert fmt.wids_shards(source) == [fmt.WidsShard(p, 3) for p in paths]
@@ -265,6 +265,15 @@ def test_a_wids_description_is_a_loader_source(tmp_path):
                       datasets=[{"base": str(tmp_path / "data"), "shardlist": [{"url": "s0.tar", "nsamples": 3}]},
                                 {"source_url": source}])
     assert [s.url for s in fmt.wids_shards(other)] == [paths[1], paths[0]] + paths
+    # URLs: relative ones joined to a URL base, absolute ones kept (no request is made here).
+    remote = wids_json(tmp_path / "remote.json", [{"url": "a/s0.tar", "nsamples": 1},
+                                                  {"url": "/b/s1.tar?x=1", "nsamples": 1},
+                                                  {"url": "s3://bucket/c/s2.tar", "nsamples": 1}],
+                       base="http://127.0.0.1:9/data")
+    assert [s.url for s in fmt.wids_shards(remote)] == ["http://127.0.0.1:9/data/a/s0.tar",
+                                                        "http://127.0.0.1:9/b/s1.tar?x=1", "s3://bucket/c/s2.tar"]
+    assert fmt.is_wids_source("http://h/ds.json?sig=1") and fmt.is_wids_source(tmp_path / "x.JSON")
+    assert not fmt.is_wids_source("ds.tar") and not fmt.is_wids_source(b"ds.json")
 
 
 def test_a_wids_description_that_does_not_match_raises(tmp_path):
