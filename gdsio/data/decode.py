@@ -5,11 +5,14 @@ is not applied, as torchvision's ImageFolder (PIL) does not apply it.
 
 On the CPU each reader thread decodes its own image (``decode_one``). On a
 GPU a reader thread probes the header on the host and reads the bytes into
-device memory (``read_image``), and the loader thread decodes the batch in
-one call (``decode_items``: one launch per format and backend).
+device memory (``read_image``: a file, or a local tar shard's member by its
+byte range), and the loader thread decodes the batch in one call
+(``decode_items``: one launch per format and backend; nvJPEG's device
+backends read those device bitstreams).
 
 >>> setup = image_setup("cuda", "RGB")
 >>> items = [read_image(p, setup) for p in paths]          # reader threads
+>>> member = read_image("shard-000000.tar", setup, (1536, 107520))  # a member: (offset, size)
 >>> images, errors, decoders = decode_items(items, setup)   # the loader thread
 """
 
@@ -76,14 +79,18 @@ def decode_box(data: Any, mode: str, box_for: Callable[[int, int], Any], options
     return img, backend, None
 
 
-def read_image(path: str, setup: ImageSetup) -> batch.Item:
+def read_image(path: str, setup: ImageSetup, span: tuple[int, int] | None = None) -> batch.Item:
     """Reader thread, GPU loader: the header read on the host (a pread of the
     first 64 KiB, checked: a bad file fails before its bulk read), then the
-    whole file into the target's memory by gdsio.read. Returns the item for
-    decode_items; raises the file's error (OSError, ValueError)."""
-    it = batch.Item(0, path)
+    whole file into the target's memory by one read of the I/O engine (on a
+    GPU: gds where it runs, storage to device memory; else pinned, through a
+    pinned host buffer). `span`: (offset, size), the image is that range of
+    the file (a tar shard's member, named ``path@offset``): header and bytes
+    come from it alone. Returns the item for decode_items; raises the file's
+    error (OSError, ValueError; a span past the file's end is a ValueError)."""
+    it = batch.Item(0, path if span is None else f"{path}@{span[0]}", span=span)
     try:
-        batch.probe_file(it, setup.options)
+        batch.probe_file(it, setup.options, path)
         if it.error is None:
             batch.read_bodies([it], setup.target, None, 1)  # the file the probe opened: one open
     finally:

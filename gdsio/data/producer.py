@@ -28,6 +28,7 @@ from ..config import current
 from ..errors import SampleError
 from ..image.batch import Item, options
 from ..io import File, read
+from ..io.urls import is_url
 from ..tensors import load_npy, npy_from_bytes
 from . import decode
 from .disk_cache import DiskCache
@@ -149,7 +150,8 @@ class Producer:
         )
         try:
             t = self.plan.table
-            if isinstance(self.plan.order, WindowOrder) and t.shards is not None and t.ranges is not None:
+            if (isinstance(self.plan.order, WindowOrder) and t.shards is not None and t.ranges is not None
+                    and not self._members_to_device()):
                 self.windows = ShardWindows(t.shards, t.ranges, self.plan.order, self.plan.epoch, self.plan.start,
                                             self.plan.cache, self.readers)
             batches = iter(self.plan.order.numbered_batches(self.plan.epoch, self.plan.start))
@@ -333,19 +335,33 @@ class Producer:
                 self.plan.meter.decoded(backend)
         return t, ev
 
+    def _members_to_device(self) -> bool:
+        """Images of local shards only, for a GPU: each member is read by itself into device memory
+        (_read_member), so the shard-window order reads no unit into host memory (ShardWindows is not made)."""
+        t = self.plan.table
+        return (self.cuda and t.kind == "image" and t.ranges is not None and t.shards is not None
+                and not any(is_url(p) for p in t.shards.paths))
+
     def _read_member(self, index: int, unit: int | None) -> tuple[Any, Any]:
-        """A tar shard's member: its bytes by one ranged read into host
-        memory (a remote shard's ETag checked against its index's), or a view
-        of its unit's bytes in the shard-window order; an npy member's tensor
-        on the device; an image on a GPU as a batch item that
-        decode.decode_items decodes with the batch (the device-bitstream path
-        for shards is not built yet). Returns (bytes, tensor or item,
-        (backend, bytes read) or None)."""
+        """A tar shard's member. An image of a local shard for a GPU: a loose
+        file's path over the member's byte range (decode.read_image: the
+        header from a host read of its first bytes, then one read of the I/O
+        engine into device memory, gds or pinned), a batch item that
+        decode.decode_items decodes with the batch from that device
+        bitstream. Otherwise its bytes by one ranged read into host memory (a
+        remote shard's ETag checked against its index's), or a view of its
+        unit's bytes in the shard-window order; an npy member's tensor on the
+        device; a remote shard's image on a GPU as a batch item of those host
+        bytes, which go to the device in one copy at the decode. Returns
+        (bytes, tensor or item, (backend, bytes read) or None)."""
         t = self.plan.table
         offset, size = int(t.ranges[index, 0]), int(t.ranges[index, 1])  # type: ignore[index]
         path = t.files.paths[index]
         if unit is not None and self.windows is not None:
             data, st = self.windows.member(unit, index)
+        elif self.cuda and t.kind == "image" and not is_url(path):
+            it = decode.read_image(path, self.image_setup, (offset, size))
+            return it, (it.io.backend, it.io.nbytes)
         else:
             shards = t.shards
             assert shards is not None  # a table with ranges is one of shards

@@ -10,7 +10,8 @@ per batch runs the rest. The steps never name a format: every format is a
 2. ``Item(index, name, data, total)`` per image; for files, ``probe_file``
    reads and checks the header on the host (a bad file fails before its bulk
    read) and ``read_bodies`` reads the files into the target's memory (or the
-   host's, for formats decoded there).
+   host's, for formats decoded there); an item with a ``span`` (offset, size)
+   is that range of its file (a tar shard's member), header and body.
 3. ``run(items, target, opts)``: the headers of items that have none yet
    (from the first KiB of each, one device-to-host copy per GPU), the size
    checks, one decode call per decoder over its group of items, EXIF
@@ -265,15 +266,18 @@ def release(it: Item) -> None:
         f.close()
 
 
-def probe_file(it: Item, opts: Options) -> None:
-    """Opens the file ``it.name`` (a gdsio.File: what is not a regular file is
-    refused without blocking) and reads its header on the host (the first 64
-    KiB, more only for a longer header), sizes and checks it. Sets
-    ``it.total``, ``format``, ``header``, and ``it.file``, left open for
-    ``read_bodies`` so that header and body come from the same file; a
-    failure goes to ``it.error`` and closes the file."""
+def probe_file(it: Item, opts: Options, path: str | None = None) -> None:
+    """Opens the file `path` (default ``it.name``; a gdsio.File: what is not
+    a regular file is refused without blocking) and reads its header on the
+    host (the first 64 KiB, more only for a longer header), sizes and checks
+    it. With ``it.span`` (offset, size) the image is that range of the file:
+    its header is read from the range's first bytes, ``it.total`` is its size,
+    and a range past the file's end fails the item. Sets ``it.total``,
+    ``format``, ``header``, and ``it.file``, left open for ``read_bodies`` so
+    that header and body come from the same file; a failure goes to
+    ``it.error`` and closes the file."""
     try:
-        it.file = File(it.name)
+        it.file = File(it.name if path is None else path)
     except (OSError, ValueError, ImportError) as e:  # ImportError: an s3:// URL without the [s3] extra
         it.error = e
         return
@@ -290,17 +294,20 @@ def probe_file(it: Item, opts: Options) -> None:
 
 def _probe_open(it: Item, opts: Options) -> None:
     f = it.file
-    it.total = f.size()
+    size = f.size()
+    base, it.total = (0, size) if it.span is None else it.span
+    if base < 0 or it.total < 0 or base + it.total > size:  # a span the file no longer holds (a shard rewritten)
+        return it.fail(f"bytes {base} to {base + it.total} are outside '{f.path}' ({size} bytes)")
     if it.total == 0:
-        return it.fail("empty file")
+        return it.fail("empty file" if it.span is None else "empty range")
     fmt = formats.chosen(opts)
     if fmt is not None:  # picked by an argument: nothing to read before the body
         it.format, it.header = fmt, fmt.parse(b"", it.total, b"")
         return check(it, opts)
     n = min(it.total, FILE_PROBE)
-    it.tail = _host_bytes(f, min(TAIL, it.total), max(0, it.total - TAIL))
+    it.tail = _host_bytes(f, min(TAIL, it.total), base + max(0, it.total - TAIL))
     while True:
-        it.prefix = _host_bytes(f, n, 0)
+        it.prefix = _host_bytes(f, n, base)
         try:
             _parse(it, opts)
             break
@@ -315,11 +322,12 @@ def _probe_open(it: Item, opts: Options) -> None:
 
 
 def _read_body(it: Item, where: str, backend: str | None) -> None:
-    """The whole of the item's open file into `where` (the host for a format
-    decoded there); closes the file."""
+    """The whole of the item's open file, or its span, into `where` (the host
+    for a format decoded there) by one read of the I/O engine; closes the file."""
     dest, how = ("cpu", None) if it.format.host_bytes else (where, backend)
+    offset, size = (0, None) if it.span is None else it.span
     try:
-        it.data, it.io = it.file.read(device=dest, backend=how, return_stats=True)
+        it.data, it.io = it.file.read(offset=offset, size=size, device=dest, backend=how, return_stats=True)
         it.total = it.data.numel()  # the file may have changed size since its header was read
     except (OSError, ValueError) as e:
         it.error = e
@@ -342,8 +350,8 @@ def _where(target: torch.device) -> str:
 
 
 def read_bodies(items: Sequence[Item], target: torch.device, backend: str | None, threads: int) -> None:
-    """Reads each probed file (from the File its probe left open, then closed)
-    into `target` memory (host memory for a format decoded on the host),
+    """Reads each probed file, or its span (from the File its probe left open,
+    then closed), into `target` memory (host memory for a format decoded on the host),
     several files at a time; sets ``data``, ``total`` and ``io``, or ``error``."""
     where = _where(target)
     if len(items) > 1 and threads > 1:

@@ -73,6 +73,7 @@ class Item:
     reason: str = ""  # DecodeInfo.reason
     io: Any = None  # read(): the ReadStats of the file's read
     file: Any = None  # read(): the gdsio.File open from probe to body read (one open per file)
+    span: tuple[int, int] | None = None  # (offset, size) of the image in its file (a tar shard's member); None: all of it
     orientation: int = 1  # EXIF orientation, as the format found it
 
     def fail(self, msg: str, kind: type[ValueError] = ValueError) -> None:

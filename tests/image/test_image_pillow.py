@@ -228,8 +228,8 @@ def test_gpu_requests_read_pillow_formats_to_the_host(tmp_path, monkeypatch):
     for it in items:
         batch.probe_file(it, opts)
     asked = []
-    monkeypatch.setattr(gdsio.io.File, "read", lambda self, device, backend, return_stats: asked.append((self.path, device, backend))
-                        or (torch.zeros(1, dtype=torch.uint8), None))
+    monkeypatch.setattr(gdsio.io.File, "read", lambda self, device, backend, return_stats, offset=0, size=None:
+                        asked.append((self.path, device, backend)) or (torch.zeros(1, dtype=torch.uint8), None))
     monkeypatch.setattr(torch.Tensor, "record_stream", lambda self, s: None)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda d: None)
     batch.read_bodies(items, torch.device("cuda", 0), "pinned", 1)
