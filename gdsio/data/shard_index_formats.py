@@ -71,10 +71,9 @@ import os
 from typing import Any, Sequence
 from urllib.parse import urlparse, urlunparse
 
-from ..image import formats
 from ..io import File
 from ..io.urls import is_url, scheme_of
-from .shards import ShardIndex, ShardSample, key_and_field, label_of
+from .shards import SampleRules, ShardIndex, ShardSample, key_and_field
 
 __all__ = ["DALI_VERSIONS", "DaliMember", "WidsShard", "check_wids_counts", "dali_index", "dali_index_beside",
            "dali_index_paths", "is_wids_source", "parse_dali_index", "wids_shards"]
@@ -84,7 +83,6 @@ log = logging.getLogger("gdsio.data")
 DALI_VERSIONS = ("v1.1", "v1.2")  # what DALI's webdataset reader accepts (kSupportedIndexVersions)
 _BLOCK = 512
 _LABEL_BYTES = 1 << 16  # as gdsio.data.shards: a larger cls/json member is refused, a larger txt is a caption
-_IMAGE_FIELDS = tuple(e.lstrip(".").lower() for e in formats.file_extensions())  # as gdsio.data.shards
 _REGULAR = (b"0", b"\0", b"7")  # tar type flags of a regular file (7: contiguous)
 
 
@@ -260,44 +258,19 @@ def _check(fd: int, size: int, listed: list[list[DaliMember]],
 
 
 def _samples(shard: str, where: str, listed: list[list[DaliMember]], labels: dict[str, bytes]) -> list[ShardSample]:
-    # The scan's rules (gdsio.data.shards.scan_tar), over the members the index lists;
-    # tests/data/test_shard_index_formats.py holds the two to the same samples.
-    out = []
-    seen: set[str] = set()
+    # The scan's rules (gdsio.data.shards.SampleRules) over the members the index lists, which must group
+    # them by key as the rules do.
+    rules = SampleRules(shard)
     for sample in listed:
         key = key_and_field(sample[0].name or "")[0]
-        if key in seen:
-            raise ValueError(f"shard '{shard}': duplicate key '{key}' at member '{sample[0].name}' (a sample's "
-                             "members must be contiguous and its key unique)")
-        seen.add(key)
-        names: set[str] = set()
-        image = npy = None
-        found: dict[str, int | None] = {}
         for m in sample:
             name = m.name or ""
             if key_and_field(name)[0] != key:
                 raise ValueError(f"{where}: member '{name}' listed in the sample of key '{key}'")
-            if name in names:
-                raise ValueError(f"shard '{shard}': duplicate member '{name}'")
-            names.add(name)
-            field = m.ext.rsplit(".", 1)[-1].lower()
-            if field in _IMAGE_FIELDS:
-                image = image or (name, m.offset, m.size)
-            elif field == "npy":
-                npy = npy or (name, m.offset, m.size)
-            elif field in ("cls", "txt", "json"):
-                if m.size > _LABEL_BYTES:
-                    if field != "txt":
-                        raise ValueError(f"shard '{shard}', member '{name}': a {field} label of {m.size} bytes "
-                                         f"(at most {_LABEL_BYTES})")
-                    continue
-                found[field] = label_of(field, labels[name], f"shard '{shard}', member '{name}'")
-        if image is None and npy is None:
-            raise ValueError(f"shard '{shard}': sample '{key}' has no image member and no npy member (members: "
-                             f"{', '.join(sorted(names))}; image fields: {', '.join(_IMAGE_FIELDS)})")
-        label = next((found[f] for f in ("cls", "json", "txt") if found.get(f) is not None), None)
-        name, off, size = image if image is not None else ("", 0, 0)
-        out.append(ShardSample(key, name, off, size, -1 if label is None else label, npy))
+            rules.member(name, m.offset, m.size, lambda name=name: labels[name])
+    out = rules.done()
+    if len(out) != len(listed):  # two listed samples of one key run together in the rules
+        raise ValueError(f"{where}: lists {len(listed)} samples where the members make {len(out)}")
     return out
 
 

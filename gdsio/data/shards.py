@@ -93,7 +93,7 @@ from ..image import formats
 from ..io import s3
 from ..io.urls import is_url, scheme_of, split_s3
 
-__all__ = ["INDEX_SUFFIX", "ShardIndex", "ShardSample", "ShardSet", "columns_of", "expand_shards", "is_shard_source",
+__all__ = ["INDEX_SUFFIX", "SampleRules", "ShardIndex", "ShardSample", "ShardSet", "columns_of", "expand_shards", "is_shard_source",
            "key_and_field", "label_of", "sample_kind", "scan_shard", "scan_tar", "shard_index", "shard_samples"]
 
 log = logging.getLogger("gdsio.data")
@@ -308,24 +308,64 @@ def _type_of(field: str) -> str:
     return field.rsplit(".", 1)[-1].lower()
 
 
-class _Sample:
-    """A sample being gathered during the scan."""
+class SampleRules:
+    """The module docstring's rules, in one place: a shard's members, given in
+    tar order, into its samples (used by the scan here and by
+    gdsio.data.shard_index_formats for a foreign index). `path` names the
+    shard in errors."""
 
-    def __init__(self, key: str) -> None:
-        self.key = key
-        self.names: set[str] = set()
-        self.image: tuple[str, int, int] | None = None
-        self.labels: dict[str, int | None] = {}
-        self.npy: tuple[str, int, int] | None = None
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.samples: list[ShardSample] = []
+        self._seen: set[str] = set()
+        self._key: str | None = None
+        self._names: set[str] = set()
+        self._image: tuple[str, int, int] | None = None
+        self._npy: tuple[str, int, int] | None = None
+        self._labels: dict[str, int | None] = {}
 
+    def member(self, name: str, offset: int, size: int, read: Callable[[], bytes]) -> None:
+        """One regular member; `read()` gives its bytes (called for a small label member only).
+        Raises ValueError for a duplicate key or member, or a bad label, naming the shard and the member."""
+        key, field = key_and_field(name)
+        if key != self._key:
+            self._finish()
+            if key in self._seen:
+                raise ValueError(f"shard '{self.path}': duplicate key '{key}' at member '{name}' (a sample's "
+                                 "members must be contiguous and its key unique)")
+            self._seen.add(key)
+            self._key, self._names, self._image, self._npy, self._labels = key, set(), None, None, {}
+        if name in self._names:
+            raise ValueError(f"shard '{self.path}': duplicate member '{name}'")
+        self._names.add(name)
+        field = _type_of(field)
+        if field in _IMAGE_FIELDS:
+            self._image = self._image or (name, offset, size)
+        elif field == "npy":
+            self._npy = self._npy or (name, offset, size)
+        elif field in ("cls", "txt", "json"):
+            where = f"shard '{self.path}', member '{name}'"
+            if size > _LABEL_BYTES:
+                if field != "txt":  # a long txt is a caption
+                    raise ValueError(f"{where}: a {field} label of {size} bytes (at most {_LABEL_BYTES})")
+                return
+            self._labels[field] = label_of(field, read(), where)
 
-def _finish(path: str, s: _Sample, out: list[ShardSample]) -> None:
-    if s.image is None and s.npy is None:
-        raise ValueError(f"shard '{path}': sample '{s.key}' has no image member and no npy member (members: "
-                         f"{', '.join(sorted(s.names))}; image fields: {', '.join(_IMAGE_FIELDS)})")
-    label = next((s.labels[f] for f in ("cls", "json", "txt") if s.labels.get(f) is not None), None)
-    name, off, size = s.image if s.image is not None else ("", 0, 0)
-    out.append(ShardSample(s.key, name, off, size, -1 if label is None else label, s.npy))
+    def _finish(self) -> None:
+        if self._key is None:
+            return
+        if self._image is None and self._npy is None:
+            raise ValueError(f"shard '{self.path}': sample '{self._key}' has no image member and no npy member "
+                             f"(members: {', '.join(sorted(self._names))}; image fields: {', '.join(_IMAGE_FIELDS)})")
+        label = next((self._labels[f] for f in ("cls", "json", "txt") if self._labels.get(f) is not None), None)
+        name, off, size = self._image if self._image is not None else ("", 0, 0)
+        self.samples.append(ShardSample(self._key, name, off, size, -1 if label is None else label, self._npy))
+        self._key = None
+
+    def done(self) -> list[ShardSample]:
+        """The samples, the last one finished."""
+        self._finish()
+        return self.samples
 
 
 def scan_shard(path: str) -> ShardIndex:
@@ -347,9 +387,7 @@ def scan_tar(raw: IO[bytes], path: str, size: int, mtime_ns: int = 0, etag: str 
     block back at the end (a streamed remote shard does with that). Raises as
     ``scan_shard``."""
     members: list[tuple[str, int, int]] = []
-    samples: list[ShardSample] = []
-    seen: set[str] = set()
-    cur: _Sample | None = None
+    rules = SampleRules(path)
     try:
         tf = tarfile.open(fileobj=raw, mode="r:")
     except tarfile.ReadError as e:
@@ -374,39 +412,17 @@ def scan_tar(raw: IO[bytes], path: str, size: int, mtime_ns: int = 0, etag: str 
             raise ValueError(f"shard '{path}': truncated: member '{info.name}' ends at byte "
                              f"{info.offset_data + info.size}, the shard holds {size}")
         last = info.name
-        key, field = key_and_field(info.name)
-        if cur is None or key != cur.key:
-            if cur is not None:
-                _finish(path, cur, samples)
-            if key in seen:
-                raise ValueError(f"shard '{path}': duplicate key '{key}' at member '{info.name}' (a sample's "
-                                 "members must be contiguous and its key unique)")
-            seen.add(key)
-            cur = _Sample(key)
-        if info.name in cur.names:
-            raise ValueError(f"shard '{path}': duplicate member '{info.name}'")
-        cur.names.add(info.name)
         members.append((info.name, info.offset_data, info.size))
-        where = f"shard '{path}', member '{info.name}'"
-        field = _type_of(field)
-        if field in _IMAGE_FIELDS:
-            if cur.image is None:
-                cur.image = (info.name, info.offset_data, info.size)
-        elif field == "npy":
-            if cur.npy is None:
-                cur.npy = (info.name, info.offset_data, info.size)
-        elif field in ("cls", "txt", "json"):
-            if info.size > _LABEL_BYTES:
-                if field != "txt":  # a long txt is a caption
-                    raise ValueError(f"{where}: a {field} label of {info.size} bytes (at most {_LABEL_BYTES})")
-                continue
+
+        def read(info: tarfile.TarInfo = info) -> bytes:
             raw.seek(info.offset_data)
             data = raw.read(info.size)
             if len(data) != info.size:
                 raise ValueError(f"shard '{path}': truncated in member '{info.name}'")
-            cur.labels[field] = label_of(field, data, where)
-    if cur is not None:
-        _finish(path, cur, samples)
+            return data
+
+        rules.member(info.name, info.offset_data, info.size, read)
+    samples = rules.done()
     # tarfile ends its listing quietly at a header it cannot parse: what follows the
     # last member must be the end-of-archive zero blocks, or nothing.
     raw.seek(end)
