@@ -196,6 +196,7 @@ def _batches(loader):
 
 
 def _jpeg_shards(tmp_path):
+    (tmp_path / "img").mkdir()
     folder = jpeg_folder(tmp_path / "img")
     return folder, write_shards(folder, tmp_path / "s", shard_bytes=60000)
 
