@@ -81,7 +81,7 @@ def decode_box(data: Any, mode: str, box_for: Callable[[int, int], Any], options
 
 def read_image(path: str, setup: ImageSetup, span: tuple[int, int] | None = None) -> batch.Item:
     """Reader thread, GPU loader: the header read on the host (a pread of the
-    first 64 KiB, checked: a bad file fails before its bulk read), then the
+    first 4 KiB, more for a longer header, checked: a bad file fails before its bulk read), then the
     whole file into the target's memory by one read of the I/O engine (on a
     GPU: gds where it runs, storage to device memory; else pinned, through a
     pinned host buffer). `span`: (offset, size), the image is that range of

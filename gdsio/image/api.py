@@ -144,7 +144,7 @@ def read(
     ``torchvision.io.read_image`` but straight into GPU memory.
 
     Each file is opened once: its header is read on the host first (a plain
-    pread of the first 64 KiB), so a bad file fails before its bulk read;
+    pread of the first 4 KiB, more for a longer header), so a bad file fails before its bulk read;
     then the same open file (never the path again, which may name another
     file by then) is read whole into ``device`` memory (cuFile where GPUDirect Storage
     works: the pixels, or the JPEG bitstream, never touch host memory) and

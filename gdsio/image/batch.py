@@ -72,9 +72,11 @@ __all__ = [
 ]
 
 # A first look at a header: device data ships this much to the host per image
-# in one batched copy; probe_file reads FILE_PROBE bytes of each file on the host.
+# in one batched copy; probe_file reads FILE_PROBE bytes of each file on the host
+# (more only for a longer header: a JPEG's EXIF or ICC segments), so that on a GPU
+# little of a file but its header crosses host memory.
 PROBE = 4096
-FILE_PROBE = 64 << 10
+FILE_PROBE = 4096
 TAIL = 32  # the last bytes, where a JPEG's EOI marker should be
 assert PROBE >= SNIFF_BYTES
 
@@ -269,7 +271,7 @@ def release(it: Item) -> None:
 def probe_file(it: Item, opts: Options, path: str | None = None) -> None:
     """Opens the file `path` (default ``it.name``; a gdsio.File: what is not
     a regular file is refused without blocking) and reads its header on the
-    host (the first 64 KiB, more only for a longer header), sizes and checks
+    host (the first 4 KiB, more only for a longer header), sizes and checks
     it. With ``it.span`` (offset, size) the image is that range of the file:
     its header is read from the range's first bytes, ``it.total`` is its size,
     and a range past the file's end fails the item. Sets ``it.total``,
