@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-__all__ = ["ASSUMED_RECEIVE_FRACTION", "OffloadPlan", "offload_plan"]
+__all__ = ["ASSUMED_RECEIVE_FRACTION", "OffloadPlan", "best_split", "offload_plan"]
 
 # The receive cost taken when none is given (a fraction of ms_per_image), and
 # where it comes from: said in every plan that uses it.
@@ -125,9 +125,31 @@ def _positive(name: str, v: object, *, zero: bool = False) -> float:
     return float(v)
 
 
-def _best(local_budget: float, m: float, v: float, remote: float, need: float) -> tuple[float, float]:
-    """(images/s, images/s made locally) at the best split for `remote` images/s of CPU nodes:
-    every remote image saves m - v of the local budget (ms/s), so send as many as pay, up to `need`."""
+def best_split(local_budget: float, make: float, receive: float, remote: float,
+               need: float = math.inf) -> tuple[float, float]:
+    """The most images a second the GPU node and its CPU nodes give the
+    consumer, and how many of those the GPU node makes itself. Every image
+    sent saves the GPU node ``make - receive`` of its budget, so it sends as
+    many as pay, up to what the CPU nodes make and `need`. The one home of
+    this balance: :func:`offload_plan`'s advice and
+    ``gdsio.data.ray.Loader(local_share="auto")`` (gdsio.data.ray.steer, from
+    costs it measures as it runs) both take it.
+
+    Args:
+        local_budget: the GPU node's CPU for preprocessing, per second, in
+            the unit of `make` and `receive` (ms/s for costs in ms: 1000 x
+            its free cores).
+        make, receive: its CPU cost to make an image, and to take in one a
+            CPU node made.
+        remote: images a second the CPU nodes make together.
+        need: images a second the consumer takes at most (inf: no bound).
+            Where it binds, the GPU node makes all its budget allows.
+
+    Returns:
+        (images a second in all, images a second made on the GPU node); the
+        local share is their ratio.
+    """
+    m, v = make, receive
     x_remote = 0.0
     if v < m:
         x_remote = min(remote, local_budget / v if v > 0 else math.inf, need)
@@ -227,10 +249,10 @@ def offload_plan(
         # past the receive cap more nodes add nothing: stop where they would.
         target = min(need * head, cap)
         nodes = 0
-        while _best(budget, ms, v, nodes * per_node, math.inf)[0] < target * (1 - 1e-9):
+        while best_split(budget, ms, v, nodes * per_node)[0] < target * (1 - 1e-9):
             nodes += 1
     alone = min(steps, have / batch_size)
-    rate, made_here = _best(budget, ms, v, nodes * per_node, need)
+    rate, made_here = best_split(budget, ms, v, nodes * per_node, need)
     with_nodes = min(steps, rate / batch_size)
     share = made_here / rate if rate > 0 else 1.0
 

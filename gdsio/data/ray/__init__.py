@@ -21,7 +21,8 @@ runs the whole chain there.
 A batch is the same whichever side makes it: randomness comes from (seed,
 epoch, sample index), so a remote batch is bit-identical to what
 ``gdsio.Loader(..., device="cpu")`` gives for it. ``local_share`` is the
-fraction this node makes; ``"auto"`` steers it by where the consumer waited.
+fraction this node makes; ``"auto"`` sets it from costs it measures as it runs
+(``offload_plan``'s model), the consumer's waits kept as a guard.
 ``epochs_per_pool=N`` keeps one execution (one actor pool) for N
 consecutive epochs, so no epoch after the first waits for a pool to start.
 

@@ -130,10 +130,13 @@ class Loader:
             DataLoader: pass shuffle=True to train).
         local_share: the fraction of the batches this node makes (0.0: all
             on the CPU nodes, 1.0: a plain gdsio.Loader, Ray unused), or
-            ``"auto"``: starts at 0.5 and moves by where the consumer waited
-            (a batch made here it waited for: more to the CPU nodes; one made
-            there: more here; each side's first batch of a pass, its
-            start-up, does not count).
+            ``"auto"``: starts at 0.5, then goes to the balance point of
+            ``offload_plan``'s model from costs measured over the first
+            batches (CPU per batch made here and per batch received, what
+            this node's cores give, each CPU node's seconds per batch; each
+            side's first batch, its start-up, does not count), refined as a
+            moving average; a batch the consumer waited for nudges it away
+            from the side that made it (gdsio.data.ray.steer).
         resources: which nodes run the actors (see ``dataset``).
         actors, cpus_per_actor: the actor pool (see ``dataset``). The
             default pool is this rank's share of the selected nodes: the

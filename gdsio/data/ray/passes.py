@@ -5,7 +5,7 @@ for without bound; with every one lost, this node makes the rest of the epoch).
 
 Package-internal (``__all__`` is empty; used by gdsio.data.ray.loader):
 ``OffloadShared``, ``Board``, ``Execution``, ``OffloadPass``, ``fixed_local``,
-``AUTO_START``; ``RemoteFeed`` and ``RemoteBatch`` (gdsio.data.ray.feed's, here for bench/bench_ray.py)."""
+``AUTO_START`` (gdsio.data.ray.steer's, which steers "auto"); ``RemoteFeed`` and ``RemoteBatch`` (gdsio.data.ray.feed's, here for bench/bench_ray.py)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from ..producer import Producer
 from ..sampler import ShardedOrder
 from .feed import ActorFeed, FeedPlan, RemoteBatch, RemoteFeed, split_transform  # noqa: F401 - bench_ray.py
 from .remote import ActorSpec, describe_node, import_ray, node_loss, placed_nodes
+from .steer import AUTO_START, SEND_STEP, AutoShare, Gauges, thread_cpu
 
 if TYPE_CHECKING:
     from ..loader import Loader as GdsioLoader
@@ -36,9 +37,6 @@ __all__: list[str] = []  # the mechanics of gdsio.data.ray.Loader; nothing here 
 
 log = logging.getLogger("gdsio")
 
-AUTO_START = 0.5  # local_share="auto" starts here, then follows the waits
-AUTO_STEP = 0.05  # how far one waited-for batch moves the share
-AUTO_WAITED = 0.1  # a batch "was waited for" when the wait is this share of the step
 HEALTH_EVERY_S = 2.0  # while waiting for a remote batch, how often the nodes are looked at
 NODE_DEAD_WAIT_S = 30.0  # Ray said work was lost with a node: how long its node may take to show as dead
 
@@ -54,6 +52,7 @@ class OffloadShared:
     actors: int | None  # the actor pool's size (None: local_share=1.0, no pool)
     share: float  # the share this node makes now ("auto" moves it)
     board: Any = None  # local_share="auto": the Board actor's handle, made with the first execution
+    auto: AutoShare | None = None  # local_share="auto": the share's controller, made with the first pass
 
 
 class Board:
@@ -121,8 +120,14 @@ class _Signalling(queue.Queue):  # type: ignore[type-arg]
         super().__init__(maxsize)
         self._arrived = arrived
 
+    blocked_s = 0.0  # time a put waited for room (the producer's idle time: "auto" steering)
+
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
-        super().put(item, block, timeout)
+        t0 = time.perf_counter()
+        try:
+            super().put(item, block, timeout)
+        finally:
+            self.blocked_s += time.perf_counter() - t0
         self._arrived.set()
 
 
@@ -237,6 +242,12 @@ class OffloadPass:
         shared.meter.begin_pass(epoch, start)
         share = loader.local_share
         self._board = shared.board if share == "auto" else None
+        self._made_by: tuple[str | None, float] = (None, 0.0)  # the last remote batch's node and maker seconds
+        if share == "auto":
+            auto = shared.auto = shared.auto or AutoShare(shared.actors or 1, share=shared.share)
+            auto.begin_pass()
+            if ex is not None and not ex.started:
+                auto.begin_pool()
         if share == 1.0 or all_here:
             mine: Callable[[int], bool] = lambda k: True  # noqa: E731
         elif share == "auto":
@@ -390,25 +401,28 @@ class OffloadPass:
         if head.tail is not None:  # the chain's cast and normalisation, fused, on this device and stream
             images = head.tail(images)
         self._shared.sides.add("remote", int(images.shape[0]), head.node, head.seconds)
+        self._made_by = (head.node, head.seconds)
         return "remote", images, labels
 
     def _steer(self, side: str, wait: float, wall: float) -> None:
-        """local_share="auto": a batch the consumer waited for moves the share away from the side that made it.
-        A side's first batch does not count: its wait is the start (of the pass for this node's producer, of the
-        execution for the actor pool, seconds), not a sign that the side lags."""
-        if self._board is None or self._ex is None:
+        """local_share="auto": the batch's window, with the costs read now, to the controller (gdsio.data.ray.steer),
+        and its share to the board. A side's first batch (of the pass here, of the actor pool there) is its start."""
+        auto, ex, q, t = self._shared.auto, self._ex, self._queue, self._thread
+        if self._board is None or ex is None or auto is None:
             return
         if side == "remote":
-            first, self._ex.started = not self._ex.started, True
+            first, ex.started = not ex.started, True
         else:
             first, self._local_started = not self._local_started, True
-        if first or wall <= 0 or wait < AUTO_WAITED * wall:
-            return
-        step = AUTO_STEP if side == "remote" else -AUTO_STEP
-        share = min(1.0, max(0.0, self._shared.share + step))
-        if share != self._shared.share:
+        g = Gauges(cpu_s=time.process_time() - time.thread_time(), feed=ex.gen,
+                   feed_cpu_s=thread_cpu(ex.thread.native_id) if ex.thread.is_alive() else None,
+                   local_queued=q.qsize() + (self._local_head is not None) if q is not None else 0,
+                   remote_queued=ex.q.qsize() + (ex.head is not None), blocked_s=getattr(q, "blocked_s", 0.0),
+                   producing=t is not None and t.is_alive())
+        share = auto.step(side, first, wait, wall, g, *(self._made_by if side == "remote" else (None, 0.0)))
+        if abs(share - self._shared.share) >= SEND_STEP or (share in (0.0, 1.0) and share != self._shared.share):
             self._shared.share = share
-            self._board.set_share.remote(self._ex.gen, share)  # not waited for
+            self._board.set_share.remote(ex.gen, share)  # not waited for
 
     # ---- a lost node --------------------------------------------------------------------
 
@@ -448,6 +462,8 @@ class OffloadPass:
         assert ex is not None
         ex.failed, self._ex = True, None
         ex.close()
+        if self._shared.auto is not None:
+            self._shared.auto.lost_nodes()
         self._stop_local()
         self._stop, self._budget = threading.Event(), ByteBudget(self._shared.local.prefetch_bytes)
         self._start_local(k, lambda _k: True)
