@@ -103,7 +103,7 @@ def consumer_main(spec: dict[str, Any]) -> int:
         loader = gray.Loader(spec["root"], batch, device="cpu", transform=tf, shuffle=True, local_share=share,
                              resources=PRE, threads=1, timeout=300, epochs_per_pool=spec["passes"] + 1)
 
-    def one_pass() -> tuple[int, int, float]:
+    def one_pass(trace: list[float] | None = None) -> tuple[int, int, float]:
         t0 = time.perf_counter()
         first = None
         n = steps = 0
@@ -112,10 +112,13 @@ def consumer_main(spec: dict[str, Any]) -> int:
                 first = time.perf_counter() - t0
             n += int(images.shape[0])
             steps += 1
+            if trace is not None:  # "auto": where the share stands after each batch of the loader's first pass
+                trace.append(loader.stats().local_share)
             time.sleep(step_s)  # the "GPU step": no CPU
         return n, steps, first or 0.0
 
-    one_pass()  # warm-up: actors start, page cache
+    shares: list[float] = []
+    one_pass(shares if spec.get("share") == "auto" else None)  # warm-up: actors start, page cache
     loader.stats(reset=True)
     _say(ready=os.getpid())
     _wait("go")
@@ -132,7 +135,8 @@ def consumer_main(spec: dict[str, Any]) -> int:
            "data_wait_share": s.data_wait_share, "local_samples": getattr(s, "local_samples", s.samples),
            "remote_samples": getattr(s, "remote_samples", 0), "local_share_end": getattr(s, "local_share", 1.0),
            "remote_ms_per_sample": getattr(s, "remote_ms_per_sample", None),
-           "remote_pools": getattr(s, "remote_pools", 0), "finished_here": getattr(s, "finished_here", {})}
+           "remote_pools": getattr(s, "remote_pools", 0), "finished_here": getattr(s, "finished_here", {}),
+           "share_first_pass": shares}
     _say(done=out)
     _wait("end")  # the bench checks this process's sockets while it is connected
     if hasattr(loader, "close"):
