@@ -311,7 +311,8 @@ def test_the_cpu_nodes_send_uint8_and_the_batches_equal_the_cpu_loader(cluster, 
         return receive(images, tail, pinned)
 
     monkeypatch.setattr(feed, "receive", spy)
-    loader = ray_loader(folder, 4, local_share=0.0, transform=CHAINS[chain], cast_on=cast_on)
+    # Ray's object store (test_ray_transport.py checks the same over the default socket transport).
+    loader = ray_loader(folder, 4, local_share=0.0, transform=CHAINS[chain], cast_on=cast_on, transport="object_store")
     assert ray_loader(folder, 4, local_share=1.0).cast_on == "device"  # the default
     loader.set_epoch(2)
     if chain == "bfloat16" and cast_on == "cpu_nodes":  # numpy has no bfloat16: it cannot leave a CPU node

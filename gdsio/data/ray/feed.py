@@ -22,6 +22,7 @@ import logging
 import math
 import queue
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ from ...transforms import functional as F
 from ..flow import END, Failed, put_until_stopped
 from ...transforms.classes import Compose, Normalize, ToDtype
 from .remote import BatchMaker, import_ray, node_loss, placed_nodes, unwrapped_sample_error
+from .transport import STALL_S, Frame, Receiver, StreamMaker
 
 __all__: list[str] = []  # the mechanics of gdsio.data.ray.Loader; nothing here is API
 
@@ -39,6 +41,7 @@ log = logging.getLogger("gdsio")
 
 WAIT_S = 1.0  # how often a feed blocked on a result looks at its stop flag (not a poll of the result)
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # what the fused kernel writes
+TRANSPORTS = ("socket", "object_store")  # how a batch's images reach the consumer (the first: the default)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -137,6 +140,15 @@ def _own(shape: tuple[int, ...], dtype: Any, pinned: bool) -> torch.Tensor:
     return host_empty(math.prod(shape) * dtype.itemsize).view(dtype).view(shape)
 
 
+def received(images: torch.Tensor, tail: Tail | None, pinned: bool) -> tuple[torch.Tensor, Tail | None]:
+    """A batch the socket transport read into `images` (pinned for a GPU, else
+    a host-pool tensor): the batch itself, with the tail to run on the GPU;
+    on the CPU the tail's output, into another host-pool tensor."""
+    if pinned or tail is None:
+        return images, tail
+    return tail(images, out=_own(images.shape, tail.dtype, False)), None
+
+
 def receive(images: np.ndarray, tail: Tail | None, pinned: bool) -> tuple[torch.Tensor, Tail | None]:
     """A batch out of the object store (`images`: Ray's mapping of it). For a
     GPU, one copy into a pinned tensor (the tail then runs there: returned);
@@ -167,6 +179,7 @@ class FeedPlan:
     tail: Tail | None
     pinned: bool
     window: int  # actor calls in flight at most
+    transport: str = "socket"  # one of TRANSPORTS
 
 
 class ActorFeed:
@@ -180,35 +193,42 @@ class ActorFeed:
         self.plan, self.q, self.stop = plan, q, stop
         self.actors: list[Any] = []
         self.live: list[int] = []  # the actors not lost (indices into .actors)
+        self.rx: Receiver | None = None  # the socket transport's receiving end
+        self._seq = 0  # the calls' numbers (a frame names its call)
         self._cls: Any = None
         self._lock = threading.Lock()
 
     def run(self) -> None:
+        rx: Receiver | None = None
         try:
             ray = import_ray()
             p = self.plan
-            self._cls = ray.remote(BatchMaker).options(**p.actor_options)
+            if p.transport == "socket":  # on the address Ray uses for this node: the actors reach it as they reach Ray
+                rx = self.rx = Receiver(ray.util.get_node_ip_address(), self._alloc, self.stop)
+            self._cls = ray.remote(StreamMaker if rx is not None else BatchMaker).options(**p.actor_options)
             with self._lock:
                 if self.stop.is_set():
                     return
-                self.actors = [self._cls.remote(p.spec) for _ in range(p.actors)]
+                for _ in range(p.actors):
+                    self._new_actor()
             self.live = list(range(len(self.actors)))
-            inflight: collections.deque[list[Any]] = collections.deque()  # [place, actor, ref], in order
+            inflight: collections.deque[list[Any]] = collections.deque()  # [place, actor, ref, seq], in order
             nxt, turn = 0, 0
             while True:
                 while nxt < p.count and len(inflight) < p.window:
                     a = self.live[turn % len(self.live)]
                     turn += 1
-                    inflight.append([nxt, a, self.actors[a].make.remote(nxt)])
+                    inflight.append(self._call(a, nxt))
                     nxt += 1
                 if not inflight:
                     break
                 entry = inflight[0]
-                while not self.stop.is_set() and not ray.wait([entry[2]], timeout=WAIT_S)[0]:
-                    pass
-                if self.stop.is_set():
-                    return
                 try:
+                    frame = self._frame(ray, rx, entry) if rx is not None else None
+                    while not self.stop.is_set() and not ray.wait([entry[2]], timeout=WAIT_S)[0]:
+                        pass
+                    if self.stop.is_set():
+                        return
                     out = ray.get(entry[2])
                 except Exception as e:  # noqa: BLE001 - a node's loss is handled, anything else handed on
                     if not node_loss(e):
@@ -218,10 +238,14 @@ class ActorFeed:
                 inflight.popleft()
                 if out is None:
                     continue  # a batch this node makes ("auto"), or none of its samples was left
-                epoch, k, images, labels, node, seconds = out
-                batch, tail = receive(images, p.tail, p.pinned)
+                if rx is None:
+                    epoch, k, images, labels, node, seconds = out
+                    batch, tail = receive(images, p.tail, p.pinned)
+                else:
+                    epoch, k, labels, node, seconds = out
+                    batch, tail = received(frame.images, p.tail, p.pinned)
                 item = RemoteBatch(k, batch, torch.from_numpy(np.array(labels, np.int64)), node, seconds, epoch, tail)
-                del out, images, entry  # the object goes back to the store
+                del out, entry, frame  # the object goes back to the store
                 if not self._put(item):
                     return
             self._put(END)
@@ -229,6 +253,40 @@ class ActorFeed:
             self._put(Failed(unwrapped_sample_error(e)))
         finally:
             self.end_actors()
+            if rx is not None:
+                rx.close()
+
+    def _alloc(self, shape: tuple[int, ...], dtype: np.dtype) -> torch.Tensor:
+        return _own(shape, torch.from_numpy(np.empty(0, dtype)).dtype, self.plan.pinned)
+
+    def _new_actor(self) -> None:
+        """One more actor (under self._lock); with the socket transport it is told where to send and its number."""
+        args = (self.plan.spec,) if self.rx is None else (self.plan.spec, self.rx.dest, len(self.actors))
+        self.actors.append(self._cls.remote(*args))
+
+    def _call(self, a: int, place: int) -> list[Any]:
+        """Actor `a` makes the batch at `place`: [place, a, the call's result, the call's number]."""
+        self._seq += 1
+        if self.rx is None:
+            return [place, a, self.actors[a].make.remote(place), self._seq]
+        return [place, a, self.actors[a].make_sent.remote(place, self._seq), self._seq]
+
+    def _frame(self, ray: Any, rx: Receiver, entry: list[Any]) -> Frame | None:
+        """The frame of `entry`'s call (None: stopped). A call that ended without
+        one raises its error here (a node's loss, a SampleError); one that ended
+        well and whose frame has not come within STALL_S raises ConnectionError."""
+        settled: float | None = None
+        while not self.stop.is_set():
+            frame = rx.take(entry[3])
+            if frame is not None:
+                return frame
+            if ray.wait([entry[2]], timeout=0)[0]:
+                ray.get(entry[2])  # the call's error, if it failed
+                settled = settled if settled is not None else time.monotonic()
+                if time.monotonic() - settled > STALL_S:
+                    raise ConnectionError(f"gdsio.data.ray: the batch of call {entry[3]} (actor {entry[1]}) did not "
+                                          f"arrive within {STALL_S:g} s of the call's end (its connection was lost)")
+        return None
 
     def _lose(self, a: int, inflight: collections.deque[list[Any]], err: BaseException) -> None:
         """Actor `a` (or its result) went with its node: a new actor takes its place
@@ -240,7 +298,7 @@ class ActorFeed:
                 with self._lock:
                     if self.stop.is_set():
                         raise err
-                    self.actors.append(self._cls.remote(self.plan.spec))
+                    self._new_actor()
                 self.live.append(len(self.actors) - 1)
             log.warning("gdsio.data.ray.Loader: an actor was lost (%s: %s); %d live actor(s) make its batches",
                         type(err).__name__, err, len(self.live))
@@ -248,8 +306,9 @@ class ActorFeed:
             raise err
         for i, entry in enumerate(inflight):
             if entry[1] == a:
-                b = self.live[i % len(self.live)]
-                inflight[i] = [entry[0], b, self.actors[b].make.remote(entry[0])]
+                if self.rx is not None:
+                    self.rx.discard(entry[3])  # its frame, if it still comes, is not wanted
+                inflight[i] = self._call(self.live[i % len(self.live)], entry[0])
 
     def end_actors(self) -> None:
         """Ends the pool (its CPUs go back to the cluster); idempotent."""

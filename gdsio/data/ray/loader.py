@@ -13,6 +13,7 @@ from typing import Any, Callable
 from ..loader import Loader as _GdsioLoader
 from ..loader import begin_pass, running_pass, track_pass
 from ..meter import LoaderStats, Meter
+from .feed import TRANSPORTS
 from .passes import AUTO_START, Board, Execution, fixed_local, OffloadPass, OffloadShared
 from .remote import check_cpus, connected_ray, import_ray, placed_nodes, Placement, pool_size
 
@@ -167,6 +168,19 @@ class Loader:
             (bench/results/ray-receive-2026-12-03.md). Other transforms
             run whole on the CPU nodes, and their blocks are not copied on
             the CPU either.
+        transport: how a batch's images reach this process. ``"socket"``
+            (default): each actor streams them over one TCP connection to a
+            socket this process listens on (an ephemeral port on the address
+            Ray uses for this node, a random token per actor pool), and the
+            kernel copies them straight into the batch's buffer (pinned for a
+            GPU); the actor call carries the rest. ``"object_store"``: Ray's
+            object store, whose raylet on this node pulls every batch from
+            the CPU node's store, then this process copies it once more
+            (none on the CPU without a cast). The socket costs this node
+            less CPU per image (bench/results/ray-receive-2026-12-04.md).
+            Use ``"object_store"`` where the CPU nodes cannot open a
+            connection to this node beyond Ray's ports, or where Ray's
+            traffic must be TLS (``RAY_USE_TLS``): the socket is plain TCP.
         timeout: seconds the consumer waits for one batch before raising.
             Losing every CPU node mid-epoch (or Ray failing the execution
             with a node's loss) does not raise: this node makes the rest of
@@ -205,6 +219,7 @@ class Loader:
         cpus_per_actor: float = 1,
         epochs_per_pool: int = 1,
         cast_on: str = "device",
+        transport: str = TRANSPORTS[0],
         drop_last: bool = False,
         prefetch: int = 4,
         prefetch_bytes: int | str | None = None,
@@ -237,6 +252,9 @@ class Loader:
         if cast_on not in CAST_ON:
             raise ValueError(f"cast_on must be one of {', '.join(map(repr, CAST_ON))}; got {cast_on!r}")
         self.cast_on = cast_on
+        if transport not in TRANSPORTS:
+            raise ValueError(f"transport must be one of {', '.join(map(repr, TRANSPORTS))}; got {transport!r}")
+        self.transport = transport
         self._actors: int | None = None
         if self.local_share != 1.0:
             connected_ray()

@@ -160,7 +160,8 @@ class Execution:
                          threads=max(1, int(loader.cpus_per_actor)), per_batch=True, gen=gen, **spec_args)
         actors = shared.actors or 1
         options = dict(num_cpus=loader.cpus_per_actor, scheduling_strategy="SPREAD", **loader.placement.remote_args())
-        plan = FeedPlan(spec, count, actors, options, loader.placement, tail, inner.device.type == "cuda", window=2 * actors + 1)
+        plan = FeedPlan(spec, count, actors, options, loader.placement, tail, inner.device.type == "cuda", window=2 * actors + 1,
+                        transport=loader.transport)
         self.watch = {n["NodeID"]: n for n in placed_nodes(loader.placement)}
         self.feed = ActorFeed(plan, self.q, self.stop)
         self.thread = threading.Thread(target=self.feed.run, name="gdsio-ray", daemon=True)
