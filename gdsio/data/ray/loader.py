@@ -13,8 +13,10 @@ from typing import Any, Callable
 from ..loader import Loader as _GdsioLoader
 from ..loader import begin_pass, running_pass, track_pass
 from ..meter import LoaderStats, Meter
+from ..sampler import WindowOrder
 from .feed import TRANSPORTS
 from .passes import AUTO_START, Board, Execution, fixed_local, OffloadPass, OffloadShared
+from .shard_units import UnitBoard
 from .remote import check_cpus, connected_ray, import_ray, placed_nodes, Placement, pool_size
 
 __all__ = ["Loader", "OffloadStats"]
@@ -126,9 +128,20 @@ class Loader:
     Args:
         source, batch_size, device, transform, seed, shuffle, rank,
             world_size, drop_last, prefetch, prefetch_bytes, threads,
-            on_error, kind, record_shape, record_dtype, image_mode: as
-            ``gdsio.Loader``, with its defaults (shuffle=False, as torch's
-            DataLoader: pass shuffle=True to train).
+            on_error, kind, record_shape, record_dtype, image_mode,
+            shuffle_window: as ``gdsio.Loader``, with its defaults
+            (shuffle=False, as torch's DataLoader: pass shuffle=True to
+            train). Tar shards in the shard-window order (``"window"``,
+            and ``True`` for shards on an object store): the CPU nodes'
+            actors share each unit of the plan (a shard, or a rank's part
+            of one), read whole once per actor pool by a task on the node
+            of the first actor that needs it, through Ray's object store
+            (gdsio.data.ray.shard_units); an actor on another node has Ray
+            copy the unit to its node once. This node reads whole units
+            (gdsio.Loader's reads) in a pass it makes alone
+            (``local_share=1.0``, or the CPU nodes lost); sharing a pass
+            with the CPU nodes, it reads its batches' samples one ranged
+            read each.
         local_share: the fraction of the batches this node makes (0.0: all
             on the CPU nodes, 1.0: a plain gdsio.Loader, Ray unused), or
             ``"auto"``: starts at 0.5, then goes to the balance point of
@@ -210,7 +223,8 @@ class Loader:
         device: Any = "cuda",
         transform: Callable[[Any], Any] | None = None,
         seed: int = 0,
-        shuffle: bool = False,
+        shuffle: bool | str = False,
+        shuffle_window: int = 4,
         rank: int = 0,
         world_size: int = 1,
         local_share: float | str = "auto",
@@ -235,7 +249,8 @@ class Loader:
         # DataLoader's own keywords (num_workers=, pin_memory=, ...) are refused by
         # gdsio.Loader, whose pipeline this is, with what gdsio does instead.
         self._local = _GdsioLoader(
-            source, batch_size, transform=transform, device=device, shuffle=shuffle, seed=seed, drop_last=drop_last,
+            source, batch_size, transform=transform, device=device, shuffle=shuffle, shuffle_window=shuffle_window,
+            seed=seed, drop_last=drop_last,
             rank=rank, world_size=world_size, prefetch=prefetch, prefetch_bytes=prefetch_bytes, threads=threads,
             on_error=on_error, kind=kind, record_shape=record_shape, record_dtype=record_dtype, image_mode=image_mode,
             **dataloader_only,
@@ -266,6 +281,7 @@ class Loader:
         )
         self._exec: Execution | None = None
         self._pools = 0
+        self._units: Any = None  # the window order's UnitBoard, made with the first execution
 
     # ---- what gdsio.Loader says ---------------------------------------------------------
 
@@ -374,8 +390,26 @@ class Loader:
             ray = import_ray()
             board = self._board_handle()
             ray.get(board.begin.remote(self._pools, self._shared.share), timeout=self.timeout)
-        return Execution(self, self._shared, epoch, start, self._pools, count,
-                         dict(offset=offset, per=per, remote_ks=ks, board=board))
+        spec_args = dict(offset=offset, per=per, remote_ks=ks, board=board)
+        if isinstance(self.order, WindowOrder):  # the actors rebuild the order, and share its units
+            # The board keeps a unit while the batches asked for are within the calls in flight (2 per actor
+            # and one) of its last batch, counted in batches (a fixed share's places skip this node's).
+            keep = (2 * (self._actors or 1) + 2) * (-(-len(self) // per) + 1)
+            units = self._units_handle()
+            import_ray().get(units.begin.remote(self._pools, keep), timeout=self.timeout)
+            spec_args.update(shard_starts=self.order.shard_starts, shuffle_window=self.order.shuffle_window,
+                             units=units)
+        return Execution(self, self._shared, epoch, start, self._pools, count, spec_args)
+
+    def _units_handle(self) -> Any:
+        """The loader's UnitBoard (the window order's units), on the trainer's node, made once."""
+        if self._units is None:
+            ray = import_ray()
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            where = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+            self._units = ray.remote(num_cpus=0, scheduling_strategy=where)(UnitBoard).remote()
+        return self._units
 
     def _board_handle(self) -> Any:
         if self._shared.board is None:

@@ -258,13 +258,14 @@ class OffloadPass:
             mine = lambda k: fixed_local(float(share), k)  # noqa: E731
         # This node: gdsio.Loader's producer over the batches it keeps.
         if share != 0.0 or all_here:
-            self._start_local(start, mine)
+            self._start_local(start, mine, every=share == 1.0 or all_here)
 
-    def _start_local(self, start: int, mine: Callable[[int], bool]) -> None:
-        """This node's producer: gdsio.Loader's pipeline over the batches from `start` that `mine` keeps."""
+    def _start_local(self, start: int, mine: Callable[[int], bool], every: bool = False) -> None:
+        """This node's producer: gdsio.Loader's pipeline over the batches from `start` that `mine` keeps
+        (`every`: all of them, in the loader's own order, whose producer reads a window order's units whole)."""
         inner = self._shared.local
-        plan = dataclasses.replace(pass_plan(inner, self._epoch, start), order=_LocalOrder(inner.order, mine),
-                                   meter=self._shared.meter)
+        order = inner.order if every else _LocalOrder(inner.order, mine)
+        plan = dataclasses.replace(pass_plan(inner, self._epoch, start), order=order, meter=self._shared.meter)
         self._queue = _Signalling(inner.prefetch, self._arrived)
         producer = Producer(plan, self._queue, self._stop, self._budget)
         self._thread = threading.Thread(target=producer.run, name="gdsio-loader", daemon=True)
@@ -467,7 +468,7 @@ class OffloadPass:
             self._shared.auto.lost_nodes()
         self._stop_local()
         self._stop, self._budget = threading.Event(), ByteBudget(self._shared.local.prefetch_bytes)
-        self._start_local(k, lambda _k: True)
+        self._start_local(k, lambda _k: True, every=True)
         self._switches += 1
         self._shared.sides.went_local(self._epoch, k, [n["NodeID"] for n in lost])
         log.warning("gdsio.data.ray.Loader: lost the CPU nodes (%s; %s) in epoch %d: this node makes batches %d-%d "

@@ -26,7 +26,8 @@ from ..loader import Loader as _GdsioLoader
 from ..flow import BatchBuffers, EmptyBatch, End, Failed
 from ..meter import Meter
 from ..producer import PassPlan, Producer
-from ..sampler import ShardedOrder
+from ..sampler import ShardedOrder, WindowOrder
+from .shard_units import Units, units_wanted
 
 __all__ = ["EXTRA", "dataset"]
 
@@ -155,6 +156,11 @@ class ActorSpec:
     remote_ks: tuple[int, ...] | None = None
     board: Any = None  # local_share="auto": the actor handle that says who makes each batch
     gen: int = 0  # the execution's number on the board (a stale one makes nothing)
+    # shuffle="window": the WindowOrder's shards (their first samples, and the end) and window; `units`:
+    # the loader's UnitBoard (gdsio.data.ray.shard_units), whose units the actors share (None: read per sample).
+    shard_starts: Any = None
+    shuffle_window: int = 0
+    units: Any = None
 
     def place(self, seq: int) -> tuple[int, int]:
         """(epoch, batch number) of the execution's row `seq`."""
@@ -163,6 +169,9 @@ class ActorSpec:
         return self.epoch + e, (i if self.remote_ks is None else self.remote_ks[i])
 
     def order(self) -> ShardedOrder:
+        if self.shuffle == "window":  # the loader's WindowOrder, rebuilt from its parameters
+            return WindowOrder(self.shard_starts, batch_size=self.batch_size, shuffle_window=self.shuffle_window,
+                               seed=self.seed, rank=self.rank, world_size=self.world_size, drop_last=self.drop_last)
         return ShardedOrder(self.num_samples, batch_size=self.batch_size, shuffle=self.shuffle, seed=self.seed,
                             rank=self.rank, world_size=self.world_size, drop_last=self.drop_last)
 
@@ -199,6 +208,7 @@ class _Maker:
         self.spec = spec
         self.node = ray.get_runtime_context().get_node_id()
         self.order = spec.order()
+        self.units = Units(spec.table, self.order, spec.epoch) if spec.units is not None else None
         self._indices: dict[int, np.ndarray] = {}  # the epochs' orders, the last two kept
 
     def indices(self, epoch: int) -> np.ndarray:
@@ -216,8 +226,10 @@ class _Maker:
             yield {"index": np.asarray(kept, np.int64), "label": labels.numpy().astype(np.int64, copy=False),
                    "image": _as_array(images)}
 
-    def _made(self, batches: list[tuple[int, np.ndarray]], epoch: int) -> Iterator[tuple[int, Any, Any, Any, float]]:
-        """(batch number, images, labels, sample indices kept, seconds per batch) of each batch made."""
+    def _made(self, batches: list[tuple[int, np.ndarray]], epoch: int,
+              windows: Any = None) -> Iterator[tuple[int, Any, Any, Any, float]]:
+        """(batch number, images, labels, sample indices kept, seconds per batch) of each batch made;
+        `windows`: the units the window order reads the batches' samples from (a shard_units.UnitView)."""
         spec = self.spec
         q: queue.Queue[Any] = queue.Queue()
         kept: dict[int, np.ndarray] = {}
@@ -229,7 +241,9 @@ class _Maker:
                         buffers=BatchBuffers(),
                         crop_decode=True)  # as gdsio.Loader's default: the same pixels, a crop's box decoded
         t0 = time.perf_counter()
-        Producer(plan, q, threading.Event(), None, kept=kept).run()
+        producer = Producer(plan, q, threading.Event(), None, kept=kept)
+        producer.windows = windows  # the order here is _Given's: the producer makes no ShardWindows of its own
+        producer.run()
         seconds = (time.perf_counter() - t0) / max(1, len(batches))
         while True:
             item = q.get_nowait()
@@ -258,8 +272,13 @@ class BatchMaker(_Maker):
 
             if ray.get(spec.board.owner.remote(spec.gen, epoch, k)) != "remote":
                 return None  # this node's loader makes it (or the execution is over)
-        for _, images, labels, _kept, seconds in self._made([(k, self.order.batch(epoch, k, self.indices(epoch)))],
-                                                            epoch):
+        idx = self.order.batch(epoch, k, self.indices(epoch))
+        windows = None
+        if self.units is not None:  # the window order: the batch's units, each read once for the whole pool
+            windows = units_wanted(self.units, spec.units, spec.gen, epoch, k, len(idx), self.node)
+            if windows is None:
+                return None  # a stale execution's call
+        for _, images, labels, _kept, seconds in self._made([(k, idx)], epoch, windows):
             return epoch, k, _as_array(images), labels.numpy().astype(np.int64, copy=False), self.node, seconds
         return None
 
@@ -419,7 +438,8 @@ def dataset(
     o = ref.order
     spec = ActorSpec(table=ref.table, num_samples=o.num_samples, batch_size=o.batch_size, shuffle=o.shuffle,
                      seed=o.seed, rank=0, world_size=1, drop_last=False, epoch=epoch, transform=transform,
-                     mode=image_mode, on_error=on_error, threads=max(1, int(cpus)), per_batch=False)
+                     mode=image_mode, on_error=on_error, threads=max(1, int(cpus)), per_batch=False,
+                     shard_starts=getattr(o, "shard_starts", None), shuffle_window=getattr(o, "shuffle_window", 0))
     rows = ray.data.range(len(ref.table))
     return actor_pipeline(rows, spec, placement, actors=pool_size(placement, cpus, actors), cpus=cpus,
                           batch_size=batch_size)
