@@ -49,6 +49,11 @@ def socket_fds() -> set[str]:
     return out
 
 
+def batch(images, k=0):
+    """A batch as BatchMaker.make returns it: (epoch, number, images, labels, node, seconds)."""
+    return 2, k, images, np.arange(len(images), dtype=np.int64) + k, "ab" * 28, 0.25
+
+
 def take(rx, seq, tries=50):
     """Call seq's frame, reading for at most `tries` rounds of the receiver's bounded wait."""
     for _ in range(tries):
@@ -72,19 +77,20 @@ def test_frames_of_every_kind_arrive_whole_into_the_receivers_buffers_in_any_ord
         f16 = rng.standard_normal((2, 3, 4, 4)).astype(np.float16)
         big = rng.integers(0, 256, (4, 3, 224, 224), dtype=np.uint8)  # more than a socket buffer holds
         a, b = tr.Sender(rx.dest, 0), tr.Sender(rx.dest, 1)
-        sent = threading.Thread(target=lambda: (b.send(7, tr.DATA, big), b.send(8, tr.NOTHING)))
+        sent = threading.Thread(target=lambda: (b.send(7, tr.DATA, batch(big)), b.send(8, tr.NOTHING)))
         sent.start()  # actor 1 sends while the receiver waits for actor 0's frames: nothing waits on the other
-        a.send(3, tr.DATA, u8)
+        a.send(3, tr.DATA, batch(u8))
         a.send(4, tr.FAILED)
-        a.send(5, tr.DATA, f16)
+        a.send(5, tr.DATA, batch(f16, k=5))
         got = take(rx, 5)  # read after 3 and 4, which are kept
         assert got.status == tr.DATA and got.images.dtype == torch.float16 and np.array_equal(got.images.numpy(), f16)
+        assert (got.epoch, got.batch_no, got.labels.tolist(), got.node, got.seconds) == (2, 5, [5, 6], "ab" * 28, 0.25)
         assert take(rx, 4).status == tr.FAILED and take(rx, 3).images.numpy().tobytes() == u8.tobytes()
         assert np.array_equal(take(rx, 7).images.numpy(), big) and take(rx, 8).status == tr.NOTHING
         in_time(sent.join)
         assert rx.connected(0) and rx.connected(1) and not rx.connected(2)
         rx.discard(9)  # lost, made again elsewhere: its frame, when it comes, is dropped
-        a.send(9, tr.DATA, u8)
+        a.send(9, tr.DATA, batch(u8))
         a.send(10, tr.NOTHING)
         assert take(rx, 10).status == tr.NOTHING and rx.take(9, 0.1) is None
         a.close()
@@ -100,12 +106,12 @@ def test_a_connection_without_the_token_is_dropped_and_sends_nothing():
     rx = tr.Receiver("127.0.0.1", alloc, stop)
     try:
         wrong = tr.Sender(tr.Dest("127.0.0.1", rx.dest.port, b"x" * tr.TOKEN_BYTES), 0)
-        wrong.send(1, tr.DATA, np.zeros((1, 2), np.uint8))
+        wrong.send(1, tr.DATA, batch(np.zeros((1, 2), np.uint8)))
         assert rx.take(1, 0.5) is None and rx.take(1, 0.2) is None
         assert not rx.connected(0)
         wrong.close()
         right = tr.Sender(rx.dest, 0)
-        right.send(1, tr.DATA, np.ones((1, 2), np.uint8))
+        right.send(1, tr.DATA, batch(np.ones((1, 2), np.uint8)))
         assert take(rx, 1).images.numpy().tolist() == [[1, 1]] and rx.connected(0)
         right.close()
         assert in_time(lambda: rx.take(2, 5.0)) is None  # its end closes the connection: take returns
@@ -123,7 +129,8 @@ def test_a_frame_that_ends_or_stalls_midway_drops_its_connection_and_nothing_wai
             s = socket.create_connection(("127.0.0.1", rx.dest.port), timeout=5)
             raw.append(s)
             s.sendall(tr.HELLO.pack(tr.MAGIC, rx.dest.token, number))
-            s.sendall(tr.HEADER.pack(tr.MAGIC, 1 + number, tr.DATA, 2, b"|u1", 100, 100, *([0] * (tr.MAX_DIMS - 2))))
+            s.sendall(tr.HEADER.pack(tr.MAGIC, 1 + number, tr.DATA, 2, b"|u1", 100, 100, *([0] * (tr.MAX_DIMS - 2)),
+                                     0, 0, 0.0, 0, b""))
             s.sendall(b"\0" * 10)  # of 10000
         raw[0].close()  # the actor died within its frame
         stop_later = threading.Timer(0.5, stop.set)

@@ -33,7 +33,7 @@ from ...transforms import functional as F
 from ..flow import END, Failed, put_until_stopped
 from ...transforms.classes import Compose, Normalize, ToDtype
 from .remote import BatchMaker, import_ray, node_loss, placed_nodes, unwrapped_sample_error
-from .transport import STALL_S, Frame, Receiver, StreamMaker
+from .transport import FAILED, NOTHING, STALL_S, Receiver, StreamMaker
 
 __all__: list[str] = []  # the mechanics of gdsio.data.ray.Loader; nothing here is API
 
@@ -224,28 +224,21 @@ class ActorFeed:
                     break
                 entry = inflight[0]
                 try:
-                    frame = self._frame(ray, rx, entry) if rx is not None else None
-                    while not self.stop.is_set() and not ray.wait([entry[2]], timeout=WAIT_S)[0]:
-                        pass
-                    if self.stop.is_set():
-                        return
-                    out = ray.get(entry[2])
+                    out = self._result(ray, entry[2]) if rx is None else self._sent(ray, rx, entry)
                 except Exception as e:  # noqa: BLE001 - a node's loss is handled, anything else handed on
                     if not node_loss(e):
                         raise
                     self._lose(entry[1], inflight, e)
                     continue
+                if self.stop.is_set():
+                    return
                 inflight.popleft()
                 if out is None:
                     continue  # a batch this node makes ("auto"), or none of its samples was left
-                if rx is None:
-                    epoch, k, images, labels, node, seconds = out
-                    batch, tail = receive(images, p.tail, p.pinned)
-                else:
-                    epoch, k, labels, node, seconds = out
-                    batch, tail = received(frame.images, p.tail, p.pinned)
+                epoch, k, images, labels, node, seconds = out
+                batch, tail = receive(images, p.tail, p.pinned) if rx is None else received(images, p.tail, p.pinned)
                 item = RemoteBatch(k, batch, torch.from_numpy(np.array(labels, np.int64)), node, seconds, epoch, tail)
-                del out, entry, frame  # the object goes back to the store
+                del out, images, entry  # the object goes back to the store
                 if not self._put(item):
                     return
             self._put(END)
@@ -271,17 +264,29 @@ class ActorFeed:
             return [place, a, self.actors[a].make.remote(place), self._seq]
         return [place, a, self.actors[a].make_sent.remote(place, self._seq), self._seq]
 
-    def _frame(self, ray: Any, rx: Receiver, entry: list[Any]) -> Frame | None:
-        """The frame of `entry`'s call (None: stopped). A call that ended without
-        one raises its error here (a node's loss, a SampleError); one that ended
+    def _result(self, ray: Any, ref: Any) -> Any:
+        """The call's result (its error raises), or None once stopped (the caller looks at the flag)."""
+        while not self.stop.is_set():
+            if ray.wait([ref], timeout=WAIT_S)[0]:
+                return ray.get(ref)
+        return None
+
+    def _sent(self, ray: Any, rx: Receiver, entry: list[Any]) -> Any:
+        """`entry`'s batch over the socket, as BatchMaker.make returns it, or None
+        (no batch; stopped). The frame says how the call went: only a failed
+        call's result is taken, for its error (a SampleError, a node's loss).
+        A call that ended without a frame raises its error too; one that ended
         well and whose frame has not come within STALL_S raises ConnectionError."""
         settled: float | None = None
         while not self.stop.is_set():
-            frame = rx.take(entry[3])
-            if frame is not None:
-                return frame
+            f = rx.take(entry[3])
+            if f is not None:
+                if f.status == FAILED:
+                    self._result(ray, entry[2])  # raises the call's error
+                    raise RuntimeError(f"gdsio.data.ray: call {entry[3]} said it failed, and its result did not")
+                return None if f.status == NOTHING else (f.epoch, f.batch_no, f.images, f.labels, f.node, f.seconds)
             if ray.wait([entry[2]], timeout=0)[0]:
-                ray.get(entry[2])  # the call's error, if it failed
+                ray.get(entry[2])  # the call's error, if it failed without a frame (its actor lost)
                 settled = settled if settled is not None else time.monotonic()
                 if time.monotonic() - settled > STALL_S:
                     raise ConnectionError(f"gdsio.data.ray: the batch of call {entry[3]} (actor {entry[1]}) did not "

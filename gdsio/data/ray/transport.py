@@ -52,7 +52,9 @@ MAGIC = b"GDSB"
 TOKEN_BYTES = 32
 HELLO = struct.Struct(f"<4s{TOKEN_BYTES}sQ")  # magic, the feed's token, the actor's number
 MAX_DIMS = 8
-HEADER = struct.Struct(f"<4sQBB2x4s{MAX_DIMS}Q")  # magic, seq, status, ndim, numpy dtype str, shape
+# magic, seq, status, ndim, numpy dtype str, shape; then the batch's epoch, number, seconds, node id, labels
+HEADER = struct.Struct(f"<4sQBB2x4s{MAX_DIMS}QqqdQ64s")
+NODE_BYTES = 64
 DATA, NOTHING, FAILED = 0, 1, 2  # a frame's status: the array follows / no batch / the call raised
 WAIT_S = 1.0  # a blocked read looks at the stop flag this often
 STALL_S = 60.0  # a frame begun whose bytes stop coming this long: its connection is dropped
@@ -72,11 +74,17 @@ class Dest:
 
 @dataclasses.dataclass
 class Frame:
-    """One call's frame, read: its status and, for ``DATA``, the array in a buffer of the consumer's."""
+    """One call's frame, read: its status and, for ``DATA``, the batch: its
+    images in a buffer of the consumer's, its labels, where and when it was made."""
 
     seq: int
     status: int
     images: Any = None  # a torch tensor (the allocator's), or None
+    labels: Any = None  # int64 numpy array
+    epoch: int = 0
+    batch_no: int = 0
+    node: str = ""
+    seconds: float = 0.0
 
 
 def _timeval(seconds: float) -> bytes:
@@ -176,7 +184,8 @@ class Receiver:
                 self._drop(c)
                 return False
             magic, seq, status, ndim, dt, *shape = HEADER.unpack_from(self._head)
-            if magic != MAGIC or status not in (DATA, NOTHING, FAILED) or ndim > MAX_DIMS:
+            shape, (epoch, k, seconds, nlabels, node) = shape[:MAX_DIMS], shape[MAX_DIMS:]
+            if magic != MAGIC or status not in (DATA, NOTHING, FAILED) or ndim > MAX_DIMS or nlabels > shape[0]:
                 raise ValueError(f"a bad frame header from actor {c.number}")
             if status != DATA:
                 self._keep(Frame(seq, status))
@@ -184,11 +193,14 @@ class Receiver:
             dtype = np.dtype(dt.rstrip(b"\0").decode("ascii"))
             if dtype.kind not in KINDS:
                 raise ValueError(f"a frame of dtype {dtype} from actor {c.number}")
+            labels = np.empty(nlabels, np.int64)
             images = self._alloc(tuple(shape[:ndim]), dtype)
             view = memoryview(images.numpy()).cast("B")
-            if view.nbytes != math.prod(shape[:ndim]) * dtype.itemsize or not self._exactly(c, view):
-                raise ValueError(f"the frame of call {seq} from actor {c.number} ended early")
-            self._keep(Frame(seq, DATA, images))
+            if view.nbytes != math.prod(shape[:ndim]) * dtype.itemsize:
+                raise ValueError(f"the frame of call {seq} from actor {c.number}: a buffer of the wrong size")
+            self._exactly(c, memoryview(labels).cast("B"))
+            self._exactly(c, view)
+            self._keep(Frame(seq, DATA, images, labels, epoch, k, node.rstrip(b"\0").decode("ascii"), seconds))
             return True
         except (OSError, ValueError, UnicodeDecodeError, TypeError) as e:
             log.warning("gdsio.data.ray: dropped a batch connection (%s: %s)", type(e).__name__, e)
@@ -247,19 +259,25 @@ class Sender:
         self.dest, self.number = dest, number
         self.sock: socket.socket | None = None
 
-    def send(self, seq: int, status: int, array: np.ndarray | None = None) -> None:
-        shape = array.shape if array is not None else ()
+    def send(self, seq: int, status: int, batch: tuple[int, int, np.ndarray, np.ndarray, str, float] | None = None) -> None:
+        """Call `seq`'s frame: `status`, and for ``DATA`` the `batch` (epoch,
+        batch number, images, int64 labels, node id, seconds), as BatchMaker.make returns it."""
+        epoch, k, images, labels, node, seconds = batch if batch is not None else (0, 0, None, None, "", 0.0)
+        shape = images.shape if images is not None else ()
         if len(shape) > MAX_DIMS:
             raise ValueError(f"gdsio.data.ray: a batch of {len(shape)} dimensions (at most {MAX_DIMS} cross)")
-        dt = array.dtype.str.encode("ascii") if array is not None else b""
-        header = HEADER.pack(MAGIC, seq, status, len(shape), dt, *shape, *([0] * (MAX_DIMS - len(shape))))
+        dt = images.dtype.str.encode("ascii") if images is not None else b""
+        nlabels = len(labels) if labels is not None else 0
+        header = HEADER.pack(MAGIC, seq, status, len(shape), dt, *shape, *([0] * (MAX_DIMS - len(shape))), epoch, k,
+                             seconds, nlabels, node.encode("ascii"))
+        parts = [header] if images is None else [
+            header, np.ascontiguousarray(labels, np.int64).data.cast("B"), np.ascontiguousarray(images).data.cast("B")]
         for attempt in (0, 1):
             try:
                 if self.sock is None:
                     self.sock = self._connect()
-                self.sock.sendall(header)
-                if array is not None and array.nbytes:
-                    self.sock.sendall(memoryview(np.ascontiguousarray(array)).cast("B"))
+                for part in parts:
+                    self.sock.sendall(part)
                 return
             except OSError as e:
                 self.close()
@@ -288,15 +306,16 @@ class Sender:
 
 class StreamMaker(BatchMaker):
     """An actor of gdsio.data.ray.Loader's pool with ``transport="socket"``:
-    ``make_sent(place, seq)`` makes the batch as ``BatchMaker.make`` does,
-    sends its images to the consumer as call `seq`'s frame, and returns the
-    rest: (epoch, batch number, labels, node id, seconds), or None."""
+    ``make_sent(place, seq)`` makes the batch as ``BatchMaker.make`` does and
+    sends it to the consumer as call `seq`'s frame; the call returns None, or
+    raises (its frame then says ``FAILED``, and the consumer takes the error
+    from the call's result)."""
 
     def __init__(self, spec: Any, dest: Dest, number: int) -> None:
         super().__init__(spec)
         self.sender = Sender(dest, number)
 
-    def make_sent(self, place: int, seq: int) -> tuple[int, int, np.ndarray, str, float] | None:
+    def make_sent(self, place: int, seq: int) -> None:
         try:
             out = self.make(place)
         except BaseException:
@@ -305,9 +324,4 @@ class StreamMaker(BatchMaker):
             except ConnectionError as e:
                 log.debug("gdsio.data.ray: could not say a call failed: %s", e)
             raise
-        if out is None:
-            self.sender.send(seq, NOTHING)
-            return None
-        epoch, k, images, labels, node, seconds = out
-        self.sender.send(seq, DATA, images)
-        return epoch, k, labels, node, seconds
+        self.sender.send(seq, NOTHING if out is None else DATA, out)
