@@ -10,8 +10,11 @@ real-looking 500x375 JPEGs (bench/photos.py):
 * making: ``gdsio.Loader(device="cpu", threads=1)``, the consumer's CPU per image;
 * receiving: ``gdsio.data.ray.Loader(local_share=0.0, device="cpu")``, every
   batch made on the CPU node, one actor pool kept over the passes
-  (``epochs_per_pool``): the consumer's CPU per image, and the actor
-  processes' CPU per image (the CPU node's work).
+  (``epochs_per_pool``): the consumer's CPU per image, the consumer node's
+  Ray processes' (the head: raylet, GCS, ..., by process too) and the actor
+  processes' CPU per image (the CPU node's work); with --transport, a row per
+  transport (``socket``, ``object_store``), one after the other in each row.
+  The head's processes are first timed idle (--idle-s), their floor per second.
 
 CPU time is the kernel's count (this process, all its threads: what
 /proc/self/stat's utime + stime count, at the finer resolution of
@@ -22,7 +25,7 @@ cache), then --passes passes that are counted whole, each from its first batch.
 ``--threads`` also samples /proc/self/task every 0.25 s and names the
 consumer's threads (Python's names where known), to say where its CPU goes.
 
-    python bench/bench_ray_receive.py --json out.json
+    python bench/bench_ray_receive.py --transport socket,object_store --json out.json
     pytest bench/bench_ray_receive.py          # the smoke test only (needs gdsio[ray])
 """
 
@@ -108,12 +111,12 @@ def below(roots: set[int]) -> list[int]:
 
 
 def actor_pids() -> list[int]:
-    """The processes of this cluster's actors (gdsio's BatchMaker; Ray Data's
+    """The processes of this cluster's actors (gdsio's BatchMaker, StreamMaker; Ray Data's
     MapWorker before it): below this process, which started the cluster (the
     machine may run other engineers' clusters)."""
     _, cmds = processes()
     return [p for p in below({os.getpid()}) if p != os.getpid() and cmds.get(p, "").startswith("ray::")
-            and ("BatchMaker" in cmds[p] or "MapWorker" in cmds[p])]
+            and any(name in cmds[p] for name in ("BatchMaker", "StreamMaker", "MapWorker"))]
 
 
 def head_pids(cluster: Any) -> list[int]:
@@ -121,6 +124,13 @@ def head_pids(cluster: Any) -> list[int]:
     from the CPU node, GCS, and the workers below them), not this process."""
     roots = {info.process.pid for infos in cluster.head_node.all_processes.values() for info in infos}
     return [p for p in below(roots) if p != os.getpid()]
+
+
+def cpu_node_ray_pids(cluster: Any) -> list[int]:
+    """The CPU node's own Ray processes (its raylet, which serves the objects the
+    consumer's node pulls), not its workers: the actors are counted apart."""
+    return [info.process.pid for node in cluster.worker_nodes for infos in node.all_processes.values()
+            for info in infos]
 
 
 class ProcWatch:
@@ -157,6 +167,29 @@ class ProcWatch:
 
     def seconds(self) -> float:
         return sum(self.last[p] - self.first[p] for p in self.last)
+
+    def by_name(self) -> dict[str, float]:
+        """CPU seconds per process name (the raylet, gcs_server, a Python script's name, a worker's ray::...)."""
+        _, cmds = processes()
+        out: collections.Counter[str] = collections.Counter()
+        for p in self.last:
+            out[_name(cmds.get(p, "?"), p)] += self.last[p] - self.first[p]
+        return dict(out)
+
+
+def _name(argv0: str, pid: int) -> str:
+    if argv0.startswith("ray::"):
+        return argv0
+    base = os.path.basename(argv0)
+    if base.startswith("python"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+        except OSError:
+            return base
+        script = next((a.decode(errors="replace") for a in args[1:] if a.endswith(b".py")), "")
+        return os.path.basename(script) or base
+    return base
 
 
 class ThreadWatch:
@@ -207,6 +240,7 @@ def measure(loader: Any, passes: int, threads: bool, cluster: Any = None) -> dic
     watch = ThreadWatch() if threads else None
     actors = ProcWatch(actor_pids() if cluster is not None else []).__enter__()
     heads = ProcWatch(head_pids(cluster) if cluster is not None else []).__enter__()
+    nodes = ProcWatch(cpu_node_ray_pids(cluster) if cluster is not None else []).__enter__()
     c0, w0 = time.process_time(), time.perf_counter()
     if watch:
         watch.__enter__()
@@ -221,20 +255,33 @@ def measure(loader: Any, passes: int, threads: bool, cluster: Any = None) -> dic
     if watch:
         watch.__exit__()
     c1, w1 = time.process_time(), time.perf_counter()
-    for w in (actors, heads):
+    for w in (actors, heads, nodes):
         w.__exit__()
     actor, head = actors.seconds(), heads.seconds()
     out = {"images": n, "consumer_cpu_ms_per_image": 1e3 * (c1 - c0) / n, "wall_s": w1 - w0,
            "first_batch_consumer_cpu_ms_per_image": [1e3 * x for x in first_cpu],
            "actor_cpu_ms_per_image": 1e3 * actor / n, "dtype": str(images.dtype),
-           "head_node_ray_cpu_ms_per_image": 1e3 * head / n}
+           "head_node_ray_cpu_ms_per_image": 1e3 * head / n,
+           "cpu_node_ray_cpu_ms_per_image": 1e3 * nodes.seconds() / n,
+           "head_node_ray_by_process_cpu_ms_per_image": {k: round(1e3 * v / n, 4) for k, v in
+                                                         sorted(heads.by_name().items(), key=lambda kv: -kv[1]) if v > 0}}
     if watch:
         out["threads_cpu_ms_per_image"] = {k: round(1e3 * v / n, 4) for k, v in watch.acc.most_common() if v > 0}
     return out
 
 
+def idle(cluster: Any, seconds: float) -> dict[str, Any]:
+    """The consumer node's Ray processes' CPU while no loader runs: their floor, per second of wall time."""
+    w = ProcWatch(head_pids(cluster)).__enter__()
+    time.sleep(seconds)
+    w.__exit__()
+    return {"seconds": seconds, "cpu_ms_per_s": 1e3 * w.seconds() / seconds,
+            "by_process_cpu_ms_per_s": {k: round(1e3 * v / seconds, 3) for k, v in w.by_name().items() if v > 0}}
+
+
 def run(images: int, batch: int, passes: int, size: tuple[int, int], threads: bool, dtypes: list[str],
-        cast_ons: list[str] = ["default"], store_mb: int = 300) -> dict[str, Any]:
+        cast_ons: list[str] = ["default"], store_mb: int = 300, transports: list[str] = ["default"],
+        idle_s: float = 5.0) -> dict[str, Any]:
     import ray
     from ray.cluster_utils import Cluster
 
@@ -267,15 +314,24 @@ def run(images: int, batch: int, passes: int, size: tuple[int, int], threads: bo
         finally:
             os.chdir(cwd)
         ray.data.DataContext.get_current().enable_progress_bars = False
+        if idle_s > 0:
+            result["head_node_ray_idle"] = idle(c, idle_s)
+            print("idle", json.dumps(result["head_node_ray_idle"]), flush=True)
+        # Each row's transports one after the other (interleaved, so that the machine's load falls on both alike).
         for dt in dtypes:
             for cast_on in cast_ons if dt != "uint8" else ["default"]:
-                kw = {} if cast_on == "default" else {"cast_on": cast_on}  # the tree "before" had no cast_on
-                loader = gray.Loader(root, batch, device="cpu", transform=chain(dt), threads=1, shuffle=True,
-                                     local_share=0.0, resources={ROLE: "preprocess"}, epochs_per_pool=passes + 1, **kw)
-                key = f"receiving-{dt}" + ("" if cast_on == "default" else f"-cast-on-{cast_on}")
-                result[key] = measure(loader, passes, threads, c)
-                loader.close()
-                print(key, json.dumps(result[key]), flush=True)
+                for transport in transports:
+                    kw = {} if cast_on == "default" else {"cast_on": cast_on}  # the tree "before" had no cast_on
+                    if transport != "default":  # nor transport
+                        kw["transport"] = transport
+                    loader = gray.Loader(root, batch, device="cpu", transform=chain(dt), threads=1, shuffle=True,
+                                         local_share=0.0, resources={ROLE: "preprocess"}, epochs_per_pool=passes + 1,
+                                         **kw)
+                    key = (f"receiving-{dt}" + ("" if cast_on == "default" else f"-cast-on-{cast_on}")
+                           + ("" if transport == "default" else f"-{transport}"))
+                    result[key] = measure(loader, passes, threads, c)
+                    loader.close()
+                    print(key, json.dumps(result[key]), flush=True)
     finally:
         if c is not None:
             ray.shutdown()
@@ -294,7 +350,7 @@ def run(images: int, batch: int, passes: int, size: tuple[int, int], threads: bo
             "cpu_node_vs_making_uint8": recv["actor_cpu_ms_per_image"]
             / result["making-uint8"]["consumer_cpu_ms_per_image"] if "making-uint8" in result else None}
     result["settings"] = dict(images=images, batch=batch, passes=passes, size=list(size), dtypes=dtypes,
-                              cast_ons=cast_ons, object_store_mb=store_mb)
+                              cast_ons=cast_ons, object_store_mb=store_mb, transports=transports)
     result["machine"] = {"python": platform.python_version(), "torch": torch.__version__, "ray": ray.__version__,
                          "cpus": os.cpu_count(), "gdsio": os.path.dirname(gd.__file__),
                          "commit": _commit()}
@@ -332,14 +388,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtypes", default="float32,uint8")
     ap.add_argument("--cast-on", default="default", help="gdsio.data.ray.Loader's cast_on for the float chain, "
                     "comma-separated (default: none given, as the tree measured does by default)")
+    ap.add_argument("--transport", default="default", help="gdsio.data.ray.Loader's transport, comma-separated, each "
+                    "a row (e.g. socket,object_store; default: none given, as the tree measured does by default)")
+    ap.add_argument("--idle-s", type=float, default=5.0,
+                    help="seconds the consumer node's Ray processes are timed idle first (their floor)")
     ap.add_argument("--store-mb", type=int, default=300,
                     help="each node's object store, MiB (a small one makes Ray collect garbage in the consumer)")
     ap.add_argument("--threads", action="store_true", help="also name where the consumer's CPU goes, per thread")
     ap.add_argument("--json", help="write the result here")
     a = ap.parse_args(argv)
     w, h = (int(v) for v in a.size.split("x"))
-    result = run(a.images, a.batch, a.passes, (w, h), a.threads, a.dtypes.split(","), a.cast_on.split(","), a.store_mb)
+    result = run(a.images, a.batch, a.passes, (w, h), a.threads, a.dtypes.split(","), a.cast_on.split(","), a.store_mb,
+                 a.transport.split(","), a.idle_s)
     print(table(result))
+    if "head_node_ray_idle" in result:
+        print("head node's Ray processes idle:", json.dumps(result["head_node_ray_idle"]))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)
@@ -351,10 +414,13 @@ def main(argv: list[str] | None = None) -> int:
 @pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")
 def test_smoke():
     pytest.importorskip("ray.data")
-    result = run(8, 4, 1, (64, 48), True, ["float32"], ["default", "cpu_nodes"])
-    assert result["receiving-float32"]["images"] == 8 and result["making-float32"]["images"] == 8
-    assert result["receiving-float32"]["dtype"] == "torch.float32"
-    assert result["receiving-float32-cast-on-cpu_nodes"]["dtype"] == "torch.float32"
+    result = run(8, 4, 1, (64, 48), True, ["float32"], ["default", "cpu_nodes"], transports=["socket", "object_store"],
+                 idle_s=0.5)
+    for transport in ("socket", "object_store"):
+        assert result[f"receiving-float32-{transport}"]["images"] == 8 and result["making-float32"]["images"] == 8
+        assert result[f"receiving-float32-{transport}"]["dtype"] == "torch.float32"
+        assert result[f"receiving-float32-cast-on-cpu_nodes-{transport}"]["dtype"] == "torch.float32"
+    assert result["head_node_ray_idle"]["cpu_ms_per_s"] >= 0
 
 
 if __name__ == "__main__":
