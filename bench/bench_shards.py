@@ -321,7 +321,8 @@ class WdsPil:
             img = v2.Resize((self.size, self.size), antialias=True)(img)
         else:
             img = img.resize((self.size, self.size), Image.BILINEAR)
-        return torch.from_numpy(np.asarray(img)).permute(2, 0, 1), int(sample["cls"]), sample["__key__"]
+        # np.array copies, as torchvision's PILToTensor does (asarray's view is read-only: torch warns)
+        return torch.from_numpy(np.array(img)).permute(2, 0, 1), int(sample["cls"]), sample["__key__"]
 
 
 def pil_resize_name() -> str:
