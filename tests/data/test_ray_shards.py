@@ -10,6 +10,7 @@ checks what holds without a cluster (local_share=1.0)."""
 
 from __future__ import annotations
 
+import operator
 import os
 from pathlib import Path
 
@@ -172,3 +173,23 @@ def test_local_share_one_reads_each_unit_whole_as_gdsio_loader(shards, served):
     assert_same(list(loader), plain(shards, 4, 0, shuffle="window"))
     assert tar_gets(server) == unit_gets(loader.order, 0, shards, urls)
 
+
+class Unmakeable(gd.BatchTransform):
+    """A transform that cannot be unpickled (on a CPU node): its actor's creation raises there."""
+
+    def __call__(self, images):
+        return images
+
+    def __reduce__(self):
+        return (operator.truediv, (1, 0))
+
+
+@pytest.mark.ray
+def test_an_actor_that_cannot_be_made_raises_its_error_rather_than_being_replaced_until_the_timeout(cluster, shards):
+    # Before: the feed took the creation error for a lost node and made new actors, each raising it, until the
+    # consumer's timeout; gdsio.data.ray.Loader over the window order failed so (ShardedOrder refused "window").
+    loader = ray_loader(shards, 4, local_share=0.0, shuffle="window", transform=Unmakeable())
+    with pytest.raises(Exception, match="division by zero") as e:
+        list(loader)
+    assert not isinstance(e.value, TimeoutError)
+    loader.close()

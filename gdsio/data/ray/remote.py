@@ -343,7 +343,8 @@ _NODE_LOSS = ("NodeDiedError", "RayActorError", "WorkerCrashedError", "ObjectLos
 def node_loss(e: BaseException) -> bool:
     """Whether `e`, or an exception it wraps, is Ray saying that work was lost
     with a node (package-internal: gdsio.data.ray.passes finishes the epoch on
-    this node then). A SampleError never is: a bad sample raises wherever it is made."""
+    this node then). A SampleError never is: a bad sample raises wherever it is made; nor is an
+    actor whose creation raised (it would raise again in a new actor: the loader raises it)."""
     exceptions = import_ray().exceptions
     kinds = tuple(getattr(exceptions, name) for name in _NODE_LOSS if hasattr(exceptions, name))
     seen: set[int] = set()
@@ -354,6 +355,8 @@ def node_loss(e: BaseException) -> bool:
             continue
         seen.add(id(x))
         if isinstance(x, SampleError):
+            return False
+        if getattr(x, "actor_init_failed", False):  # the actor's constructor raised: a new one would too
             return False
         if isinstance(x, kinds) and not isinstance(x, getattr(exceptions, "ObjectFreedError", ())):
             return True
