@@ -3,12 +3,32 @@ nodes' actors for batches and takes each result into a tensor of this
 process's own, and the split of a transform into what the CPU nodes run and
 what the consumer's device runs (the cast and the normalisation).
 
-Ray Core, not Ray Data: each batch is one actor call and one object whose
-numpy arrays ``ray.get`` maps from the object store without a copy. Ray
-Data's streaming executor runs in the consumer's process, wakes every 0.1 s
-and converts each block; measured on the consumer, its executor and iterator
-threads alone cost more per image than the whole path here
-(bench/results/ray-receive-2026-12-03.md).
+Ray Core, not Ray Data: each batch is one actor call. Ray Data's streaming
+executor runs in the consumer's process, wakes every 0.1 s and converts each
+block; measured on the consumer, its executor and iterator threads alone cost
+more per image than the whole path here (bench/results/ray-receive-2026-12-03.md).
+
+How the batch's bytes come (``FeedPlan.transport``), chosen by measurement
+(bench/results/ray-receive-2026-12-04.md, CPU time of the consumer's process
+and of its node's Ray processes, the two sharing the GPU node's cores):
+
+* ``"socket"`` (the default; gdsio.data.ray.transport): the actor streams the
+  batch over its own TCP connection to a socket of this process, whose
+  kernel copies it straight into the batch's buffer (pinned for a GPU). The
+  consumer's node runs nothing else per batch.
+* ``"object_store"``: the call's result is one object whose numpy arrays
+  ``ray.get`` maps from this node's object store. Before that, this node's
+  raylet pulls the object from the CPU node's store over gRPC, in chunks: on
+  the loopback cluster that cost the consumer's node about as much CPU per
+  image as the consumer's whole process (0.12-0.17 CPU-ms an image of uint8
+  224x224, 0.42-0.48 for float32), which the socket does not pay; the socket's
+  one kernel copy costs the consumer about what the copy into pinned memory
+  costs here. Kept for clusters whose nodes may not open other connections
+  to the consumer's node, or whose traffic must be TLS (the socket is plain TCP).
+* Not measured (left by reasoning): torch.distributed's gloo send/recv runs
+  over TCP as the socket does, and adds a process group per pool, which a
+  lost actor fails as a whole; Ray's compiled graphs fix their actors when
+  compiled, while a pool here replaces a lost actor mid-epoch.
 
 Package-internal (``__all__`` is empty; used by gdsio.data.ray.passes):
 ``RemoteBatch``, ``ActorFeed``, ``Tail``, ``split_transform``; ``RemoteFeed``
