@@ -19,12 +19,12 @@ and of its node's Ray processes, the two sharing the GPU node's cores):
 * ``"object_store"``: the call's result is one object whose numpy arrays
   ``ray.get`` maps from this node's object store. Before that, this node's
   raylet pulls the object from the CPU node's store over gRPC, in chunks: on
-  the loopback cluster that cost the consumer's node about as much CPU per
-  image as the consumer's whole process (0.12-0.17 CPU-ms an image of uint8
-  224x224, 0.42-0.48 for float32), which the socket does not pay; the socket's
-  one kernel copy costs the consumer about what the copy into pinned memory
-  costs here. Kept for clusters whose nodes may not open other connections
-  to the consumer's node, or whose traffic must be TLS (the socket is plain TCP).
+  the loopback cluster the consumer's node's Ray processes spent 0.15-0.20
+  CPU-ms an image of uint8 224x224 (0.42-0.47 when float32 crossed), as much
+  as the consumer's whole process, against 0.03-0.05 (their idle floor) with
+  the socket, whose kernel copy costs the consumer 0.02-0.03. Kept for
+  clusters whose nodes may not open other connections to the consumer's
+  node, or whose traffic must be TLS (the socket is plain TCP).
 * Not measured (left by reasoning): torch.distributed's gloo send/recv runs
   over TCP as the socket does, and adds a process group per pool, which a
   lost actor fails as a whole; Ray's compiled graphs fix their actors when
