@@ -97,6 +97,8 @@ def test_the_window_order_over_local_shards_is_gdsio_loaders_every_epoch_of_a_ke
         assert_same(list(loader), plain(shards, 4, epoch, **kw))
     s = loader.stats()
     assert s.remote_samples == 60 and s.local_samples == 0 and s.remote_pools == 1
+    loader.close()  # the pool, the units' board and the units it held go
+    assert_same(list(loader), plain(shards, 4, 2, **kw))  # a new pool, and board, for the next pass
     loader.close()
 
 

@@ -355,14 +355,18 @@ class Loader:
 
     def close(self) -> None:
         """Stops the running pass and ends the execution, freeing its
-        actors (with ``epochs_per_pool`` > 1 they outlive a pass). Iterating
-        again starts a new one."""
+        actors (with ``epochs_per_pool`` > 1 they outlive a pass) and, in the
+        shard-window order, the units held for them. Iterating again starts
+        a new one."""
         p = running_pass(self._local)
         if p is not None:
             p.close()
         if self._exec is not None:
             self._exec.close()
             self._exec = None
+        if self._units is not None:  # the window order's board, and the units it still holds in the object store
+            import_ray().kill(self._units, no_restart=True)
+            self._units = None
 
     def __del__(self) -> None:
         ex = getattr(self, "_exec", None)
