@@ -12,7 +12,14 @@ its read, a Ray task of no CPU on that actor's node (``read_unit``: one
 ranged read of the unit's image span, as gdsio.Loader's ShardWindows reads
 it), and every actor that asks later gets the same object. An actor on that
 node maps it from the store; one on another node has Ray copy the unit to its
-node once (its store keeps the copy for that node's other actors). With each
+node once (its store keeps the copy for that node's other actors). The feed
+hands the batches to the actors in turn (gdsio.data.ray.feed: two calls in
+flight per actor, so that all of them work), not window by window, so every
+node of the pool usually makes batches of every window: the store serves each
+unit once, and the cluster's network carries it once more to each other node
+of the pool (node to node). The object store holds the units of the window
+being made and of the next (more where the calls in flight span more
+windows), as gdsio.Loader's ShardWindows holds them in host memory. With each
 batch an actor also asks for the next window's units, so they are read while
 this window's batches are made. The board drops its reference to a unit once
 the batches being asked for are past the unit's last batch by more than the
@@ -21,7 +28,7 @@ after a node's loss) has the unit read again. A lost node's units are read
 again by Ray (a task's output is rebuilt from its lineage).
 
 Package-internal (``__all__`` is empty; used by gdsio.data.ray.remote and
-loader): ``UnitBoard``, ``UnitView``, ``units_wanted``, ``read_unit``.
+loader): ``UnitBoard``, ``Units``, ``UnitView``, ``units_wanted``, ``read_unit``.
 """
 
 from __future__ import annotations
