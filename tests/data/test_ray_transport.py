@@ -17,7 +17,8 @@ import threading
 import time
 
 # test_ray sets RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 on import, before ray is imported (loopback only).
-from test_ray import CHAINS, PRE, assert_same, cluster, cpu_batches, folder, ray_loader  # noqa: F401 - fixtures
+from test_ray import (CHAINS, NODE, ROLE, TF, Slow, assert_same, cluster, cpu_batches, folder,  # noqa: F401 - fixtures
+                      ray_loader)
 
 import numpy as np
 import pytest
@@ -116,6 +117,23 @@ def test_a_connection_without_the_token_is_dropped_and_sends_nothing():
         right.close()
         assert in_time(lambda: rx.take(2, 5.0)) is None  # its end closes the connection: take returns
         assert not rx.connected(0)
+    finally:
+        rx.close()
+
+
+def test_an_actor_that_connects_again_replaces_its_connection():
+    stop = threading.Event()
+    rx = tr.Receiver("127.0.0.1", alloc, stop)
+    try:
+        old, new = tr.Sender(rx.dest, 0), tr.Sender(rx.dest, 0)
+        old.send(1, tr.NOTHING)
+        assert take(rx, 1).status == tr.NOTHING
+        first = rx._conns[0]
+        new.send(2, tr.DATA, batch(np.full((1, 3), 4, np.uint8)))  # its old connection failed, as the actor saw it
+        assert take(rx, 2).images.numpy().tolist() == [[4, 4, 4]]
+        assert rx.connected(0) and rx._conns[0] is not first and first.closed  # the new one counts, the old is closed
+        old.close()
+        new.close()
     finally:
         rx.close()
 
@@ -220,14 +238,37 @@ def threading_names() -> set[str]:
 
 
 @pytest.mark.ray
-def test_a_workers_sample_error_arrives_over_the_socket_as_gdsios_own(cluster, tmp_path):
+@pytest.mark.parametrize("transport", ["socket", "object_store"])
+def test_a_workers_sample_error_arrives_as_gdsios_own(cluster, tmp_path, transport):
     root = tmp_path / "train"
     write_jpeg_folder(str(root), classes=1, per_class=6, size=(40, 30))
     bad = sorted((root / os.listdir(root)[0]).iterdir())[2]
     bad.write_bytes(b"\xff\xd8 not a jpeg")
     with pytest.raises(SampleError, match=bad.name) as e:
-        list(ray_loader(str(root), 4, local_share=0.0, transport="socket"))
+        list(ray_loader(str(root), 4, local_share=0.0, transport=transport))
     assert type(e.value) is SampleError and e.value.path.endswith(bad.name), type(e.value).__mro__
+
+
+@pytest.mark.ray
+def test_over_the_object_store_a_node_lost_mid_epoch_has_its_batches_remade_elsewhere(cluster, folder):
+    """test_ray's test of the same runs the default transport, the socket."""
+    spares = [cluster.c.add_node(num_cpus=1, labels={ROLE: "spare-os"}, **NODE) for _ in range(2)]
+    try:
+        loader = ray_loader(folder, 2, local_share=0.0, resources={ROLE: "spare-os"}, actors=1,
+                            transform=Slow(TF, 0.4), prefetch=1, transport="object_store")
+        it = iter(loader)
+        got = [next(it)]
+        (first,) = loader.stats().remote_nodes
+        victim = next(n for n in spares if n.node_id == first)
+        cluster.c.remove_node(victim)
+        got += list(it)
+        assert_same(got, cpu_batches(folder, 2, 0))  # none lost, none twice, in order
+        s = loader.stats()
+        assert s.remote_samples == 18 and next(n for n in spares if n is not victim).node_id in s.remote_nodes
+    finally:
+        for n in spares:
+            if n in cluster.c.worker_nodes:
+                cluster.c.remove_node(n)
 
 
 def test_the_transport_is_checked_before_any_cluster_is_needed(tmp_path):

@@ -303,6 +303,8 @@ class ActorFeed:
             if f is not None:
                 if f.status == FAILED:
                     self._result(ray, entry[2])  # raises the call's error
+                    if self.stop.is_set():
+                        return None
                     raise RuntimeError(f"gdsio.data.ray: call {entry[3]} said it failed, and its result did not")
                 return None if f.status == NOTHING else (f.epoch, f.batch_no, f.images, f.labels, f.node, f.seconds)
             if ray.wait([entry[2]], timeout=0)[0]:

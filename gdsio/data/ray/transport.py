@@ -95,6 +95,7 @@ class _Conn:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.number: int | None = None  # the actor's, once its HELLO came with the right token
+        self.closed = False
 
 
 class Receiver:
@@ -142,7 +143,7 @@ class Receiver:
             for key, _ in events:
                 if key.data is None:
                     self._accept()
-                elif not self._read(key.data):
+                elif key.data.closed or not self._read(key.data):  # closed: replaced by a new one meanwhile
                     closed = True
             if closed and seq not in self._frames:
                 return None
@@ -170,6 +171,9 @@ class Receiver:
             self._sel.register(sock, selectors.EVENT_READ, _Conn(sock))
 
     def _drop(self, c: _Conn) -> None:
+        if c.closed:
+            return
+        c.closed = True
         self._sel.unregister(c.sock)
         c.sock.close()
         if c.number is not None and self._conns.get(c.number) is c:
