@@ -44,9 +44,14 @@ AUTO_STEP = 0.05  # before the model has its figures: how far one waited-for bat
 AUTO_WAITED = 0.1  # a batch "was waited for" when the wait is this share of the step
 MEASURED = 2  # batches of each side, after its first, before the model sets the share
 HORIZON = 16.0  # the moving averages' memory, in batches (a window's weight falls by 1/HORIZON a batch)
-GUARD_STEP = 0.02  # once modelled: a waited-for batch moves the share this far from the model's point
-GUARD_DECAY = 0.9  # and the nudges fade by this a batch: the share returns to the model's point
-GUARD_MAX = 0.25  # the furthest the nudges take it from there
+# Once modelled: a waited-for batch moves the share this far from the model's point, the nudges fade by
+# GUARD_DECAY a batch (the share returns to the point) and go at most GUARD_MAX from it. Small: the waits lean
+# to the CPU nodes' side whatever the split (their pipeline is shallower: 2 * actors + 1 calls in flight
+# against the local producer's queue): at 0.02 a wait the nudges reached +0.13 over a kept pool's passes
+# and "auto" ran 10% below a fixed 0.5 (bench/results/ray-pinned-2026-12-04-auto.md, run 1).
+GUARD_STEP = 0.01
+GUARD_DECAY = 0.9
+GUARD_MAX = 0.1
 SEND_STEP = 0.005  # a smaller change of the share is not sent to the board (one actor call each)
 
 
