@@ -141,3 +141,17 @@ def resumed_after(make_loader, k: int = 2):
     again = make_loader()
     again.load_state_dict(state)
     return again, [x for x, _ in again]
+
+
+def batches(loader):
+    """A loader's (images, labels) batches, cloned: a loader may reuse its buffers."""
+    return [(x.clone(), y.clone()) for x, y in loader]
+
+
+def same_batches(a, b) -> None:
+    """Asserts two lists of (images, labels) batches are equal, batch by batch."""
+    import torch
+
+    assert len(a) == len(b)
+    for (xa, ya), (xb, yb) in zip(a, b):
+        assert torch.equal(xa, xb) and torch.equal(ya, yb)

@@ -548,11 +548,13 @@ def test_bad_samples_on_the_cpu_nodes_skip_or_raise_as_gdsio_loader(cluster, tmp
 
 
 @pytest.mark.ray
-def test_a_node_lost_mid_epoch_has_its_batches_remade_elsewhere(cluster, folder):
-    spares = [cluster.c.add_node(num_cpus=1, labels={ROLE: "spare"}, **NODE) for _ in range(2)]
+@pytest.mark.parametrize("transport", ["socket", "object_store"])
+def test_a_node_lost_mid_epoch_has_its_batches_remade_elsewhere(cluster, folder, transport):
+    role = f"spare-{transport}"
+    spares = [cluster.c.add_node(num_cpus=1, labels={ROLE: role}, **NODE) for _ in range(2)]
     try:
-        loader = ray_loader(folder, 2, local_share=0.0, resources={ROLE: "spare"}, actors=1,
-                            transform=Slow(TF, 0.4), prefetch=1)
+        loader = ray_loader(folder, 2, local_share=0.0, resources={ROLE: role}, actors=1,
+                            transform=Slow(TF, 0.4), prefetch=1, transport=transport)
         it = iter(loader)
         got = [next(it)]
         (first,) = loader.stats().remote_nodes

@@ -17,8 +17,7 @@ import threading
 import time
 
 # test_ray sets RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 on import, before ray is imported (loopback only).
-from test_ray import (CHAINS, NODE, ROLE, TF, Slow, assert_same, cluster, cpu_batches, folder,  # noqa: F401 - fixtures
-                      ray_loader)
+from test_ray import CHAINS, assert_same, cluster, cpu_batches, folder, ray_loader  # noqa: F401 - fixtures
 
 import numpy as np
 import pytest
@@ -247,28 +246,6 @@ def test_a_workers_sample_error_arrives_as_gdsios_own(cluster, tmp_path, transpo
     with pytest.raises(SampleError, match=bad.name) as e:
         list(ray_loader(str(root), 4, local_share=0.0, transport=transport))
     assert type(e.value) is SampleError and e.value.path.endswith(bad.name), type(e.value).__mro__
-
-
-@pytest.mark.ray
-def test_over_the_object_store_a_node_lost_mid_epoch_has_its_batches_remade_elsewhere(cluster, folder):
-    """test_ray's test of the same runs the default transport, the socket."""
-    spares = [cluster.c.add_node(num_cpus=1, labels={ROLE: "spare-os"}, **NODE) for _ in range(2)]
-    try:
-        loader = ray_loader(folder, 2, local_share=0.0, resources={ROLE: "spare-os"}, actors=1,
-                            transform=Slow(TF, 0.4), prefetch=1, transport="object_store")
-        it = iter(loader)
-        got = [next(it)]
-        (first,) = loader.stats().remote_nodes
-        victim = next(n for n in spares if n.node_id == first)
-        cluster.c.remove_node(victim)
-        got += list(it)
-        assert_same(got, cpu_batches(folder, 2, 0))  # none lost, none twice, in order
-        s = loader.stats()
-        assert s.remote_samples == 18 and next(n for n in spares if n is not victim).node_id in s.remote_nodes
-    finally:
-        for n in spares:
-            if n in cluster.c.worker_nodes:
-                cluster.c.remove_node(n)
 
 
 def test_the_transport_is_checked_before_any_cluster_is_needed(tmp_path):

@@ -20,6 +20,8 @@ from gdsio.data import Loader, SampleError, write_shards
 from gdsio.data import producer
 from gdsio.image import batch
 
+from conftest import batches, same_batches as same
+
 
 def make_folder(root, classes=3, per_class=5, size=(40, 30), seed=0):
     """An ImageFolder of small JPEGs (random pixels, one size: batches stack)."""
@@ -31,16 +33,6 @@ def make_folder(root, classes=3, per_class=5, size=(40, 30), seed=0):
             a = rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
             Image.fromarray(a).save(d / f"{i:03d}.jpg", format="JPEG", quality=90)
     return root
-
-
-def batches(loader):
-    return [(x.clone(), y.clone()) for x, y in loader]
-
-
-def same(a, b):
-    assert len(a) == len(b)
-    for (xa, ya), (xb, yb) in zip(a, b):
-        assert torch.equal(xa, xb) and torch.equal(ya, yb)
 
 
 @pytest.fixture

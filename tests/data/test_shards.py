@@ -27,6 +27,8 @@ from gdsio.image.batch import Item
 from gdsio.io import read
 from gdsio.tools.cli import main
 
+from conftest import batches, same_batches as same
+
 
 def make_folder(root, classes=3, per_class=5, size=(12, 10), seed=0):
     """An ImageFolder of small JPEGs and PNGs (same size: batches stack), random pixels."""
@@ -58,16 +60,6 @@ def wds_read(wds, paths):
         out = list(wds.WebDataset(paths, shardshuffle=False, empty_check=False))
         gc.collect()
     return out
-
-
-def batches(loader):
-    return [(x.clone(), y.clone()) for x, y in loader]
-
-
-def same(a, b):
-    assert len(a) == len(b)
-    for (xa, ya), (xb, yb) in zip(a, b):
-        assert torch.equal(xa, xb) and torch.equal(ya, yb)
 
 
 def test_keys_braces_and_sources(tmp_path):
