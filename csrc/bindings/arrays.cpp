@@ -5,7 +5,6 @@
 
 #include <cstring>
 #include <limits>
-#include <sstream>
 
 #include "bindings/registry.hpp"
 #include "core/cuda_rt.hpp"
@@ -64,11 +63,10 @@ std::string type_name(py::handle obj) { return py::str(py::type::handle_of(obj).
 [[noreturn]] void bad(const Array& a, const std::string& what) { throw ValueError(a.name + ": " + what); }
 
 std::string dims_text(const std::vector<std::int64_t>& v) {
-  std::ostringstream s;
-  s << "(";
-  for (std::size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
-  s << (v.size() == 1 ? ",)" : ")");
-  return s.str();
+  std::string s = "(";  // not an ostringstream: see detail::concat (core/error.hpp)
+  for (std::size_t i = 0; i < v.size(); ++i) s += detail::concat(i ? ", " : "", v[i]);
+  s += v.size() == 1 ? ",)" : ")";
+  return s;
 }
 
 // Fills shape and strides, checks what no binding can use.
