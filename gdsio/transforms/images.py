@@ -90,13 +90,19 @@ class ImageBatch:
             channels = set()
             hw = set()
             u8, tensor = torch.uint8, torch.Tensor
+            cuda0 = getattr(items[0], "is_cuda", None)
             for i, t in enumerate(items):
                 # A few attribute reads per image; the checks that name the
-                # problem run only when one fails. The core checks devices.
-                if type(t) is tensor and t.dtype is u8 and t.dim() == 3 and 1 <= t.shape[0] <= 4 and t.numel():
+                # problem run only when one fails. The core checks the device
+                # index; a host image among device ones is named here, as the
+                # caller's argument.
+                if (type(t) is tensor and t.dtype is u8 and t.dim() == 3 and 1 <= t.shape[0] <= 4 and t.numel()
+                        and t.is_cuda is cuda0):
                     c, h, w = t.shape
                 else:
                     c, h, w = check_image(t, name if self.single else f"{name}[{i}]")
+                    if t.device.type != items[0].device.type:
+                        raise ValueError(f"{name}[{i}] is on {t.device}, but {name}[0] is on {items[0].device}")
                 if not keeps_layout(t, t.stride(), w):
                     t = t.contiguous()
                 images.append(t)
