@@ -346,7 +346,8 @@ def test_a_corrupt_remote_npy_member_names_the_shard_and_the_member(server, tmp_
 @pytest.mark.gpu
 def test_npy_shards_on_the_gpu_equal_the_npy_files(tmp_path):
     shards, files = npy_shards(tmp_path / "a", arrays(10))
-    want = batches(Loader(files, 4, device="cuda", shuffle=True, seed=2))
+    # The files with the labels the shards carry (a bare file list's labels are -1).
+    want = batches(Loader([(f, k) for k, f in enumerate(files)], 4, device="cuda", shuffle=True, seed=2))
     got = batches(Loader(shards, 4, device="cuda", shuffle=True, seed=2))
     assert all(x.is_cuda for x, _ in got)
     same(want, got)
