@@ -315,6 +315,9 @@ CufileHandle::CufileHandle(FileHandle& f, int device) : device_(device) {
     }
     std::string why = "cuFileHandleRegister failed for '" + f.path() + "': " + err_text(e);
     if (!direct_) why += " (" + refusal_ + ")";
+    // cuFile says why only in its log (e.g. a container without udev data, where
+    // it cannot read the block device's attributes, even in compat mode).
+    why += "; cuFile's log says why (cufile.log in the working directory, or $CUFILE_LOGFILE_PATH)";
     throw Unavailable(why);
   }
 }

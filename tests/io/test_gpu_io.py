@@ -5,6 +5,7 @@ by bench/device_check.sh."""
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,14 +33,38 @@ def gpu_backends() -> list[str]:
     return out
 
 
-def skip_unusable(backend: str) -> None:
+def cufile_refusal(directory) -> str:
+    """Why cuFile refuses to register a file in `directory`, or "". The device
+    check's VM is such a place: its driver opens in compat mode, but
+    cuFileHandleRegister fails for every file (its log: the block device's
+    udev attributes cannot be read). gdsio then raises BackendUnavailable
+    naming the file (test_an_unregistrable_file_is_a_clear_error)."""
+    probe = Path(directory) / "cufile-probe.bin"
+    probe.write_bytes(b"x")
+    try:
+        gdsio.read(str(probe), device="cuda", backend="cufile")
+    except gdsio.BackendUnavailable as e:
+        if "cuFileHandleRegister" in str(e):
+            return str(e)
+        raise
+    finally:
+        probe.unlink()
+    return ""
+
+
+def skip_unusable(backend: str, path: str | None = None) -> None:
     """Skips a kvikio case where kvikio is installed but cannot run (the
     backends' own decision: it is imported, e.g. libkvikio without
-    librapids_logger.so fails there), instead of failing with BackendUnavailable."""
+    librapids_logger.so fails there), and a cufile case where cuFile cannot
+    register files beside `path`, instead of failing with BackendUnavailable."""
     if backend == "kvikio":
         why = kvikio_unusable_reason()
         if why:
             pytest.skip(f"the kvikio backend cannot run here: {why}")
+    if backend == "cufile" and path is not None:
+        why = cufile_refusal(Path(path).parent)
+        if why:
+            pytest.skip(f"cuFile cannot register files on this file system: {why}")
 
 
 HAS_CUPY = importlib.util.find_spec("cupy") is not None
@@ -69,8 +94,8 @@ def to_host(buf) -> np.ndarray:
 @pytest.mark.parametrize("nbytes", SIZES)
 @pytest.mark.parametrize("backend", gpu_backends())
 def test_backend_matches_host_read(make_file, nbytes, backend, gpu_buffer, no_leaks):
-    skip_unusable(backend)
     path, data = make_file(nbytes)
+    skip_unusable(backend, path)
     host = gdsio.read(path, device="cpu").numpy()
     assert np.array_equal(host, data)
     buf = gpu_buffer(nbytes)
@@ -96,10 +121,10 @@ def test_pinned_unaligned_offsets(make_file, offset, direct_io):
 
 @pytest.mark.parametrize("backend", [b for b in gpu_backends() if b != "auto"])
 def test_non_default_stream_is_honoured(make_file, backend):
-    skip_unusable(backend)
     import torch
 
     path, data = make_file(32 << 20)
+    skip_unusable(backend, path)
     s = torch.cuda.Stream()
     buf = torch.empty(data.size, dtype=torch.uint8, device="cuda")
     with torch.cuda.stream(s):
@@ -154,7 +179,7 @@ def test_read_batch_gpu(make_file):
 
     path, data = make_file(8 << 20)
     outs = [torch.empty(100003, dtype=torch.uint8, device="cuda") for _ in range(40)]
-    backends = ["pinned"] + (["cufile"] if cufile_usable() else [])
+    backends = ["pinned"] + (["cufile"] if cufile_usable() and not cufile_refusal(Path(path).parent) else [])
     for b in backends:
         with gdsio.File(path) as f:
             st = f.read_batch([(o, 100003, i * 200000 + 3) for i, o in enumerate(outs)], backend=b)
@@ -171,6 +196,7 @@ def test_registered_buffer(make_file):
             gdsio.register_buffer(torch.empty(4096, dtype=torch.uint8, device="cuda"))
         return
     path, data = make_file(4 << 20)
+    skip_unusable("cufile", path)
     buf = torch.empty(data.size, dtype=torch.uint8, device="cuda")
     with gdsio.register_buffer(buf) as reg:
         for off in (0, 4096, 12345):
@@ -178,6 +204,22 @@ def test_registered_buffer(make_file):
             assert np.array_equal(buf[: data.size - off].cpu().numpy(), data[off:])
         assert reg.registered or reg.reason
     assert _core.cufile_registered_buffers() == 0
+
+
+def test_an_unregistrable_file_is_a_clear_error(make_file):
+    """Where cuFile refuses a file, the error names the file, cuFile's error and
+    where cuFile's log is, and an explicit backend="cufile" does not fall back."""
+    if not cufile_usable():
+        pytest.skip("cuFile's driver does not open here")
+    path, _ = make_file(4096)
+    why = cufile_refusal(Path(path).parent)
+    if not why:
+        pytest.skip("cuFile registers files here")
+    assert path.rsplit("/", 1)[0] in why and "CUfileOpError" in why and "cufile.log" in why
+    with pytest.raises(gdsio.BackendUnavailable, match="cuFileHandleRegister failed for"):
+        gdsio.read(path, device="cuda", backend="cufile")
+    t, st = gdsio.read(path, device="cuda", return_stats=True)  # auto: another path, and it says so
+    assert st.backend != "cufile-compat" and st.backend != "gds" and t.numel() == 4096
 
 
 def test_wrong_device_memory_is_refused(make_file):
