@@ -146,7 +146,11 @@ def test_kernels_equal_the_cpu_twin(mode):
             gpu, info = gi.decode(src, device="cuda", mode=mode, return_info=True, **kw)
             assert gpu.is_cuda and info.backend == "gdsio-cuda" and gpu.dtype == cpu.dtype, name
             if gpu.dtype == torch.float32 and mode == "GRAY":
-                torch.testing.assert_close(gpu.cpu(), cpu, rtol=1e-6, atol=0, msg=name)
+                torch.testing.assert_close(gpu.cpu(), cpu, rtol=1e-6, atol=0, equal_nan=True, msg=name)
+            elif gpu.dtype == torch.float32:
+                # Copied samples, bit for bit: random raw bytes hold NaNs (and
+                # torch.equal calls no NaN equal) and denormals.
+                assert torch.equal(gpu.cpu().view(torch.int32), cpu.view(torch.int32)), name
             else:
                 assert torch.equal(gpu.cpu(), cpu), name
 
