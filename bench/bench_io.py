@@ -12,6 +12,8 @@ import os
 import pytest
 
 from gdsio.tools import bench
+from gdsio.tools.bench import paths as bench_paths
+from gdsio.tools.bench import run as bench_run
 from gdsio.platform import pagecache
 
 SIZES = bench.parse_sizes(os.environ.get("GDSIO_BENCH_SIZES", "1M,64M"))
@@ -37,7 +39,7 @@ def _params(destination: str) -> list:
 def bench_file(request, tmp_path_factory) -> bench.BenchFile:
     size = request.param
     path = str(tmp_path_factory.mktemp("gdsio-bench") / f"bench-{size}.bin")
-    bench.write_file(path, size)
+    bench_run.write_file(path, size)
     return bench.BenchFile(path, size, generated=True)
 
 
@@ -57,7 +59,7 @@ def _run(benchmark, run, f: bench.BenchFile, group: str) -> None:
         benchmark(run)
 
 
-def _prepare(name: str, f: bench.BenchFile) -> bench.Runner:
+def _prepare(name: str, f: bench.BenchFile) -> bench_paths.Runner:
     """The path's runner; a path that cannot start here (O_DIRECT refused, cuFile
     registration refused) is skipped with its reason, as `gdsio bench` reports it."""
     try:
@@ -73,8 +75,8 @@ def test_host(benchmark, bench_file, name):
 
 def test_host_page_cache_ceiling(benchmark, bench_file):
     """One thread, one pread loop into a reused buffer: what reading the page cache costs at least."""
-    buf = bench.run._host_buffer(bench_file.size)
-    _run(benchmark, bench.run._plain_pread(bench_file.path, buf, bench_file.size, direct=False), bench_file, "host")
+    buf = bench_run._host_buffer(bench_file.size)
+    _run(benchmark, bench_run._plain_pread(bench_file.path, buf, bench_file.size, direct=False), bench_file, "host")
 
 
 @pytest.mark.parametrize("name", _params(bench.GPU))
