@@ -19,6 +19,7 @@ import dataclasses
 import errno
 import os
 import shutil
+import tempfile
 import textwrap
 from typing import Any, Callable
 
@@ -26,6 +27,7 @@ import torch
 
 from .. import __version__, _core
 from ..image.nvjpeg import nvjpeg_status
+from ..io.api import read
 from ..io.backends import auto_choice, backends
 from ..io.kvikio import kvikio_unusable_reason
 from ..platform import filesystems, gds, machine, nvidia
@@ -239,6 +241,43 @@ def _check_o_direct(path: str) -> dict[str, Any]:
                   "use a file system that accepts O_DIRECT (ext4 or xfs)")
 
 
+def _check_cufile_register(path: str, device: int, driver: dict[str, Any]) -> dict[str, Any]:
+    """One cuFile read of up to 4 KiB of `path` (a file), or of a probe file
+    written in `path` (a directory): cuFile can open its driver and still refuse
+    every file of a file system (cuFileHandleRegister fails, compat mode too),
+    as on a VM whose block device has no udev attributes."""
+    title = "cuFile on this path"
+    if driver["status"] not in ("ok", "warn"):
+        return _check("cufile-register", title, "skip", "not checked: cuFile's driver is not open")
+    probe = None
+    try:
+        if os.path.isdir(path):
+            try:
+                fd, probe = tempfile.mkstemp(prefix=".gdsio-doctor-", dir=path)
+            except OSError as e:
+                return _check("cufile-register", title, "skip",
+                              f"not checked: cannot write a probe file in {path} ({e.strerror}); run doctor on a file")
+            with os.fdopen(fd, "wb") as f:
+                f.write(bytes(4096))
+            target = probe
+        else:
+            target = path
+        n = min(4096, os.path.getsize(target))
+        if n == 0:
+            return _check("cufile-register", title, "skip", f"not checked: {target} is empty")
+        try:
+            _, st = read(target, size=n, device=f"cuda:{device}", backend="cufile", return_stats=True)
+        except _core.BackendUnavailable as e:
+            return _check("cufile-register", title, "fail", f"cuFile cannot read {target}: {e}", {"error": str(e)},
+                          "make cuFile accept files here: its log (CUFILE_LOGFILE_PATH, CUFILE_LOGGING_LEVEL=INFO) "
+                          "names the cause, e.g. a container without udev data for the block device")
+        return _check("cufile-register", title, "ok", f"cuFile reads {target} (backend {st.backend})",
+                      {"backend": st.backend})
+    finally:
+        if probe:
+            os.unlink(probe)
+
+
 def _check_pcie() -> dict[str, Any]:
     seen = machine.gpus()
     if not seen:
@@ -337,7 +376,9 @@ def doctor(path: str | os.PathLike[str] = ".", device: int = 0) -> dict[str, Any
                _safe(_check_libcufile, id="libcufile"), _safe(_check_cufile_driver, device, gpu_ok, id="cufile-driver"),
                _safe(_check_kernel_side, id="dma-path"), _safe(_check_iommu, id="iommu"),
                _safe(_check_cufile_json, id="cufile-json")]
-    checks += [_safe(_check_filesystem, path, id="filesystem"), _safe(_check_o_direct, path, id="o-direct")]
+    by_id = {c["id"]: c for c in checks}
+    checks += [_safe(_check_filesystem, path, id="filesystem"), _safe(_check_o_direct, path, id="o-direct"),
+               _safe(_check_cufile_register, path, device, by_id["cufile-driver"], id="cufile-register")]
     checks += [_safe(_check_pcie, id="pcie"), _safe(_check_kvikio, id="kvikio"), _safe(_check_nvjpeg, id="nvjpeg")]
 
     infos, auto = [], {"gpu": "unavailable", "host": "posix"}

@@ -198,7 +198,7 @@ def test_doctor_json(tmp_path, capsys):
         assert code == 1 and rep["reason"]
     ids = {c["id"] for c in rep["checks"]}
     assert {"gdsio", "gpu", "driver", "kernels", "libcufile", "cufile-driver", "dma-path", "cufile-json",
-            "filesystem", "o-direct", "pcie", "kvikio", "nvjpeg"} <= ids
+            "filesystem", "o-direct", "cufile-register", "pcie", "kvikio", "nvjpeg"} <= ids
     for c in rep["checks"]:
         assert c["status"] in ("ok", "warn", "fail", "info", "skip") and c["summary"]
     assert rep["auto"]["host"] == "posix" and rep["auto"]["gpu"] in ("gds", "pinned", "unavailable")

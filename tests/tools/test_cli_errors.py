@@ -9,10 +9,12 @@ import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
 
+from gdsio import _core
 from gdsio.tools import cli, doctor
 from gdsio.platform import nvidia
 from gdsio.io.backends import BackendInfo
@@ -176,6 +178,32 @@ def test_doctor_on_a_missing_path_says_it_once_and_prints_no_report(tmp_path, ca
         doctor.doctor(missing)
     with pytest.raises(ValueError, match="device must be a CUDA device index"):
         doctor.doctor(tmp_path, device=-1)
+
+
+def test_doctor_reads_one_block_of_the_path_through_cufile(tmp_path, monkeypatch):
+    """cuFile's driver can open and still refuse every file of a file system
+    (seen on the GPU machine: no udev data for its disk): doctor reads 4 KiB of
+    the file, or of a probe file it writes in the directory and removes, with
+    backend="cufile", and says what cuFile said."""
+    calls = []
+
+    def refuse(path, **kw):
+        calls.append((path, kw))
+        raise _core.BackendUnavailable(f"cuFileHandleRegister failed for '{path}': file descriptor is not registered")
+
+    monkeypatch.setattr(doctor, "read", refuse)
+    c = doctor._check_cufile_register(str(tmp_path), 0, {"status": "warn"})
+    assert c["status"] == "fail" and "cuFileHandleRegister failed" in c["summary"] and "CUFILE_LOGFILE_PATH" in c["gds_step"]
+    (probe, kw), = calls
+    assert os.path.dirname(probe) == str(tmp_path) and kw == dict(size=4096, device="cuda:0", backend="cufile",
+                                                                  return_stats=True)
+    assert os.listdir(tmp_path) == []  # the probe file is gone
+    f = tmp_path / "small.bin"
+    f.write_bytes(b"abc")
+    monkeypatch.setattr(doctor, "read", lambda path, **kw: (None, types.SimpleNamespace(backend="cufile-compat")))
+    c = doctor._check_cufile_register(str(f), 0, {"status": "ok"})
+    assert c["status"] == "ok" and "cufile-compat" in c["summary"] and os.listdir(tmp_path) == ["small.bin"]
+    assert doctor._check_cufile_register(str(f), 0, {"status": "skip"})["status"] == "skip"
 
 
 def _all_ok(monkeypatch, gds: bool, failing: str | None = None):
