@@ -23,11 +23,10 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
-from .. import _core
-from ..config import current
 from ..errors import SampleError
 from ..image.batch import Item, options
 from ..io import File, read
+from ..io.many import coalesce_ranges, read_ranges
 from ..io.urls import is_url
 from ..tensors import load_npy, npy_from_bytes
 from . import decode
@@ -35,8 +34,9 @@ from .disk_cache import DiskCache
 from .flow import (END, BatchBuffers, ByteBudget, EmptyBatch, End, Failed, ReadyBatch, batch_nbytes, mark_loader_thread,
                    put_until_stopped)
 from .meter import Meter
-from .remote_shards import ShardReaders, ShardWindows, read_members, read_shard_range
+from .remote_shards import ShardReaders, ShardWindows, read_shard_range
 from .sampler import WindowOrder
+from .shards import read_members
 from .sources import SampleTable
 from ..transforms.classes import BatchInfo, BatchTransform, batch_context
 
@@ -248,28 +248,18 @@ class Producer:
 
     def _read_records_host(self, idx: np.ndarray, rows: list[int], buf: Any) -> tuple[Any, None]:
         """Reader thread, host batches: the records of `rows` in one call
-        (gdsio._core.read_paths), the per-row work vectorised (a batch of
+        (gdsio.io.many.read_ranges), the per-row work vectorised (a batch of
         one-record files is as many reads as files). When it fails, file by
         file, so that each error names its own rows: returns {row: error} then."""
         t = self.plan.table
         rb = t.record_bytes
         sel = idx[rows]
-        files = t.file_of(sel).tolist()
-        offs = t.offset_of(sel).tolist()
+        files = np.asarray(t.file_of(sel))
         paths = t.files.paths
-        reads: list[list[Any]] = []
-        per_file: dict[int, int] = {}
-        last = -1
-        for r, f, off in zip(rows, files, offs):
-            # Runs adjacent both in the file and in the batch (unshuffled data): one request.
-            if f == last and reads[-1][3] + reads[-1][2] == off and reads[-1][1] + reads[-1][2] == r * rb:
-                reads[-1][2] += rb
-            else:
-                reads.append([paths[f], r * rb, rb, off])
-            last = f
-            per_file[f] = per_file.get(f, 0) + rb
         try:
-            _core.read_paths(buf, [tuple(q) for q in reads], threads=current().threads)
+            # Runs adjacent both in a file and in the batch (unshuffled data) are one request.
+            read_ranges(buf, [paths[f] for f in files.tolist()], t.offset_of(sel), np.full(len(rows), rb),
+                        np.asarray(rows, dtype=np.int64) * rb)
         except (OSError, ValueError):
             errors: dict[int, BaseException] = {}
             for group in self._group_by_file(idx, rows):
@@ -278,27 +268,24 @@ class Producer:
                 except (OSError, ValueError) as e:
                     errors.update({r: e for r in group})
             return _RowErrors(errors), None
-        for nbytes in per_file.values():  # one read per file, as the per-file path counts them
-            self.plan.meter.read("posix", nbytes)
+        for n in np.unique(files, return_counts=True)[1].tolist():  # one read per file, as the per-file path counts
+            self.plan.meter.read("posix", n * rb)
         return None, None
 
     def _read_records(self, idx: np.ndarray, rows: list[int], buf: Any) -> tuple[None, Any]:
         """Reader thread: the records of `rows` (one file) into their rows of the batch buffer."""
         t = self.plan.table
         rb = t.record_bytes
-        offs = t.offset_of(idx[rows]).tolist()
-        # Coalesce runs adjacent both in the file and in the batch (unshuffled data): fewer, larger requests.
-        reqs: list[list[int]] = []
-        for r, off in zip(rows, offs):
-            if reqs and reqs[-1][2] + reqs[-1][1] == off and reqs[-1][3] + reqs[-1][1] == r * rb:
-                reqs[-1][1] += rb
-            else:
-                reqs.append([0, rb, off, r * rb])
+        offs = np.asarray(t.offset_of(idx[rows]), dtype=np.int64)
+        dst = np.asarray(rows, dtype=np.int64) * rb
+        # Runs adjacent both in the file and in the batch (unshuffled data): fewer, larger requests.
+        first, merged = coalesce_ranges(np.ones(len(rows) - 1, dtype=bool), offs, np.full(len(rows), rb), dst)
         path = self._local(t.files.paths[int(t.file_of(idx[rows[:1]])[0])])
         with self._on(0):
             stream = self.plan.streams[0].cuda_stream if self.cuda else None  # type: ignore[index]
             with File(path) as f:
-                st = f.read_batch([(buf, n, off, out) for _, n, off, out in reqs], stream=stream)
+                st = f.read_batch([(buf, n, off, out) for n, off, out in
+                                   zip(merged.tolist(), offs[first].tolist(), dst[first].tolist())], stream=stream)
             ev = self._event(0)
         self.plan.meter.read(st.backend, st.nbytes)
         return None, ev

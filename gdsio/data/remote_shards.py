@@ -53,9 +53,7 @@ import threading
 from typing import Any, Sequence
 
 import numpy as np
-import torch
 
-from .. import _core
 from ..config import current
 from ..io import http, read
 from ..io.buffers import host_empty
@@ -67,7 +65,7 @@ from .sampler import WindowOrder
 from .shard_index_formats import dali_index_beside
 from .shards import INDEX_SUFFIX, ShardIndex, ShardSet, scan_tar, shard_index
 
-__all__ = ["INDEX_FOLDER", "ShardReaders", "ShardWindows", "index_folder", "read_members", "read_shard_range",
+__all__ = ["INDEX_FOLDER", "ShardReaders", "ShardWindows", "index_folder", "read_shard_range",
            "remote_index", "shard_indexes"]
 
 log = logging.getLogger("gdsio.data")
@@ -75,7 +73,6 @@ log = logging.getLogger("gdsio.data")
 INDEX_FOLDER = "shard-index"  # under a disk cache's path
 _PIECE = 1 << 20  # bytes per piece of a streamed shard
 _LOOKBACK = 64 << 10  # bytes of a streamed shard kept behind its position (the scan's one seek back)
-_MEMBERS_STEP = 4 << 20  # read_members' buffer sizes are multiples of this (batches differ by a few bytes)
 
 _memory: dict[tuple[str, str, int], ShardIndex] = {}
 _memory_lock = threading.Lock()
@@ -390,36 +387,6 @@ def read_shard_range(path: str, etag: str, offset: int, size: int, cache: Any = 
         if readers is None:
             reader.close()
     return out, (r.backend, r.nbytes)
-
-
-def read_members(paths: Sequence[str], spans: np.ndarray, buffers: Any) -> tuple[Any, tuple[Any, ...]]:
-    """Members of local shards read back to back in one C++ call
-    (gdsio._core.read_paths: the engine's threads, the GIL released), as
-    read_many reads files, into a buffer taken from `buffers` (the Loader's
-    BatchBuffers; its size rounded up to 4 MiB, so that batches of other
-    sizes reuse it).
-
-    Args:
-        paths: each member's shard, a local file. spans: (byte offset, size)
-            of each member, an int64 array (n, 2). buffers: where the buffer
-            is taken from, to be released there once the views are done with.
-
-    Returns:
-        (the buffer, the members' views of it in order).
-
-    Raises:
-        OSError: a read failed, the buffer released (not saying which member: read them alone to know).
-    """
-    sizes = spans[:, 1].tolist()
-    total = sum(sizes)
-    buf = buffers.take((max(1, -(-total // _MEMBERS_STEP)) * _MEMBERS_STEP,))
-    try:
-        _core.read_paths(buf, list(zip(paths, (np.cumsum(spans[:, 1]) - spans[:, 1]).tolist(), sizes,
-                                       spans[:, 0].tolist())), threads=current().threads)
-    except BaseException:
-        buffers.release(buf)
-        raise
-    return buf, torch.split(buf[:total], sizes)
 
 
 class ShardWindows:

@@ -88,13 +88,17 @@ import threading
 from typing import IO, Any, Callable, Sequence
 
 import numpy as np
+import torch
 
 from ..image import formats
 from ..io import s3
+from ..io.many import read_ranges
 from ..io.urls import is_url, scheme_of, split_s3
 
 __all__ = ["INDEX_SUFFIX", "SampleRules", "ShardIndex", "ShardSample", "ShardSet", "columns_of", "expand_shards", "is_shard_source",
-           "key_and_field", "label_of", "sample_kind", "scan_shard", "scan_tar", "shard_index", "shard_samples"]
+           "key_and_field", "label_of", "read_members", "sample_kind", "scan_shard", "scan_tar", "shard_index", "shard_samples"]
+
+_MEMBERS_STEP = 4 << 20  # read_members' buffer sizes are multiples of this (batches differ by a few bytes)
 
 log = logging.getLogger("gdsio.data")
 
@@ -496,6 +500,32 @@ def shard_index(path: str, write: bool = True, foreign: Callable[[str], ShardInd
 
 
 _Columns = tuple[list[str], list[int], list[int], list[int], list[str]]
+
+
+def read_members(paths: Sequence[str], spans: np.ndarray, buffers: Any) -> tuple[Any, tuple[Any, ...]]:
+    """Members of local shards read back to back in one call into C++ (gdsio.io.many.read_ranges;
+    members adjacent in their shard and in the batch are one request) into a buffer taken from
+    `buffers` (the Loader's BatchBuffers; its size rounded up to 4 MiB, so that batches reuse it).
+
+    Args:
+        paths: each member's shard, a local file. spans: (byte offset, size) of each member, an
+            int64 array (n, 2). buffers: gives the buffer, to be released there after the views.
+
+    Returns:
+        (the buffer, the members' views of it in order).
+
+    Raises:
+        OSError: a read failed, the buffer released (not saying which member: read them alone to know).
+    """
+    sizes = spans[:, 1].tolist()
+    total = sum(sizes)
+    buf = buffers.take((max(1, -(-total // _MEMBERS_STEP)) * _MEMBERS_STEP,))
+    try:
+        read_ranges(buf, paths, spans[:, 0], spans[:, 1])
+    except BaseException:
+        buffers.release(buf)
+        raise
+    return buf, torch.split(buf[:total], sizes)
 
 
 def shard_samples(paths: Sequence[str], kind: str = "image") -> _Columns:

@@ -15,6 +15,8 @@ import os
 import time
 from typing import Any, Sequence
 
+import numpy as np
+
 from .. import _core
 from ..config import Settings, current
 from ..device import resolve_device
@@ -25,7 +27,7 @@ from .urls import display, is_url
 # torch is imported inside the functions that use it: `import gdsio` imports this module and
 # stays light (no torch) for host reads into numpy buffers (tests/test_build.py).
 
-__all__ = ["read_many", "read_small", "small_read_limit"]
+__all__ = ["coalesce_ranges", "read_many", "read_ranges", "read_small", "small_read_limit"]
 
 
 def small_read_limit(s: Settings) -> int:
@@ -49,6 +51,69 @@ def read_small(path: str | bytes | os.PathLike[str] | os.PathLike[bytes], s: Set
     n = t.numel()
     return t, ReadStats("posix", n, time.perf_counter() - t0, 1, 1 if n else 0, path=os.fsdecode(path),
                      device="host memory")
+
+
+def coalesce_ranges(same_source: Any, offsets: Any, sizes: Any, dst_offsets: Any) -> tuple[Any, Any]:
+    """Merges each run of ranges adjacent both in their source and in the
+    destination (range k+1 starts where range k ends in the same file, and
+    lands right after it): unshuffled records or members are one request.
+
+    Args:
+        same_source: bool array (n - 1,): range k+1 has range k's source.
+        offsets, sizes, dst_offsets: int64 arrays (n,): each range's source
+            offset, size and destination offset.
+
+    Returns:
+        (first, merged): the index of each request's first range, and each
+        request's size (int64 arrays).
+
+    >>> coalesce_ranges(np.array([True]), np.array([0, 4]), np.array([4, 4]), np.array([8, 12]))
+    (array([0]), array([8]))
+    """
+    n = len(sizes)
+    start = np.ones(n, dtype=bool)
+    if n > 1:
+        start[1:] = ~(same_source & (offsets[1:] == offsets[:-1] + sizes[:-1])
+                      & (dst_offsets[1:] == dst_offsets[:-1] + sizes[:-1]))
+    first = np.flatnonzero(start)
+    return first, (np.add.reduceat(sizes, first) if n else sizes[:0])
+
+
+def read_ranges(buf: Any, paths: Sequence[str], offsets: Any, sizes: Any, dst_offsets: Any = None, *,
+                threads: int | None = None) -> int:
+    """Reads byte ranges of local files into `buf` in one call into C++
+    (the engine's reader threads, the GIL released), ranges adjacent in
+    their file and in `buf` merged into one request (coalesce_ranges).
+
+    Args:
+        buf: a dense, writable host array (numpy or a CPU tensor).
+        paths: each range's file. offsets, sizes: each range's (offset, size)
+            in its file. dst_offsets: where each lands in `buf` (default:
+            back to back, in order).
+        threads: reader threads (default: the current settings').
+
+    Returns:
+        The bytes read.
+
+    Raises:
+        OSError: a file could not be opened or read (naming it). ValueError:
+        a range runs past the end of `buf`.
+
+    >>> buf = np.empty(8, np.uint8)
+    >>> read_ranges(buf, ["a.bin", "a.bin"], [0, 4], [4, 4])   # one request   # doctest: +SKIP
+    8
+    """
+    offs = np.asarray(offsets, dtype=np.int64).reshape(-1)
+    lens = np.asarray(sizes, dtype=np.int64).reshape(-1)
+    dst = np.cumsum(lens) - lens if dst_offsets is None else np.asarray(dst_offsets, dtype=np.int64).reshape(-1)
+    if not len(paths) == len(offs) == len(lens) == len(dst):
+        raise ValueError(f"read_ranges: {len(paths)} paths, {len(offs)} offsets, {len(lens)} sizes and "
+                         f"{len(dst)} destinations; expected one of each per range")
+    names = np.empty(len(paths), dtype=object)
+    names[:] = list(paths)
+    first, merged = coalesce_ranges(names[1:] == names[:-1], offs, lens, dst)
+    reads = list(zip(names[first].tolist(), dst[first].tolist(), merged.tolist(), offs[first].tolist()))
+    return _core.read_paths(buf, reads, threads=current().threads if threads is None else threads)
 
 
 def read_many(
@@ -100,12 +165,7 @@ def read_many(
         if out.numel() < total:
             raise ValueError(f"out holds {out.numel()} bytes; these {len(names)} files need {total}")
         buf = out.view(-1)
-    reads = []
-    off = 0
-    for name, n in zip(names, sizes):
-        reads.append((name, off, n, 0))
-        off += n
-    _core.read_paths(buf, reads, threads=s.threads)  # one view of the buffer, each range checked against it
+    read_ranges(buf, names, np.zeros(len(names), dtype=np.int64), sizes, threads=s.threads)
     if target.type == "cuda":
         buf = buf[:total].to(target)
     views = list(torch.split(buf[:total], sizes)) if names else []

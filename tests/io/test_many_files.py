@@ -140,3 +140,39 @@ def test_read_into_one_call_path_equals_the_general_path(files, tmp_path, monkey
     assert out.tobytes() == content(files[4])[7:107]
     st = gdsio.read_into(type(tmp_path)(files[4]), out, backend="posix", size=50)
     assert st.nbytes == 50 and out[:50].tobytes() == content(files[4])[:50]
+
+
+def test_read_ranges_merges_adjacent_runs_and_reads_what_slicing_gives(tmp_path, monkeypatch):
+    """gdsio.io.many.read_ranges, the one home of ranged batch reads (record
+    files, shard members, read_many): ranges adjacent in their file and in the
+    buffer become one request; the bytes equal Python's slicing of each file."""
+    from gdsio import _core
+    from gdsio.io import many
+
+    a, b = tmp_path / "a.bin", tmp_path / "b.bin"
+    a.write_bytes(bytes(range(256)) * 4)
+    b.write_bytes(bytes(range(255, -1, -1)) * 4)
+    # (path, offset, size): a run of three in a, a gap in a, b, then a again.
+    ranges = [(a, 0, 10), (a, 10, 5), (a, 15, 1), (a, 100, 7), (b, 7, 3), (a, 107, 2), (b, 0, 0)]
+    paths, offs, sizes = [str(p) for p, _, _ in ranges], [o for _, o, _ in ranges], [n for _, _, n in ranges]
+    sent = []
+    real = _core.read_paths
+    monkeypatch.setattr(_core, "read_paths", lambda buf, reads, threads: sent.append(reads) or real(buf, reads, threads=threads))
+    buf = np.zeros(sum(sizes), np.uint8)
+    assert many.read_ranges(buf, paths, offs, sizes) == sum(sizes)
+    want = b"".join(p.read_bytes()[o:o + n] for p, o, n in ranges)
+    assert buf.tobytes() == want
+    # a's first run is one request; a at 100 and at 107 are adjacent in the file but not in the buffer.
+    assert [(r[0], r[2], r[3]) for r in sent[0]] == [(str(a), 16, 0), (str(a), 7, 100), (str(b), 3, 7), (str(a), 2, 107),
+                                                    (str(b), 0, 0)]
+    # Explicit destinations: adjacent in the file, placed apart in the buffer: two requests.
+    out = torch.zeros(20, dtype=torch.uint8)
+    many.read_ranges(out, [str(a)] * 2, [0, 4], [4, 4], [0, 12])
+    assert bytes(out[:4].tolist()) == a.read_bytes()[:4] and bytes(out[12:16].tolist()) == a.read_bytes()[4:8]
+    assert len(sent[-1]) == 2 and not out[4:12].any()
+    with pytest.raises(ValueError, match="one of each per range"):
+        many.read_ranges(buf, paths[:2], offs, sizes)
+    with pytest.raises(FileNotFoundError, match="nope.bin"):
+        many.read_ranges(buf, [str(tmp_path / "nope.bin")], [0], [1])
+    with pytest.raises(ValueError):
+        many.read_ranges(np.zeros(3, np.uint8), [str(a)], [0], [4])  # past the end of the buffer
