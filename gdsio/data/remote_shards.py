@@ -14,7 +14,9 @@ and the ETag, and the index comes from the first of:
    ETag and size>.idx.json`` (so a rewritten shard never finds the old index);
 2. ``<shard>.idx.json`` beside the shard (a HEAD and one GET; what
    ``write_shards`` writes, uploaded with the shards), taken when its
-   ``shard_size`` is the object's size;
+   ``shard_size`` is the object's size and the tar headers before its first
+   and last members give their sizes (two 512-byte GETs of the shard: tar
+   pads to 10 KiB records, so a rewritten shard often keeps its size);
 3. one streamed GET of the whole shard: the bytes pass through the tar
    scanner of gdsio.data.shards piece by piece as they arrive (the shard is
    never whole in memory; the GET asks ``If-Match`` the HEAD's ETag).
@@ -48,6 +50,7 @@ import json
 import logging
 import os
 import queue
+import tarfile
 import tempfile
 import threading
 from typing import Any, Sequence
@@ -134,7 +137,7 @@ def remote_index(url: str, folder: str | None = None) -> ShardIndex:
         if cached is not None and os.path.isfile(cached):
             index = _load(cached, url, size, etag)
         if index is None:
-            index = _beside(url, size, etag)
+            index = _beside(url, size, etag, reader)
         if index is None:
             index = _build(reader, url, size, etag)
             if cached is not None:
@@ -178,8 +181,12 @@ def _store(index: ShardIndex, path: str) -> None:
             pass
 
 
-def _beside(url: str, size: int, etag: str) -> ShardIndex | None:
-    """`url`'s ``.idx.json`` neighbour, when there and current; None otherwise."""
+def _beside(url: str, size: int, etag: str, shard: RemoteReader) -> ShardIndex | None:
+    """`url`'s ``.idx.json`` neighbour, when there and current; None otherwise.
+    Current: made for a shard of this size (an object store keeps no mtime,
+    and the ETag of an upload is not known where the index is written) whose
+    first and last members' tar headers are where the index puts them
+    (_stale_because: two small GETs of `shard`)."""
     base, sep, query = url.partition("?") if scheme_of(url) != "s3" else (url, "", "")  # a key may hold '?'
     idx_url = base + INDEX_SUFFIX + sep + query
     s = current()
@@ -201,8 +208,35 @@ def _beside(url: str, size: int, etag: str) -> ShardIndex | None:
         log.info("gdsio: the index beside shard '%s' is stale (%d bytes, the shard %d): rebuilding it",
                  url, index.size, size)
         return None
+    why = _stale_because(index, shard)
+    if why:
+        log.info("gdsio: the index beside shard '%s' is stale (%s): rebuilding it", url, why)
+        return None
     index.mtime_ns, index.etag = 0, etag
     return index
+
+
+def _stale_because(index: ShardIndex, shard: RemoteReader) -> str:
+    """Why `index` does not describe `shard`, or '': the 512-byte tar header
+    before its first and its last member, read from the shard, must be a
+    valid header (its checksum) giving that member's size. Tar pads a shard
+    to 10 KiB records, so a rewritten shard (other images, another order)
+    often keeps its size; its members then start elsewhere, and a stale
+    index would hand out other samples' bytes and labels."""
+    s = current()
+    policy = http.RetryPolicy(s.remote_retries, s.remote_timeout)
+    for name, offset, size in dict.fromkeys(index.members[:1] + index.members[-1:]):
+        if offset < 512:
+            return f"member {name} at byte {offset} has no header before it"
+        head = bytearray(512)
+        shard.read_range(memoryview(head), offset - 512, policy, http.Counters())
+        try:
+            info = tarfile.TarInfo.frombuf(bytes(head), tarfile.ENCODING, "surrogateescape")
+        except tarfile.HeaderError as e:
+            return f"no tar header before member {name} at byte {offset}: {e}"
+        if info.size != size:
+            return f"the tar header before member {name} gives {info.size} bytes, the index {size}"
+    return ""
 
 
 class _Stop(Exception):

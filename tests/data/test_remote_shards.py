@@ -8,9 +8,11 @@ error naming it."""
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 import logging
+import tarfile
 from pathlib import Path
 
 import numpy as np
@@ -133,18 +135,50 @@ def test_the_index_is_one_get_then_the_cache_or_the_file_beside(server, local, t
     n_gets, n_heads = server.gets, server.heads
     again = Loader(brace, 4, device="cpu", cache=gd.Cache(where="disk", path=tmp_path / "cache", bytes="1M"))
     assert server.gets == n_gets and server.heads == n_heads + 4 and len(again.table) == 15
-    # Without a cache, the index beside each shard: one GET of it, none of the shard.
+    # Without a cache, the index beside each shard: one GET of it, and of the shard only the
+    # 512-byte tar headers before its first and last members (the index is current).
     server.objects.clear()
     serve(server, paths, with_index=True)
     monkeypatch.setattr(rs, "_memory", {})
     server.requests.clear()
     got = Loader(brace, 4, device="cpu", shuffle="window", seed=1)
-    assert not gets(server) and len(gets(server, ".idx.json")) == 4  # a GET of each index, none of a shard
+    assert len(gets(server, ".idx.json")) == 4
+    heads = []
+    for u, p in zip(urls, paths):
+        members = sh.shard_index(p).members
+        heads += [(u[len(server.base):], f"bytes={o - 512}-{o - 1}") for _, o, _ in (members[0], members[-1])]
+    assert sorted(gets(server)) == sorted(heads)
     same(batches(Loader(paths, 4, device="cpu", shuffle="window", seed=1)), batches(got))
     # One beside a rewritten shard (another size) is stale: the shard is scanned instead.
     server.put("shards/shard-000000.tar", Path(paths[1]).read_bytes() + bytes(10240))  # zeros: still the end
     monkeypatch.setattr(rs, "_memory", {})
     assert [s.key for s in rs.remote_index(urls[0]).samples] == [s.key for s in sh.shard_index(paths[1]).samples]
+
+
+def test_an_index_beside_a_rewritten_shard_of_the_same_size_is_stale(server, local, tmp_path, caplog):
+    """Tar pads a shard to 10 KiB records, so a rewritten shard often keeps its
+    size: the same samples in another order here. The index beside it gives
+    other members' places; the tar headers say so, and the shard is scanned."""
+    folder, paths = local
+    old = sh.shard_index(paths[0])
+    with tarfile.open(paths[0]) as t:
+        members = [(m, t.extractfile(m).read()) for m in t.getmembers()]
+    by_key: dict[str, list] = {}
+    for m, data in members:
+        by_key.setdefault(sh.key_and_field(m.name)[0], []).append((m, data))
+    redone = tmp_path / "redone.tar"
+    with tarfile.open(redone, "w", format=tarfile.USTAR_FORMAT) as t:
+        for key in reversed(list(by_key)):
+            for m, data in by_key[key]:
+                t.addfile(m, io.BytesIO(data))
+    assert redone.stat().st_size == Path(paths[0]).stat().st_size
+    url = server.put("shards/s.tar", redone.read_bytes())
+    server.put("shards/s.tar" + sh.INDEX_SUFFIX, Path(paths[0] + sh.INDEX_SUFFIX).read_bytes())
+    with caplog.at_level(logging.INFO, logger="gdsio"):
+        index = rs.remote_index(url)
+    assert "is stale (the tar header before member" in caplog.text
+    assert [s.key for s in index.samples] == [s.key for s in reversed(old.samples)]
+    assert index.members == sh.scan_shard(str(redone)).members
 
 
 def test_a_streamed_index_survives_a_dropped_connection(server, local):
