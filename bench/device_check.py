@@ -6,8 +6,14 @@ budget (GDSIO_CHECK_BUDGET, 420 s). The steps run in priority order:
 
   wheels, machine, build (sm_90 only, no build isolation), import, doctor,
   the GPU kernel tests, one read per backend and destination, nvJPEG, the
-  loader, the figures; then, only if time is left, the other GPU tests and
-  the copy benchmarks.
+  loader, the figures; then, only if time is left, the other GPU tests, a
+  sampled profile of the loader, and the copy benchmarks.
+
+A test process killed by a signal (the first GPU run's three segfaults) is
+followed, where gdb is there and time is left, by that one test again under
+gdb, whose native backtrace goes into the report; cuFile's log goes to the
+scratch folder and its ERROR lines into the report (cuFile says why it
+refuses a file only there).
 
 Each step declares an estimate (seconds on the 16-core H200 machine) and a
 cap. A step starts only when the time left, less a reserve for the report,
@@ -22,7 +28,7 @@ and advances the budget's clock by it) while the others run for real and
 are timed. Its report says so at the top and claims no GPU result.
 
 Output under $OUT (or ./device-check-out), at most 8 files, none in a folder:
-report.md, report.json, steps.log, doctor.json, figures.json,
+report.md, report.json, steps.log, doctor.json, figures.json, loader-profile.json,
 bench-warm.json, bench-cold.json. Usage:
 
     python3 bench/device_check.py [--dry-run] [--plan]
@@ -182,6 +188,7 @@ class Step:
     counts: dict[str, int] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     tail: list[str] = field(default_factory=list)
+    triage: list[str] = field(default_factory=list)  # a crashed test's native backtrace (gdb)
 
 
 def env_int(name: str, default: int) -> int:
@@ -295,6 +302,11 @@ def make_steps(cfg: Config, run: str) -> list[Step]:
               *[a for t in ("tests/transforms", IMAGE_GPU_TESTS, LOADER_TESTS) for a in ("--ignore", r(t))],
               "-k", f"not ({READ_SELECT})", r("tests")],
              pytest=True, needs_bench_dir=True),
+        Step("loader-profile", "where the loader's time goes (bench/profile_loader.py)", 40, 90, True,
+             "1024 JPEGs made, two passes at batch 256, the second sampled every 2 ms",
+             [py, r("bench/profile_loader.py"), "--images", "1024", "--tmpdir", "@BENCH_DIR@",
+              "--json", f"{run}/loader-profile.json", "--md", f"{run}/loader-profile.md"],
+             outputs=("loader-profile.json",), needs_bench_dir=True),
         Step("bench-warm", "gdsio bench --warm", 30, 90, True, f"sizes {cfg.sizes}, {cfg.repeat} repeats, every path",
              [py, "-m", "gdsio", "bench", "--sizes", cfg.sizes, "--repeat", str(cfg.repeat), "--warm",
               "--tmpdir", "@BENCH_DIR@", "--json", f"{run}/bench-warm.json"],
@@ -340,6 +352,9 @@ class Clock:
     def real(self) -> float:
         return time.monotonic() - self.t0
 
+
+CRASHED = re.compile(r"^(\S+::\S+) Fatal Python error", re.M)
+TRIAGE_S = 90  # the most a crashed test's rerun under gdb may take
 
 PYTEST_SUMMARY = re.compile(r"^=+ (?P<s>.*?) in [\d.]+s(?: \([^)]*\))? =+$")
 PYTEST_COUNT = re.compile(r"(\d+) (passed|failed|skipped|deselected|xfailed|xpassed|errors?|warnings?)")
@@ -388,6 +403,8 @@ class Check:
         self.env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INDEX="1", PIP_NO_INPUT="1", PYTHONUNBUFFERED="1")
         # A GPU test that skips there is a failure of the check, not a pass (tests/gpu_gate.py).
         self.env["GDSIO_REQUIRE_GPU"] = "1"
+        # cuFile says why it refuses a file only in its log: keep it (its ERROR lines go into the report).
+        self.cufile_log = self.env.setdefault("CUFILE_LOGFILE_PATH", os.path.join(self.run, "cufile.log"))
         self.commit = self._commit()
         self.machine = self._machine()
         self.build_stats: dict[str, Any] | None = None
@@ -573,6 +590,8 @@ class Check:
             s.reason = f"exit {s.rc}"
         if s.pytest:
             parse_pytest(text, s)
+            if not timed_out and s.rc is not None and s.rc < 0:
+                self.triage(s, text)
         if s.status != "passed":
             s.tail = [ln for ln in text.splitlines() if ln.strip()][-12:]
         for name in s.outputs:
@@ -581,6 +600,51 @@ class Check:
                 shutil.copyfile(src, os.path.join(self.cfg.out, name))
         if s.name == "build":
             self.build_stats = ninja_stats(self.cfg.build_dir, s.wall_s, s.cpu_s)
+
+    def triage(self, s: Step, text: str) -> None:
+        """The test that crashed the step's process (its -v line ends in "Fatal Python error"), run alone
+        under gdb: the crashing thread's native frames go into the report."""
+        m = CRASHED.search(text)
+        gdb = shutil.which("gdb") or shutil.which("cuda-gdb")
+        limit = min(TRIAGE_S, self.left() - 10)
+        if m is None or gdb is None or limit < 20:
+            why = ("no crashed test in its output" if m is None else "no gdb there" if gdb is None
+                   else f"{max(0, int(self.left()))}s of the budget left")
+            s.triage = [f"no backtrace: {why}"]
+            return
+        node = m.group(1)  # as pytest printed it, relative to the steps' folder, where gdb runs too
+        timeout = ["--timeout", str(self.cfg.test_timeout)] if self.cfg.has_pytest_timeout else []
+        cmd = [gdb, "-q", "-batch", "-iex", "set auto-solib-add off", "-ex", "set pagination off",
+               "-ex", "handle SIGALRM nostop noprint pass", "-ex", "run", "-ex", "sharedlibrary _core",
+               "-ex", "sharedlibrary libstdc", "-ex", "sharedlibrary libc", "-ex", "bt 30",
+               "--args", self.cfg.python, "-m", "pytest", "-c", f"{REPO}/pyproject.toml", "--rootdir", REPO,
+               "-p", "no:cacheprovider", "-p", "no:faulthandler", "-m", "gpu", "-x", "-q", *timeout,
+               "--basetemp", f"{self.bench_dir or '/tmp'}/gdsio-pytest-triage", node]
+        try:
+            p = subprocess.run(cmd, cwd=self.run, env=self.env, capture_output=True, text=True, errors="replace",
+                               timeout=limit, stdin=subprocess.DEVNULL)
+            out = p.stdout + p.stderr
+        except subprocess.TimeoutExpired as e:
+            out = (e.stdout or "") if isinstance(e.stdout, str) else ""
+            out += f"\n(gdb stopped at {limit:.0f}s)"
+        with open(self.log, "a") as log:
+            log.write(f"\n===== {s.name}: {node} again under gdb\n{out}\n")
+        lines = out.splitlines()
+        at = next((i for i, ln in enumerate(lines) if "received signal" in ln), None)
+        s.triage = ([f"{node} under gdb:"] + [ln for ln in lines[at:] if ln.startswith(("Thread", "#", "0x"))][:32]
+                    if at is not None else [f"{node} under gdb: no signal this time (see steps.log)"])
+
+    def cufile_errors(self) -> list[str]:
+        """The distinct ERROR lines of cuFile's log (the text after the source location), in order."""
+        try:
+            with open(self.cufile_log, errors="replace") as f:
+                lines = [ln.strip() for ln in f if " ERROR " in ln]
+        except OSError:
+            return []
+        seen: dict[str, None] = {}
+        for ln in lines:
+            seen.setdefault(re.sub(r"^.*? ERROR +", "", ln), None)
+        return list(seen)[:12]
 
     def finish(self) -> None:
         # The renders need one gdsio import; they get what is left of the reserve.
@@ -607,7 +671,7 @@ class Check:
 
     def doc(self) -> dict[str, Any]:
         keep = ("name", "title", "status", "reason", "estimate_s", "cap_s", "limit_s", "wall_s", "cpu_s", "rc", "gpu",
-                "basis", "summary", "counts", "problems", "tail")
+                "basis", "summary", "counts", "problems", "tail", "triage")
         steps = []
         for s in self.steps:
             d = {k: v for k, v in asdict(s).items() if k in keep}
@@ -637,6 +701,7 @@ class Check:
             "per_test_limit_s": self.cfg.test_timeout if self.cfg.has_pytest_timeout else None,
             "finished": self.final,
             "steps": steps,
+            "cufile_errors": self.cufile_errors(),
         }
         if self.build_stats:
             doc["build"] = self.build_stats
@@ -771,13 +836,17 @@ def render_md(doc: dict[str, Any], run: str) -> str:
     out += [f"- {s['name']}: {STATUS_WORDS.get(s['status'], s['status'])}: {s['reason']}" for s in not_run] or \
         ["- every step ran"]
     for s in doc["steps"]:
-        if s["summary"] or s["problems"] or s["tail"]:
+        if s["summary"] or s["problems"] or s["tail"] or s.get("triage"):
             out += ["", f"## {s['name']}: {s['title']}", ""]
             if s["summary"]:
                 out.append(f"pytest: {s['summary']}")
             shown = s["problems"] or s["tail"]
             if shown:
                 out += ["", "```", *shown, "```"]
+            if s.get("triage"):
+                out += ["", "The crashed test again under gdb:", "", "```", *s["triage"], "```"]
+    if doc.get("cufile_errors"):
+        out += ["", "## cuFile's log (its ERROR lines)", "", "```", *doc["cufile_errors"], "```"]
     proj = doc.get("projection")
     if proj:
         out += ["", "## The budget on the 16-core H200 machine (projection)", "",
@@ -790,6 +859,7 @@ def render_md(doc: dict[str, Any], run: str) -> str:
         out += ["", f"Total with the {proj['reserve_s']}s reserve: {proj['total_s']}s of {proj['budget_s']}s; "
                 f"cut: {', '.join(proj['cut']) or 'nothing'}."]
     for title, name in (("The issues' figures (bench/figures.py)", "figures.md"),
+                        ("Where the loader's time goes (bench/profile_loader.py)", "loader-profile.md"),
                         ("gdsio bench, warm", "bench-warm.md"), ("gdsio bench, cold", "bench-cold.md")):
         p = os.path.join(run, name)
         if os.path.isfile(p) and os.path.getsize(p):

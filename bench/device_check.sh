@@ -17,7 +17,9 @@
 # then, if time is left, the other GPU tests and the copy benchmarks. A step
 # starts only if its estimate fits in what is left (else it is cut, and the
 # report says so) and runs under min(its cap, what is left). Report under $OUT:
-# report.md, report.json, steps.log, doctor.json, figures.json, bench-*.json.
+# report.md, report.json, steps.log, doctor.json, figures.json, loader-profile.json,
+# bench-*.json. A test process that dies of a signal is followed by that test again
+# under gdb (its backtrace in the report); cuFile's ERROR log lines go in the report.
 #
 # On a machine without a GPU, a dry run stubs the GPU steps and times the rest
 # (the build included), and its report projects the budget on the H200 machine:

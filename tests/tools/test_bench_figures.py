@@ -44,3 +44,23 @@ def test_cpu_figures_run_or_say_why(figures, tmp_path):
 def test_unknown_figure_is_reported_not_raised(figures, tmp_path):
     doc = figures.run(["nope"], "cpu", True, str(tmp_path), 8)
     assert "unknown figure 'nope'" in doc["figures"]["nope"]["error"]
+
+
+def test_the_loader_profile_runs_on_the_cpu(tmp_path, capsys):
+    """bench/profile_loader.py (run after the figures on a GPU machine) at toy size on the
+    CPU: one sampled pass, every sampled thread group with its shares, written as JSON."""
+    if not os.path.isfile(os.path.join(BENCH, "profile_loader.py")):
+        pytest.skip("bench/ is not beside tests/ (an sdist without it)")
+    spec = importlib.util.spec_from_file_location("gdsio_bench_profile_loader", os.path.join(BENCH, "profile_loader.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "p.json"
+    doc = mod.main(["--device", "cpu", "--images", "32", "--batch", "8", "--interval-ms", "1", "--tmpdir",
+                    str(tmp_path), "--json", str(out), "--md", str(tmp_path / "p.md")])
+    assert json.loads(out.read_text()) == doc and doc["images"] == 32 and doc["images_per_s"] > 0
+    assert sum(doc["io_backends"].values()) == 32
+    assert "MainThread" in doc["threads"] and sorted(os.listdir(tmp_path)) == ["p.json", "p.md"]  # its folder removed
+    for group in doc["threads"].values():
+        assert group["samples"] > 0 and all(0 < share <= 1 for _, share in group["self"] + group["total"])
+    assert capsys.readouterr().out.startswith("gdsio.Loader on cpu: 32 JPEGs, batch 8")
+    assert (tmp_path / "p.md").read_text().startswith("```\ngdsio.Loader on cpu")

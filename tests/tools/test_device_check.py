@@ -22,7 +22,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BENCH = os.path.join(REPO, "bench")
 SCRIPT = os.path.join(BENCH, "device_check.sh")
 PRIORITY = ["wheels", "machine", "build", "import", "doctor", "kernels", "reads", "nvjpeg", "loader", "figures"]
-LATER = ["gpu-rest", "bench-warm", "bench-cold", "pytest-benchmark"]
+LATER = ["gpu-rest", "loader-profile", "bench-warm", "bench-cold", "pytest-benchmark"]
 
 pytestmark = pytest.mark.skipif(not os.path.isfile(SCRIPT), reason="bench/ is not beside tests/ (an sdist without it)")
 
@@ -207,3 +207,43 @@ def test_a_failed_import_skips_the_gpu_steps_and_says_why(tmp_path):
         assert steps[name]["reason"] == "the import step did not pass (failed)"
     assert "## import: " in md  # its last lines, to see why
     assert_no_gpu_claim(doc, md)
+
+
+def test_a_crashed_test_runs_again_under_gdb_and_cufile_errors_are_kept(dc, tmp_path, monkeypatch):
+    """A step whose process died of a signal: the test its -v output shows crashing runs
+    again under gdb (a stand-in here), whose crashing thread's frames go into the step;
+    cuFile's log (CUFILE_LOGFILE_PATH, set for every step) gives its distinct ERROR lines."""
+    monkeypatch.setenv("OUT", str(tmp_path / "out"))
+    monkeypatch.setenv("GDSIO_BENCH_DIR", str(tmp_path))
+    monkeypatch.delenv("CUFILE_LOGFILE_PATH", raising=False)
+    check = dc.Check(dc.Config(dry_run=True), ["--dry-run"])
+    assert check.env["CUFILE_LOGFILE_PATH"] == check.cufile_log and check.cufile_log.startswith(check.run)
+    gdb = tmp_path / "gdb"
+    gdb.write_text("#!/bin/sh\necho \"argv: $*\"\necho '[New Thread 0x7f]'\n"
+                   "echo 'Thread 1 \"python3\" received signal SIGSEGV, Segmentation fault.'\n"
+                   "echo '#0  0x00007f in concat () at error.hpp:52'\necho '#1  0x00007e in decode ()'\n")
+    gdb.chmod(0o755)
+    monkeypatch.setattr(dc.shutil, "which", lambda name: str(gdb) if name == "gdb" else None)
+    step = dc.Step("kernels", "k", 1, 1, True, "test", pytest=True)
+    node = "../../repo/tests/image/test_image_gpu.py::test_twin[UNCHANGED]"
+    check.triage(step, f"a.py::test_a PASSED [ 1%]\n{node} Fatal Python error: Segmentation fault\n")
+    assert step.triage == [f"{node} under gdb:", 'Thread 1 "python3" received signal SIGSEGV, Segmentation fault.',
+                           "#0  0x00007f in concat () at error.hpp:52", "#1  0x00007e in decode ()"]
+    with open(check.log) as f:
+        log = f.read()
+    assert f"{node} again under gdb" in log and "-p no:faulthandler" in log and log.rstrip().count(node) >= 2
+    quiet = dc.Step("nvjpeg", "n", 1, 1, True, "test", pytest=True)
+    check.triage(quiet, "a.py::test_a PASSED\n")
+    assert quiet.triage == ["no backtrace: no crashed test in its output"]
+    with open(check.cufile_log, "w") as f:
+        f.write(" 04-12-2026 10:34:22:951 [pid=1 tid=1] ERROR  cufio-udev:67 udev property not found: ID_FS_USAGE vda\n"
+                " 04-12-2026 10:34:22:951 [pid=1 tid=1] INFO   cufio-fs:363 Block dev: /dev/vda\n"
+                " 04-12-2026 10:34:22:952 [pid=1 tid=1] ERROR  cufio-udev:67 udev property not found: ID_FS_USAGE vda\n"
+                " 04-12-2026 10:34:22:953 [pid=1 tid=1] ERROR  cufio:303 cuFileHandleRegister error, failed to allocate"
+                " file object\n")
+    assert check.cufile_errors() == ["cufio-udev:67 udev property not found: ID_FS_USAGE vda",
+                                     "cufio:303 cuFileHandleRegister error, failed to allocate file object"]
+    check.steps[5].triage = step.triage
+    check.finish()
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "The crashed test again under gdb:" in md and "## cuFile's log (its ERROR lines)" in md
