@@ -315,8 +315,12 @@ CufileHandle::CufileHandle(FileHandle& f, int device) : device_(device) {
     }
     std::string why = "cuFileHandleRegister failed for '" + f.path() + "': " + err_text(e);
     if (!direct_) why += " (" + refusal_ + ")";
-    // cuFile says why only in its log (e.g. a container without udev data, where
-    // it cannot read the block device's attributes, even in compat mode).
+    // cuFile finds a file's block device through udev: in a container started
+    // without /run/udev it refuses every file, compat mode included (the GPU
+    // machine's log: "udev property not found"; KvikIO reads by POSIX there).
+    if (::access("/run/udev", R_OK | X_OK) != 0)
+      why += "; /run/udev is not readable here (a container started without --volume /run/udev:/run/udev:ro?), "
+             "and cuFile finds a file's block device through udev";
     why += "; cuFile's log says why (cufile.log in the working directory, or $CUFILE_LOGFILE_PATH)";
     throw Unavailable(why);
   }

@@ -268,9 +268,11 @@ def _check_cufile_register(path: str, device: int, driver: dict[str, Any]) -> di
         try:
             _, st = read(target, size=n, device=f"cuda:{device}", backend="cufile", return_stats=True)
         except _core.BackendUnavailable as e:
+            udev = os.access("/run/udev", os.R_OK | os.X_OK)
             return _check("cufile-register", title, "fail", f"cuFile cannot read {target}: {e}", {"error": str(e)},
-                          "make cuFile accept files here: its log (CUFILE_LOGFILE_PATH, CUFILE_LOGGING_LEVEL=INFO) "
-                          "names the cause, e.g. a container without udev data for the block device")
+                          ("make cuFile accept files here: its log (CUFILE_LOGFILE_PATH, CUFILE_LOGGING_LEVEL=INFO) "
+                           "names the cause") if udev else
+                          "give cuFile udev: start the container with --volume /run/udev:/run/udev:ro")
         return _check("cufile-register", title, "ok", f"cuFile reads {target} (backend {st.backend})",
                       {"backend": st.backend})
     finally:
