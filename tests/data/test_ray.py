@@ -445,6 +445,9 @@ def test_auto_share_is_exact_and_says_where_it_went(cluster, folder):
     s = loader.stats()
     assert s.local_samples + s.remote_samples == 18
     assert 0.0 <= s.local_share <= 1.0 and "local_share" in str(s)
+    # The trainer's board decides before the feed calls an actor: one call for each batch the CPU nodes
+    # made (9 batches of 2), none for a batch made here.
+    assert loader._exec.feed._seq == s.remote_samples // 2, (loader._exec.feed._seq, s)
 
 
 @pytest.mark.ray

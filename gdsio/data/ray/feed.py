@@ -43,7 +43,7 @@ import math
 import queue
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -200,6 +200,8 @@ class FeedPlan:
     pinned: bool
     window: int  # actor calls in flight at most
     transport: str = "socket"  # one of TRANSPORTS
+    # "auto": skip(place) is true for a batch this node makes (the trainer's Board says so): no actor call.
+    skip: Callable[[int], bool] | None = None
 
 
 class ActorFeed:
@@ -232,17 +234,27 @@ class ActorFeed:
                 for _ in range(p.actors):
                     self._new_actor()
             self.live = list(range(len(self.actors)))
-            inflight: collections.deque[list[Any]] = collections.deque()  # [place, actor, ref, seq], in order
-            nxt, turn = 0, 0
+            # [place, actor, ref, seq], in order; [place, -1, None, 0]: a place this node makes (no call).
+            inflight: collections.deque[list[Any]] = collections.deque()
+            nxt, turn, calls = 0, 0, 0
             while True:
-                while nxt < p.count and len(inflight) < p.window:
-                    a = self.live[turn % len(self.live)]
-                    turn += 1
-                    inflight.append(self._call(a, nxt))
+                # At most `window` calls in flight, and places at most twice that ahead of the first one
+                # waited for (the window order's UnitBoard keeps units that far).
+                while nxt < p.count and calls < p.window and (not inflight or nxt - inflight[0][0] < 2 * p.window):
+                    if p.skip is not None and p.skip(nxt):
+                        inflight.append([nxt, -1, None, 0])
+                    else:
+                        a = self.live[turn % len(self.live)]
+                        turn += 1
+                        inflight.append(self._call(a, nxt))
+                        calls += 1
                     nxt += 1
                 if not inflight:
                     break
                 entry = inflight[0]
+                if entry[2] is None:  # made here
+                    inflight.popleft()
+                    continue
                 try:
                     out = self._result(ray, entry[2]) if rx is None else self._sent(ray, rx, entry)
                 except Exception as e:  # noqa: BLE001 - a node's loss is handled, anything else handed on
@@ -253,8 +265,9 @@ class ActorFeed:
                 if self.stop.is_set():
                     return
                 inflight.popleft()
+                calls -= 1
                 if out is None:
-                    continue  # a batch this node makes ("auto"), or none of its samples was left
+                    continue  # none of its samples was left
                 epoch, k, images, labels, node, seconds = out
                 batch, tail = receive(images, p.tail, p.pinned) if rx is None else received(images, p.tail, p.pinned)
                 item = RemoteBatch(k, batch, torch.from_numpy(np.array(labels, np.int64)), node, seconds, epoch, tail)

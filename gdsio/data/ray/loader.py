@@ -389,15 +389,15 @@ class Loader:
         if per == 0 or count <= 0:
             return None
         self._pools += 1
-        board = None
         if self.local_share == "auto":
-            ray = import_ray()
-            board = self._board_handle()
-            ray.get(board.begin.remote(self._pools, self._shared.share), timeout=self.timeout)
-        spec_args = dict(offset=offset, per=per, remote_ks=ks, board=board)
+            if self._shared.board is None:
+                self._shared.board = Board()
+            self._shared.board.begin(self._pools, self._shared.share)
+        spec_args = dict(offset=offset, per=per, remote_ks=ks)
         if isinstance(self.order, WindowOrder):  # the actors rebuild the order, and share its units
             # The board keeps a unit while the batches asked for are within the calls in flight (2 per actor
-            # and one) of its last batch, counted in batches (a fixed share's places skip this node's).
+            # and one) of its last batch, counted in batches (a fixed share's places skip this node's; with
+            # "auto" the feed's places run at most twice the calls in flight ahead: 4 * actors + 2 < keep).
             keep = (2 * (self._actors or 1) + 2) * (-(-len(self) // per) + 1)
             units = self._units_handle()
             import_ray().get(units.begin.remote(self._pools, keep), timeout=self.timeout)
@@ -414,13 +414,3 @@ class Loader:
             where = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
             self._units = ray.remote(num_cpus=0, scheduling_strategy=where)(UnitBoard).remote()
         return self._units
-
-    def _board_handle(self) -> Any:
-        if self._shared.board is None:
-            ray = import_ray()
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-            here = ray.get_runtime_context().get_node_id()  # the trainer's node, where the consumer is
-            where = NodeAffinitySchedulingStrategy(here, soft=False)
-            self._shared.board = ray.remote(num_cpus=0, scheduling_strategy=where)(Board).remote()
-        return self._shared.board

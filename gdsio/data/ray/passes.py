@@ -57,42 +57,49 @@ class OffloadShared:
 
 class Board:
     """local_share="auto": who makes each batch, decided once, at the first
-    question from either side, from the share at that moment (a Ray actor on
-    the trainer's node; package-internal: gdsio.data.ray.loader starts it).
-    Retried remote calls get the same answer, so a batch is never made by both. One round of answers per execution (which
-    may span epochs: ``epochs_per_pool``); an earlier execution's actors are
-    told "stale" and make nothing."""
+    question from either side, from the share at that moment. Both sides ask
+    in the trainer's process: this node's producer as it reaches a batch, the
+    feed before it calls an actor (a batch made here costs no actor call, and
+    the CPU nodes never ask across the network); package-internal:
+    gdsio.data.ray.loader makes it. An answer never changes, so a batch is
+    never made by both. One round of answers per execution (which may span
+    epochs: ``epochs_per_pool``); an earlier execution is told "stale"."""
 
     def __init__(self) -> None:
         self.gen = -1
         self.share = AUTO_START
         self.credit = 0.0
         self.owners: dict[tuple[int, int], str] = {}
+        self._lock = threading.Lock()  # the producer's, the feed's and the consumer's threads
 
     def begin(self, gen: int, share: float) -> None:
-        self.gen, self.share, self.credit, self.owners = gen, share, 0.0, {}
+        with self._lock:
+            self.gen, self.share, self.credit, self.owners = gen, share, 0.0, {}
 
     def set_share(self, gen: int, share: float) -> None:
-        if gen == self.gen:
-            self.share = share
+        with self._lock:
+            if gen == self.gen:
+                self.share = share
 
     def owner(self, gen: int, epoch: int, batch_no: int) -> str:
-        if gen != self.gen:
-            return "stale"
-        key = (epoch, batch_no)
-        who = self.owners.get(key)
-        if who is None:
-            self.credit += self.share
-            who = "local" if self.credit >= 1.0 - 1e-9 else "remote"
-            if who == "local":
-                self.credit -= 1.0
-            self.owners[key] = who
-        return who
+        with self._lock:
+            if gen != self.gen:
+                return "stale"
+            key = (epoch, batch_no)
+            who = self.owners.get(key)
+            if who is None:
+                self.credit += self.share
+                who = "local" if self.credit >= 1.0 - 1e-9 else "remote"
+                if who == "local":
+                    self.credit -= 1.0
+                self.owners[key] = who
+            return who
 
     def forget(self, gen: int, epoch: int) -> None:
         """Drops the answers for epochs before `epoch` (their batches are all handed out)."""
-        if gen == self.gen:
-            self.owners = {key: who for key, who in self.owners.items() if key[0] >= epoch}
+        with self._lock:
+            if gen == self.gen:
+                self.owners = {key: who for key, who in self.owners.items() if key[0] >= epoch}
 
 
 def fixed_local(share: float, k: int) -> bool:
@@ -160,8 +167,11 @@ class Execution:
                          threads=max(1, int(loader.cpus_per_actor)), per_batch=True, gen=gen, **spec_args)
         actors = shared.actors or 1
         options = dict(num_cpus=loader.cpus_per_actor, scheduling_strategy="SPREAD", **loader.placement.remote_args())
+        board = shared.board if loader.local_share == "auto" else None
+        # "auto": the feed calls an actor only for a batch the board gives the CPU nodes.
+        skip = (lambda place: board.owner(gen, *spec.place(place)) != "remote") if board is not None else None
         plan = FeedPlan(spec, count, actors, options, loader.placement, tail, inner.device.type == "cuda", window=2 * actors + 1,
-                        transport=loader.transport)
+                        transport=loader.transport, skip=skip)
         self.watch = {n["NodeID"]: n for n in placed_nodes(loader.placement)}
         self.feed = ActorFeed(plan, self.q, self.stop)
         self.thread = threading.Thread(target=self.feed.run, name="gdsio-ray", daemon=True)
@@ -252,8 +262,8 @@ class OffloadPass:
         if share == 1.0 or all_here:
             mine: Callable[[int], bool] = lambda k: True  # noqa: E731
         elif share == "auto":
-            ray, board, ex_gen = import_ray(), shared.board, ex.gen if ex is not None else -1
-            mine = lambda k: ray.get(board.owner.remote(ex_gen, epoch, k), timeout=loader.timeout) == "local"  # noqa: E731
+            board, ex_gen = shared.board, ex.gen if ex is not None else -1
+            mine = lambda k: board.owner(ex_gen, epoch, k) == "local"  # noqa: E731
         else:
             mine = lambda k: fixed_local(float(share), k)  # noqa: E731
         # This node: gdsio.Loader's producer over the batches it keeps.
@@ -311,7 +321,7 @@ class OffloadPass:
         """Where the consumer stands now: a pass beginning there goes on with the execution."""
         if self._ex is not None:
             if epoch > self._ex.next[0] and self._board is not None:
-                self._board.forget.remote(self._ex.gen, epoch)  # not waited for
+                self._board.forget(self._ex.gen, epoch)
             self._ex.next = (epoch, k)
 
     # ---- merging the two streams --------------------------------------------------------
@@ -424,7 +434,7 @@ class OffloadPass:
         share = auto.step(side, first, wait, wall, g, *(self._made_by if side == "remote" else (None, 0.0)))
         if abs(share - self._shared.share) >= SEND_STEP or (share in (0.0, 1.0) and share != self._shared.share):
             self._shared.share = share
-            self._board.set_share.remote(ex.gen, share)  # not waited for
+            self._board.set_share(ex.gen, share)
 
     # ---- a lost node --------------------------------------------------------------------
 

@@ -154,8 +154,7 @@ class ActorSpec:
     offset: int = 0
     per: int = 0
     remote_ks: tuple[int, ...] | None = None
-    board: Any = None  # local_share="auto": the actor handle that says who makes each batch
-    gen: int = 0  # the execution's number on the board (a stale one makes nothing)
+    gen: int = 0  # the execution's number (its units on the UnitBoard; a stale one makes nothing)
     # shuffle="window": the WindowOrder's shards (their first samples, and the end) and window; `units`:
     # the loader's UnitBoard (gdsio.data.ray.shard_units), whose units the actors share (None: read per sample).
     shard_starts: Any = None
@@ -261,17 +260,13 @@ class BatchMaker(_Maker):
     gdsio.data.ray.feed starts them): ``make(place)`` makes the batch at that
     place of the execution's sequence and returns (epoch, batch number,
     images, labels, node id, seconds it took) as numpy arrays, which Ray
-    stores out of band (the consumer maps them), or None where this node's
-    loader makes that batch ("auto") or none of its samples was left."""
+    stores out of band (the consumer maps them), or None where none of its
+    samples was left. It is asked only for batches the CPU nodes make ("auto":
+    the feed asks the trainer's Board first, in its own process)."""
 
     def make(self, place: int) -> tuple[int, int, np.ndarray, np.ndarray, str, float] | None:
         spec = self.spec
         epoch, k = spec.place(place)
-        if spec.board is not None:
-            import ray
-
-            if ray.get(spec.board.owner.remote(spec.gen, epoch, k)) != "remote":
-                return None  # this node's loader makes it (or the execution is over)
         idx = self.order.batch(epoch, k, self.indices(epoch))
         windows = None
         if self.units is not None:  # the window order: the batch's units, each read once for the whole pool

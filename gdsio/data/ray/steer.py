@@ -52,7 +52,7 @@ HORIZON = 16.0  # the moving averages' memory, in batches (a window's weight fal
 GUARD_STEP = 0.01
 GUARD_DECAY = 0.9
 GUARD_MAX = 0.1
-SEND_STEP = 0.005  # a smaller change of the share is not sent to the board (one actor call each)
+SEND_STEP = 0.005  # a smaller change of the share is not sent to the board (the decisions need no finer step)
 
 
 @dataclasses.dataclass(frozen=True)
