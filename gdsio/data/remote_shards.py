@@ -50,7 +50,6 @@ import json
 import logging
 import os
 import queue
-import tarfile
 import tempfile
 import threading
 from typing import Any, Sequence
@@ -65,7 +64,7 @@ from ..io.urls import is_url, scheme_of
 from .disk_cache import DiskCache
 from .flow import POLL_S, mark_loader_thread
 from .sampler import WindowOrder
-from .shard_index_formats import dali_index_beside
+from .shard_index_formats import TAR_REGULAR, dali_index_beside, tar_header
 from .shards import INDEX_SUFFIX, ShardIndex, ShardSet, scan_tar, shard_index
 
 __all__ = ["INDEX_FOLDER", "ShardReaders", "ShardWindows", "index_folder", "read_shard_range",
@@ -219,10 +218,12 @@ def _beside(url: str, size: int, etag: str, shard: RemoteReader) -> ShardIndex |
 def _stale_because(index: ShardIndex, shard: RemoteReader) -> str:
     """Why `index` does not describe `shard`, or '': the 512-byte tar header
     before its first and its last member, read from the shard, must be a
-    valid header (its checksum) giving that member's size. Tar pads a shard
-    to 10 KiB records, so a rewritten shard (other images, another order)
-    often keeps its size; its members then start elsewhere, and a stale
-    index would hand out other samples' bytes and labels."""
+    valid header (its checksum; shard_index_formats.tar_header, as a DALI
+    index is checked) of a regular file of that member's size, and of its
+    name where a ustar header holds the whole of it. Tar pads a shard to
+    10 KiB records, so a rewritten shard (other images, another order) often
+    keeps its size; its members then start elsewhere, and a stale index
+    would hand out other samples' bytes and labels."""
     s = current()
     policy = http.RetryPolicy(s.remote_retries, s.remote_timeout)
     for name, offset, size in dict.fromkeys(index.members[:1] + index.members[-1:]):
@@ -231,11 +232,13 @@ def _stale_because(index: ShardIndex, shard: RemoteReader) -> str:
         head = bytearray(512)
         shard.read_range(memoryview(head), offset - 512, policy, http.Counters())
         try:
-            info = tarfile.TarInfo.frombuf(bytes(head), tarfile.ENCODING, "surrogateescape")
-        except tarfile.HeaderError as e:
-            return f"no tar header before member {name} at byte {offset}: {e}"
-        if info.size != size:
-            return f"the tar header before member {name} gives {info.size} bytes, the index {size}"
+            got, hsize, kind = tar_header(bytes(head), f"member {name} at byte {offset}")
+        except ValueError as e:
+            return str(e)
+        if kind not in TAR_REGULAR or hsize != size:
+            return f"the tar header before member {name} gives {hsize} bytes, the index {size}"
+        if name.isascii() and len(name) <= 100 and got != name:  # longer names sit in a pax or GNU header
+            return f"the tar header before member {name} names '{got}'"
     return ""
 
 

@@ -75,15 +75,15 @@ from ..io import File
 from ..io.urls import is_url, scheme_of
 from .shards import SampleRules, ShardIndex, ShardSample, key_and_field
 
-__all__ = ["DALI_VERSIONS", "DaliMember", "WidsShard", "check_wids_counts", "dali_index", "dali_index_beside",
-           "dali_index_paths", "is_wids_source", "parse_dali_index", "wids_shards"]
+__all__ = ["DALI_VERSIONS", "TAR_REGULAR", "DaliMember", "WidsShard", "check_wids_counts", "dali_index",
+           "dali_index_beside", "dali_index_paths", "is_wids_source", "parse_dali_index", "tar_header", "wids_shards"]
 
 log = logging.getLogger("gdsio.data")
 
 DALI_VERSIONS = ("v1.1", "v1.2")  # what DALI's webdataset reader accepts (kSupportedIndexVersions)
 _BLOCK = 512
 _LABEL_BYTES = 1 << 16  # as gdsio.data.shards: a larger cls/json member is refused, a larger txt is a caption
-_REGULAR = (b"0", b"\0", b"7")  # tar type flags of a regular file (7: contiguous)
+TAR_REGULAR = (b"0", b"\0", b"7")  # tar type flags of a regular file (7: contiguous)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,7 +190,7 @@ def dali_index(shard: str, index_path: str) -> ShardIndex:
                       _samples(shard, where, members, labels))
 
 
-def _header(block: bytes, where: str) -> tuple[str, int, bytes]:
+def tar_header(block: bytes, where: str) -> tuple[str, int, bytes]:
     """A tar header block -> (name, size, type flag), its checksum checked as tarfile checks it."""
     if len(block) < _BLOCK:
         raise ValueError(f"{where}: the shard ends inside a member's header")
@@ -229,7 +229,7 @@ def _check(fd: int, size: int, listed: list[list[DaliMember]],
             field = m.ext.rsplit(".", 1)[-1].lower()
             body = m.size if field in ("cls", "txt", "json") and m.size <= _LABEL_BYTES else 0
             data = os.pread(fd, _BLOCK + body, m.offset - _BLOCK)
-            name, hsize, kind = _header(data[:_BLOCK], f"{where}, member at byte {m.offset}")
+            name, hsize, kind = tar_header(data[:_BLOCK], f"{where}, member at byte {m.offset}")
             whole = m.offset == end + _BLOCK  # no pax or GNU header between: this one holds the whole name
             if m.name is None:
                 if not whole or not name.endswith("." + m.ext) or key_and_field(name)[1] != m.ext:
@@ -237,7 +237,7 @@ def _check(fd: int, size: int, listed: list[list[DaliMember]],
                                      f"{m.offset - _BLOCK} may not hold the whole name ({name!r})")
                 m = dataclasses.replace(m, name=name)
             what = f"member '{m.name}' at byte {m.offset}"
-            if kind not in _REGULAR or hsize != m.size:
+            if kind not in TAR_REGULAR or hsize != m.size:
                 raise ValueError(f"{where}: {what} is not what the shard holds there (a tar header of type "
                                  f"{kind!r}, {hsize} bytes; the index says a file of {m.size} bytes)")
             fits = m.name.isascii() and len(m.name) <= 100  # else a pax or GNU header before may hold it

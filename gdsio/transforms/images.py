@@ -90,18 +90,17 @@ class ImageBatch:
             channels = set()
             hw = set()
             u8, tensor = torch.uint8, torch.Tensor
-            cuda0 = getattr(items[0], "is_cuda", None)
+            dev0 = items[0].get_device() if isinstance(items[0], tensor) else None  # -1: the host
             for i, t in enumerate(items):
                 # A few attribute reads per image; the checks that name the
-                # problem run only when one fails. The core checks the device
-                # index; a host image among device ones is named here, as the
-                # caller's argument.
+                # problem run only when one fails. Devices are checked here,
+                # so that a mixed list is named as the caller's argument.
                 if (type(t) is tensor and t.dtype is u8 and t.dim() == 3 and 1 <= t.shape[0] <= 4 and t.numel()
-                        and t.is_cuda is cuda0):
+                        and t.get_device() == dev0):
                     c, h, w = t.shape
                 else:
                     c, h, w = check_image(t, name if self.single else f"{name}[{i}]")
-                    if t.device.type != items[0].device.type:
+                    if t.device != items[0].device:
                         raise ValueError(f"{name}[{i}] is on {t.device}, but {name}[0] is on {items[0].device}")
                 if not keeps_layout(t, t.stride(), w):
                     t = t.contiguous()
