@@ -68,25 +68,30 @@ class Sampler:
 
     def _run(self) -> None:
         me = threading.get_ident()
-        while not self._stop.wait(self.interval):
-            names = {t.ident: t.name for t in threading.enumerate()}
-            for ident, frame in sys._current_frames().items():
-                if ident == me:
-                    continue
-                g = _group(names.get(ident, "?"))
-                self.samples[g] += 1
-                seen = set()
-                f, innermost = frame, True
-                while f is not None:
-                    code = f.f_code
-                    key = f"{os.path.basename(code.co_filename)}:{code.co_name}"
-                    if innermost:
-                        self.self_[g][f"{key}:{f.f_lineno}"] += 1
-                        innermost = False
-                    if key not in seen and not key.startswith(_PLUMBING):
-                        seen.add(key)
-                        self.total[g][key] += 1
-                    f = f.f_back
+        while True:  # a sample first, so that even a pass shorter than a period is seen once
+            self._sample(me)
+            if self._stop.wait(self.interval):
+                return
+
+    def _sample(self, me: int) -> None:
+        names = {t.ident: t.name for t in threading.enumerate()}
+        for ident, frame in sys._current_frames().items():
+            if ident == me:
+                continue
+            g = _group(names.get(ident, "?"))
+            self.samples[g] += 1
+            seen = set()
+            f, innermost = frame, True
+            while f is not None:
+                code = f.f_code
+                key = f"{os.path.basename(code.co_filename)}:{code.co_name}"
+                if innermost:
+                    self.self_[g][f"{key}:{f.f_lineno}"] += 1
+                    innermost = False
+                if key not in seen and not key.startswith(_PLUMBING):
+                    seen.add(key)
+                    self.total[g][key] += 1
+                f = f.f_back
 
     def report(self, top: int) -> dict[str, Any]:
         out = {}
