@@ -4,15 +4,20 @@ batch is decoded, with the names of the decoders that ran. EXIF orientation
 is not applied, as torchvision's ImageFolder (PIL) does not apply it.
 
 On the CPU each reader thread decodes its own image (``decode_one``). On a
-GPU a reader thread probes the header on the host and reads the bytes into
-device memory (``read_image``: a file, or a local tar shard's member by its
-byte range), and the loader thread decodes the batch in one call
-(``decode_items``: one launch per format and backend; nvJPEG's device
-backends read those device bitstreams).
+GPU, where true GPUDirect Storage runs, a reader thread probes the header on
+the host and reads the bytes into device memory (``read_image``: a file, or a
+local tar shard's member by its byte range, storage to GPU); elsewhere a
+reader thread reads a group of images on the host in one call into C++
+(``read_images``, into pinned memory; the loader copies the group to the
+device in one copy), as the pinned backend would read each through its pinned
+staging but without the engine's per-file Python. The loader thread then
+decodes the batch in one call (``decode_items``: one launch per format and
+backend; nvJPEG's device backends read those device bitstreams).
 
 >>> setup = image_setup("cuda", "RGB")
->>> items = [read_image(p, setup) for p in paths]          # reader threads
+>>> items = [read_image(p, setup) for p in paths]          # reader threads (GDS)
 >>> member = read_image("shard-000000.tar", setup, (1536, 107520))  # a member: (offset, size)
+>>> items, buf = read_images(paths, None, setup, pin=True)  # a reader thread (no GDS): host views of buf
 >>> images, errors, decoders = decode_items(items, setup)   # the loader thread
 """
 
@@ -21,15 +26,18 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
-from .. import image
+from .. import _core, image
+from ..config import current
 from ..errors import NeedMoreData
 from ..image import batch, codec, jpeg_cpu
 from ..image.formats import jpeg as jpeg_format
 from ..image.formats.jpeg import parse_jpeg
+from ..io.many import read_ranges
 
-__all__ = ["ImageSetup", "decode_box", "decode_items", "decode_one", "image_setup", "read_image"]
+__all__ = ["ImageSetup", "decode_box", "decode_items", "decode_one", "image_setup", "read_image", "read_images"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +113,49 @@ def read_image(path: str, setup: ImageSetup, span: tuple[int, int] | None = None
     if it.error is not None:
         raise it.error
     return it
+
+
+def read_images(paths: list[str], spans: Any, setup: ImageSetup, *, pin: bool) -> tuple[list[batch.Item], Any]:
+    """Reader thread, GPU loader without true GDS: a group of images read on
+    the host by one call into C++ (gdsio.io.many.read_ranges: whole files, or
+    the (offset, size) `spans` of tar shards' members, adjacent ones merged),
+    the GIL released, back to back into one buffer (pinned when `pin`, so that
+    the group goes to the device in one copy); then each header parsed and
+    checked from that memory, as ``read_image``'s probe checks it, a bad one
+    failing its item only.
+
+    Returns:
+        (the items, their data host views of the buffer, in order, each
+        starting 256-byte aligned; the buffer). An item's name is its path (a member: ``path@offset``).
+
+    Raises:
+        OSError, ValueError: a file could not be sized (not a regular file,
+        missing) or read (shorter than its span): not saying which, so read
+        them alone (``read_image``) to name it.
+    """
+    threads = current().threads
+    if spans is None:
+        offsets = np.zeros(len(paths), dtype=np.int64)
+        sizes = np.asarray(_core.file_sizes(paths, threads=threads), dtype=np.int64)
+    else:
+        offsets, sizes = spans[:, 0].astype(np.int64), spans[:, 1].astype(np.int64)
+    # Each image 256-byte aligned in the buffer (and so on the device after one copy), as a tensor of its own.
+    ends = np.cumsum((sizes + 255) // 256 * 256)
+    dst = ends - (sizes + 255) // 256 * 256
+    buf = torch.empty(max(int(ends[-1]) if len(ends) else 0, 1), dtype=torch.uint8, pin_memory=pin)
+    read_ranges(buf, paths, offsets, sizes, dst, threads=threads)
+    items = []
+    for path, off, at, n in zip(paths, offsets.tolist(), dst.tolist(), sizes.tolist()):
+        data = buf[at : at + n]
+        it = batch.Item(0, path if spans is None else f"{path}@{off}", data, n)
+        if it.total == 0:
+            it.fail("empty file" if spans is None else "empty range")
+        items.append(it)
+    batch.read_headers(items, setup.options)
+    for it in items:
+        if it.error is None:
+            batch.check(it, setup.options)
+    return items, buf
 
 
 def decode_items(items: list[batch.Item], setup: ImageSetup) -> tuple[list[Any], dict[int, BaseException], dict[str, int]]:

@@ -3,7 +3,9 @@
 One pass over the data runs three stages, each in its own threads:
 
     reader threads (gdsio.read / File.read_batch, straight into device memory;
-                    an image's header is read on the host first)
+                    images: where true GDS runs, each one storage to device, its header
+                    read on the host first; elsewhere a group of a batch's images read on
+                    the host by one call into pinned memory, then one copy, io "pinned")
       -> the loader thread: decode, then transform, each on a CUDA stream of the loader's
       -> a bounded queue of ready batches -> the consumer's ``next()``
 

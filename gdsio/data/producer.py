@@ -23,9 +23,11 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
+from ..config import current
 from ..errors import SampleError
 from ..image.batch import Item, options
 from ..io import File, read
+from ..io.backends import BACKENDS
 from ..io.many import coalesce_ranges, read_ranges
 from ..io.urls import is_url
 from ..tensors import load_npy, npy_from_bytes
@@ -47,6 +49,15 @@ log = logging.getLogger("gdsio")
 
 class _RowErrors(dict):
     """{batch row: error} of a batched host read that failed for some files."""
+
+
+@dataclasses.dataclass
+class _Group:
+    """A reader's result for several rows of a batch: per row an Item or the error of its read, and the events
+    of the reads' copies."""
+
+    samples: list[Any]
+    events: list[Any]
 
 
 @dataclasses.dataclass
@@ -125,6 +136,20 @@ class Producer:
         t = plan.table  # local shards on the CPU: a batch's members are read in one call (_read_members)
         self.batch_members = (not self.cuda and t.kind == "image" and t.ranges is not None and t.shards is not None
                               and not any(is_url(path) for path in t.shards.paths))
+        self.group_images = self._group_images()
+
+    def _group_images(self) -> bool:
+        """Images for a GPU where true GPUDirect Storage cannot run (gds's probe refuses; or backend "pinned" set):
+        a group of a batch's files, or local shards' members, is read on the host by one call (_read_images)
+        and copied up in one copy, instead of one engine read per image (whose Python per file, not the bytes,
+        bounded the pinned loader). Where GDS runs, each image goes storage to device (read_image)."""
+        t = self.plan.table
+        if not (self.cuda and t.kind == "image") or (t.ranges is not None and not self._members_to_device()):
+            return False
+        backend = current().backend
+        if backend == "pinned":
+            return True
+        return backend == "auto" and BACKENDS["gds"].probe(None, self.plan.device.index or 0)[0] is not None
 
     # ---- contexts ---------------------------------------------------------------
 
@@ -232,6 +257,11 @@ class Producer:
                 self.windows.want([units[pos] for pos in misses])
                 self.windows.taken([units[pos] for pos in p.hits])
             views = self._read_members(p, idx, misses) if self.batch_members and self.windows is None and misses else None
+            if self.group_images and self.windows is None and misses:
+                step = -(-len(misses) // min(4, max(1, len(misses) // 16)))  # up to 4 groups of 16+: reads overlap parsing
+                for k in range(0, len(misses), step):
+                    p.futures.append((misses[k : k + step], pool.submit(self._read_images, idx, misses[k : k + step])))
+                misses = []
             for k, pos in enumerate(misses):
                 box = (lambda h, w, pos=pos: draw(pos, h, w)) if draw is not None else None
                 fut = (pool.submit(self._decode_host, views[k], int(idx[pos]), box) if views is not None  # read already
@@ -348,6 +378,49 @@ class Producer:
         self.plan.meter.decoded(backend)
         return t, None
 
+    def _read_images(self, idx: np.ndarray, rows: list[int]) -> tuple[_Group, None]:
+        """Reader thread, GPU images without GDS (group_images): the images of `rows` read on the host by one
+        call into pinned memory (decode.read_images: headers parsed and checked there), then the group to the
+        device in one copy on the read stream; an item of a format decoded on the host keeps its host view.
+        When the read fails, each image alone (_read_file), so that each error names its own file."""
+        t = self.plan.table
+        sel = idx[rows]
+        paths = [t.files.paths[i] for i in sel.tolist()]
+        spans = None
+        if t.ranges is None:
+            paths = [self._local(path) for path in paths]
+        else:
+            spans = t.ranges[sel]
+        try:
+            if any(is_url(path) for path in paths):  # a remote file not in a disk cache: read alone
+                raise ValueError("remote")
+            items, buf = decode.read_images(paths, spans, self.image_setup, pin=self.plan.device.type == "cuda")
+        except (OSError, ValueError):
+            return self._one_by_one(idx, rows), None
+        with self._on(0):
+            dev = buf.to(self.plan.device, non_blocking=True)  # the host allocator keeps buf until the copy is done
+            ev = self._event(0)
+        for it in items:
+            at, n = it.data.storage_offset(), it.data.numel()  # where it lies in buf, and so in dev
+            if it.format is None or not it.format.host_bytes:
+                it.data = dev[at : at + n]
+            self.plan.meter.read("pinned", n)
+        return _Group(items, [ev]), None
+
+    def _one_by_one(self, idx: np.ndarray, rows: list[int]) -> _Group:
+        """The images of `rows` each read alone (_read_file): per row its item or its error."""
+        samples: list[Any] = []
+        events: list[Any] = []
+        for r in rows:
+            try:
+                it, ev = self._read_file(int(idx[r]))
+            except Exception as e:
+                samples.append(e)
+                continue
+            samples.append(it)
+            events.append(ev)
+        return _Group(samples, events)
+
     def _members_to_device(self) -> bool:
         """Images of local shards only, for a GPU: each member is read by itself into device memory
         (_read_member), so the shard-window order reads no unit into host memory (ShardWindows is not made)."""
@@ -421,6 +494,14 @@ class Producer:
             if isinstance(t, _RowErrors):
                 for r, e in t.items():
                     self._failed(idx[r], e, failures, r)
+            if isinstance(t, _Group):
+                events += t.events
+                for r, x in zip(rows, t.samples):
+                    if isinstance(x, BaseException):
+                        self._failed(idx[r], x, failures, r)
+                    else:
+                        samples[r] = x
+                continue
             events.append(ev)
             if p.buf is None:
                 if isinstance(t, _Region):
