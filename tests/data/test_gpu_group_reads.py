@@ -172,7 +172,7 @@ def test_bad_files_among_good_ones_skip_on_the_gpu_as_on_the_cpu(tmp_path):
     assert set(st.io_backends) <= {"gds", "cufile", "cufile-compat", "pinned", "kvikio"}, st.io_backends
     assert sum(st.decode_backends.values()) == 37
     with pytest.raises(gdsio.SampleError, match="|".join(re.escape(files[k].name) for k in (3, 11, 25))):
-        list(Loader(folder, 8, device="cuda", shuffle=True, seed=4))
+        list(Loader(folder, 8, device="cuda", shuffle=True, seed=4, transform=train_tf()))
 
 
 @pytest.mark.gpu
