@@ -63,6 +63,16 @@ class End:
 END = End()
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class NotYet:
+    """What an order's ``numbered_batches`` yields when it may not decide its next batch yet (gdsio.data.ray's
+    "auto" board decides a batch only as the consumer nears it): the producer finishes the batches it has
+    read, then calls the order's ``wait(stop)`` and asks again. Use the one instance, ``NOT_YET``."""
+
+
+NOT_YET = NotYet()
+
+
 # The threads of passes, with their stop flags, while they run (weakly held:
 # an ended thread drops out). At exit they are stopped and joined before
 # Python finalizes, whether or not their pass still exists: a loader thread

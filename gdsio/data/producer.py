@@ -33,8 +33,8 @@ from ..io.urls import is_url
 from ..tensors import load_npy, npy_from_bytes
 from . import decode
 from .disk_cache import DiskCache
-from .flow import (END, BatchBuffers, ByteBudget, EmptyBatch, End, Failed, ReadyBatch, batch_nbytes, mark_loader_thread,
-                   put_until_stopped)
+from .flow import (END, NOT_YET, BatchBuffers, ByteBudget, EmptyBatch, End, Failed, ReadyBatch, batch_nbytes,
+                   mark_loader_thread, put_until_stopped)
 from .meter import Meter
 from .remote_shards import ShardReaders, ShardWindows, read_shard_range
 from .sampler import WindowOrder
@@ -188,6 +188,11 @@ class Producer:
             while True:
                 # Keep this batch and the next one submitted: reads overlap the transform.
                 while len(ahead) < 2 and (nxt := next(batches, None)) is not None:
+                    if nxt is NOT_YET:  # an order deciding its batches as the consumer nears them
+                        if ahead or self.stop.is_set():
+                            break  # what is read first (its batches let the consumer move on)
+                        self.plan.order.wait(self.stop)
+                        continue
                     ahead.append(self._submit(pool, *nxt))
                 if not ahead or self.stop.is_set():
                     break

@@ -705,6 +705,85 @@ def test_the_auto_board_decides_each_batch_once_and_spreads_the_share():
     assert board.owner(2, 3, 0) == "remote" and board.owner(1, 3, 0) == "stale"
 
 
+def test_the_auto_board_answers_the_producer_only_near_the_consumer():
+    from gdsio.data.ray.passes import Board
+
+    board = Board()
+    board.begin(1, 0.05, epoch=2, start=3, per=10, horizon=4)
+    # The producer's questions (near=True): batches 3-6 of epoch 2 are decided, at the share then; 7 is not yet.
+    assert [board.owner(1, 2, k, near=True) for k in range(3, 7)] == ["remote"] * 4
+    assert board.owner(1, 2, 7, near=True) is None and (2, 7) not in board.owners
+    board.set_share(1, 1.0)  # the share moved on before the consumer reached batch 7
+    stop = threading.Event()
+    waited = []
+    t = threading.Thread(target=lambda: (board.wait(1, 2, 7, stop), waited.append(board.at)))
+    t.start()
+    board.advance(1, 2, 4)  # the consumer takes batch 4 next: 7 is within 4 of it
+    t.join(10)
+    assert not t.is_alive() and waited == [2 * 10 + 4]
+    assert board.owner(1, 2, 7, near=True) == "local"  # decided at the share of now
+    # The feed's questions decide at once, however far; next epoch's batches count on from this one's.
+    assert board.owner(1, 3, 5) == "local"
+    assert board.owner(1, 3, 0, near=True) is None  # 3 * 10 + 0 >= 24 + 4
+    board.advance(1, 2, 9)
+    assert board.owner(1, 3, 0, near=True) == "local"
+    # A stale execution and a stop end the wait, whatever the position.
+    board.wait(0, 2, 50, stop)
+    stop.set()
+    board.wait(1, 9, 0, stop)
+    assert board.owner(0, 2, 8, near=True) == "stale"
+
+
+def test_a_producer_waits_for_an_order_not_yet_decided_only_with_nothing_in_hand(tmp_path):
+    """The producer meets NOT_YET: it finishes the batch it has read first (its put lets the consumer move on),
+    and waits only with nothing in hand."""
+    import queue as queue_module
+
+    from gdsio.data import Loader
+    from gdsio.data.flow import END, NOT_YET, ReadyBatch
+    from gdsio.data.producer import Producer
+
+    write_jpeg_folder(str(tmp_path / "train"), classes=1, per_class=8, size=(16, 12))
+    inner = Loader(str(tmp_path / "train"), 2, device="cpu")
+    events = []
+
+    class Puts(queue_module.Queue):
+        puts = 0
+
+        def put(self, item, block=True, timeout=None):
+            super().put(item, block, timeout)
+            self.puts += 1
+
+    class Order:
+        seed = 0
+
+        def numbered_batches(self, epoch, start=0):
+            for k, idx in inner.order.numbered_batches(epoch, start):
+                while k == 2 and not any(e[0] == "wait" for e in events):
+                    events.append(("not yet", q.puts))
+                    yield NOT_YET
+                yield k, idx
+
+        def wait(self, stop):
+            events.append(("wait", q.puts))
+
+    import dataclasses
+
+    plan = dataclasses.replace(inner._plan(0, 0), order=Order())
+    q = Puts()
+    got = []
+    t = threading.Thread(target=Producer(plan, q, threading.Event()).run)
+    t.start()
+    while (item := q.get(timeout=30)) is not END:
+        assert isinstance(item, ReadyBatch)
+        got.append(item.batch_no)
+    t.join(30)
+    assert got == [0, 1, 2, 3]
+    # Batch 2 was NOT_YET with batch 1 in hand (batch 0 put): batch 1 was finished and put first, then, asked
+    # again with nothing in hand, the producer waited.
+    assert events == [("not yet", 1), ("not yet", 2), ("wait", 2)]
+
+
 def test_imports_stay_light_and_the_extra_is_named():
     p = run_python(
         "import sys, gdsio, gdsio.data, gdsio.data.ray as gray\n"

@@ -392,7 +392,11 @@ class Loader:
         if self.local_share == "auto":
             if self._shared.board is None:
                 self._shared.board = Board()
-            self._shared.board.begin(self._pools, self._shared.share)
+            # The producer's horizon: the feed's places (up to twice its 2 * actors + 1 calls ahead) and the
+            # producer's own reach (its queue and two batches in hand) past the consumer.
+            window = 2 * (self._actors or 1) + 1
+            self._shared.board.begin(self._pools, self._shared.share, epoch=epoch, start=start, per=len(self),
+                                     horizon=2 * window + self._local.prefetch + 2)
         spec_args = dict(offset=offset, per=per, remote_ks=ks)
         if isinstance(self.order, WindowOrder):  # the actors rebuild the order, and share its units
             # The board keeps a unit while the batches asked for are within the calls in flight (2 per actor

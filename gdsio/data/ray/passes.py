@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import numpy as np
 import torch
 
-from ..flow import END, POLL_S, ByteBudget, EmptyBatch, End, Failed, ReadyBatch, batch_nbytes, track_threads
+from ..flow import END, NOT_YET, POLL_S, ByteBudget, EmptyBatch, End, Failed, ReadyBatch, batch_nbytes, track_threads
 from ..loader import consumed, finished, pass_plan
 from ..meter import Meter
 from ..producer import Producer
@@ -63,37 +63,73 @@ class Board:
     the CPU nodes never ask across the network); package-internal:
     gdsio.data.ray.loader makes it. An answer never changes, so a batch is
     never made by both. One round of answers per execution (which may span
-    epochs: ``epochs_per_pool``); an earlier execution is told "stale"."""
+    epochs: ``epochs_per_pool``); an earlier execution is told "stale".
+
+    The producer's questions (``near=True``) are answered only within
+    ``horizon`` batches of the consumer's position (``advance``): a batch that
+    is not this node's costs the producer nothing, so without the horizon it
+    ran through the rest of the pass at once, and a share of 0.05 set every
+    batch up to the pass's end for the CPU nodes before the share moved on
+    (bench/results/ray-pinned-2026-12-04-convergence.md)."""
 
     def __init__(self) -> None:
         self.gen = -1
         self.share = AUTO_START
         self.credit = 0.0
         self.owners: dict[tuple[int, int], str] = {}
+        self.per = 0  # batches an epoch
+        self.horizon = 0  # the producer's questions: at most this far past the consumer (0: no limit)
+        self.at = 0  # the consumer's position: epoch * per + the batch it takes next
         self._lock = threading.Lock()  # the producer's, the feed's and the consumer's threads
+        self._moved = threading.Condition(self._lock)
 
-    def begin(self, gen: int, share: float) -> None:
+    def begin(self, gen: int, share: float, *, epoch: int = 0, start: int = 0, per: int = 0,
+              horizon: int = 0) -> None:
         with self._lock:
             self.gen, self.share, self.credit, self.owners = gen, share, 0.0, {}
+            self.per, self.horizon, self.at = per, horizon, epoch * per + start
+            self._moved.notify_all()
 
     def set_share(self, gen: int, share: float) -> None:
         with self._lock:
             if gen == self.gen:
                 self.share = share
 
-    def owner(self, gen: int, epoch: int, batch_no: int) -> str:
+    def advance(self, gen: int, epoch: int, batch_no: int) -> None:
+        """The consumer takes batch `batch_no` of `epoch` next: the producer may ask further."""
+        with self._lock:
+            if gen == self.gen:
+                self.at = max(self.at, epoch * self.per + batch_no)
+                self._moved.notify_all()
+
+    def _far(self, epoch: int, batch_no: int) -> bool:
+        return self.horizon > 0 and epoch * self.per + batch_no >= self.at + self.horizon
+
+    def owner(self, gen: int, epoch: int, batch_no: int, near: bool = False) -> str | None:
+        """"local", "remote" or "stale"; None for a question `near` the consumer (the producer's) about a batch
+        not yet decided and beyond the horizon: ask again after ``wait``."""
         with self._lock:
             if gen != self.gen:
                 return "stale"
             key = (epoch, batch_no)
             who = self.owners.get(key)
             if who is None:
+                if near and self._far(epoch, batch_no):
+                    return None
                 self.credit += self.share
                 who = "local" if self.credit >= 1.0 - 1e-9 else "remote"
                 if who == "local":
                     self.credit -= 1.0
                 self.owners[key] = who
             return who
+
+    def wait(self, gen: int, epoch: int, batch_no: int, stop: threading.Event) -> None:
+        """Returns once batch `batch_no` of `epoch` is within the horizon, it is decided, `gen` is stale, or
+        `stop` is set (looked at every 0.1 s)."""
+        with self._lock:
+            while (gen == self.gen and (epoch, batch_no) not in self.owners and self._far(epoch, batch_no)
+                   and not stop.is_set()):
+                self._moved.wait(0.1)
 
     def forget(self, gen: int, epoch: int) -> None:
         """Drops the answers for epochs before `epoch` (their batches are all handed out)."""
@@ -119,6 +155,31 @@ class _LocalOrder:
         for k, idx in self._order.numbered_batches(epoch, start):
             if self._mine(k):
                 yield k, idx
+
+
+class _BoardOrder:
+    """local_share="auto": the local producer's order, the batches the Board gives this node, each asked as the
+    producer reaches it; one beyond the board's horizon is NOT_YET (the producer finishes what it has read,
+    then ``wait``s for the consumer to come nearer) instead of being decided at today's share."""
+
+    def __init__(self, order: ShardedOrder, board: Board, gen: int) -> None:
+        self._order, self._board, self._gen = order, board, gen
+        self.seed = order.seed
+        self._asking = (0, 0)
+        self.waited_s = 0.0  # the producer's time waiting here (idle, as blocked on its full queue: "auto" steering)
+
+    def numbered_batches(self, epoch: int, start: int = 0) -> Iterator[Any]:
+        for k, idx in self._order.numbered_batches(epoch, start):
+            while (who := self._board.owner(self._gen, epoch, k, near=True)) is None:
+                self._asking = (epoch, k)
+                yield NOT_YET
+            if who == "local":
+                yield k, idx
+
+    def wait(self, stop: threading.Event) -> None:
+        t0 = time.perf_counter()
+        self._board.wait(self._gen, *self._asking, stop)
+        self.waited_s += time.perf_counter() - t0
 
 class _Signalling(queue.Queue):  # type: ignore[type-arg]
     """A bounded queue that wakes the consumer on every put."""
@@ -247,6 +308,7 @@ class OffloadPass:
         self._local_head: Any = None
         self._queue: queue.Queue[Any] | None = None
         self._thread: threading.Thread | None = None
+        self._order: Any = None  # the local producer's order
         self._ex = ex
         self._local_started = False
         self._switches = 0  # times this pass went over to making every batch here (the CPU nodes lost)
@@ -259,24 +321,23 @@ class OffloadPass:
             auto.begin_pass()
             if ex is not None and not ex.started:
                 auto.begin_pool()
+        inner = shared.local
         if share == 1.0 or all_here:
-            mine: Callable[[int], bool] = lambda k: True  # noqa: E731
+            order: Any = inner.order  # every batch, in the loader's own order (a window order's units read whole)
         elif share == "auto":
-            board, ex_gen = shared.board, ex.gen if ex is not None else -1
-            mine = lambda k: board.owner(ex_gen, epoch, k) == "local"  # noqa: E731
+            order = _BoardOrder(inner.order, shared.board, ex.gen if ex is not None else -1)
         else:
-            mine = lambda k: fixed_local(float(share), k)  # noqa: E731
+            order = _LocalOrder(inner.order, lambda k: fixed_local(float(share), k))
         # This node: gdsio.Loader's producer over the batches it keeps.
         if share != 0.0 or all_here:
-            self._start_local(start, mine, every=share == 1.0 or all_here)
+            self._start_local(start, order)
 
-    def _start_local(self, start: int, mine: Callable[[int], bool], every: bool = False) -> None:
-        """This node's producer: gdsio.Loader's pipeline over the batches from `start` that `mine` keeps
-        (`every`: all of them, in the loader's own order, whose producer reads a window order's units whole)."""
+    def _start_local(self, start: int, order: Any) -> None:
+        """This node's producer: gdsio.Loader's pipeline over the batches of `order` from `start`."""
         inner = self._shared.local
-        order = inner.order if every else _LocalOrder(inner.order, mine)
         plan = dataclasses.replace(pass_plan(inner, self._epoch, start), order=order, meter=self._shared.meter)
         self._queue = _Signalling(inner.prefetch, self._arrived)
+        self._order = order
         producer = Producer(plan, self._queue, self._stop, self._budget)
         self._thread = threading.Thread(target=producer.run, name="gdsio-loader", daemon=True)
         self._thread.start()
@@ -320,8 +381,10 @@ class OffloadPass:
     def _moved(self, epoch: int, k: int) -> None:
         """Where the consumer stands now: a pass beginning there goes on with the execution."""
         if self._ex is not None:
-            if epoch > self._ex.next[0] and self._board is not None:
-                self._board.forget(self._ex.gen, epoch)
+            if self._board is not None:
+                if epoch > self._ex.next[0]:
+                    self._board.forget(self._ex.gen, epoch)
+                self._board.advance(self._ex.gen, epoch, k)
             self._ex.next = (epoch, k)
 
     # ---- merging the two streams --------------------------------------------------------
@@ -429,7 +492,8 @@ class OffloadPass:
         g = Gauges(cpu_s=time.process_time() - time.thread_time(), feed=ex.gen,
                    feed_cpu_s=thread_cpu(ex.thread.native_id) if ex.thread.is_alive() else None,
                    local_queued=q.qsize() + (self._local_head is not None) if q is not None else 0,
-                   remote_queued=ex.q.qsize() + (ex.head is not None), blocked_s=getattr(q, "blocked_s", 0.0),
+                   remote_queued=ex.q.qsize() + (ex.head is not None),
+                   blocked_s=getattr(q, "blocked_s", 0.0) + getattr(self._order, "waited_s", 0.0),
                    producing=t is not None and t.is_alive())
         share = auto.step(side, first, wait, wall, g, *(self._made_by if side == "remote" else (None, 0.0)))
         if abs(share - self._shared.share) >= SEND_STEP or (share in (0.0, 1.0) and share != self._shared.share):
@@ -478,7 +542,7 @@ class OffloadPass:
             self._shared.auto.lost_nodes()
         self._stop_local()
         self._stop, self._budget = threading.Event(), ByteBudget(self._shared.local.prefetch_bytes)
-        self._start_local(k, lambda _k: True, every=True)
+        self._start_local(k, self._shared.local.order)
         self._switches += 1
         self._shared.sides.went_local(self._epoch, k, [n["NodeID"] for n in lost])
         log.warning("gdsio.data.ray.Loader: lost the CPU nodes (%s; %s) in epoch %d: this node makes batches %d-%d "
