@@ -15,8 +15,11 @@ thread's (receiving), the batches each side made or took in meanwhile (handed
 over or queued), the wall time this node's producer worked (not blocked on
 its full queue: its CPU over that time is its budget, what the machine's
 other work leaves it), and each remote batch's maker seconds, per node. Each
-side's first batch (of the pass here, of the actor pool there) is its
-start-up and does not count. After ``MEASURED`` batches of each side the
+side's first ``STARTUP`` batches (of the pass here, of the actor pool there)
+are its start-up and do not count: the second still carried the pool's and the
+producer's start (a receive cost 10-20x the steady one, bench/results/ray-pinned-2026-12-04-convergence.md),
+and the model's first point from it sent the share to 0.06-0.16.
+After ``MEASURED`` batches of each side the
 share goes to the model's point; later windows refine it as moving averages
 (``HORIZON``). A batch the consumer waited for still moves the share away
 from the side that made it, by ``GUARD_STEP`` around the model's point
@@ -42,7 +45,8 @@ __all__: list[str] = []  # the mechanics of gdsio.data.ray.Loader; nothing here 
 AUTO_START = 0.5  # local_share="auto" starts here
 AUTO_STEP = 0.05  # before the model has its figures: how far one waited-for batch moves the share
 AUTO_WAITED = 0.1  # a batch "was waited for" when the wait is this share of the step
-MEASURED = 2  # batches of each side, after its first, before the model sets the share
+STARTUP = 2  # a side's first batches (of the pass here, of the actor pool there): its start-up, not counted
+MEASURED = 2  # batches of each side, after its start-up, before the model sets the share
 HORIZON = 16.0  # the moving averages' memory, in batches (a window's weight falls by 1/HORIZON a batch)
 # Once modelled: a waited-for batch moves the share this far from the model's point, the nudges fade by
 # GUARD_DECAY a batch (the share returns to the point) and go at most GUARD_MAX from it. Small: the waits lean
@@ -85,7 +89,7 @@ class Gauges:
     feed_cpu_s: float | None  # its CPU time (None: not known)
     local_queued: int  # batches made here, not yet handed over
     remote_queued: int  # batches taken in by the feed, not yet handed over
-    blocked_s: float  # the producer's time blocked on its full queue, over the pass
+    blocked_s: float  # the producer's time blocked on its full queue or waiting for the board, over the pass
     producing: bool  # this node's producer is running
 
 
@@ -130,8 +134,8 @@ class AutoShare:
         self.share = float(share)
         self.model: float | None = None  # the model's balance point (None: too few figures yet)
         self.nudge = 0.0
-        self.measured = {"local": 0, "remote": 0}  # batches counted, each side (after its first)
-        self.started = {"local": False, "remote": False}  # its first batch handed over (this pass / this pool)
+        self.measured = {"local": 0, "remote": 0}  # batches counted, each side (after its start-up)
+        self.handed = {"local": 0, "remote": 0}  # batches handed over, each side (this pass / this pool)
         self._make, self._receive, self._budget = _Ratio(), _Ratio(), _Ratio()
         self._nodes: dict[str, _Ratio] = {}  # node -> seconds per batch
         self._recent: collections.deque[str] = collections.deque(maxlen=max(4, 2 * self.actors))
@@ -142,11 +146,11 @@ class AutoShare:
     def begin_pass(self) -> None:
         """A new pass: a new producer here (its first batch is a start-up), no gauges to compare with yet."""
         self._last = None
-        self.started["local"] = False
+        self.handed["local"] = 0
 
     def begin_pool(self) -> None:
-        """A new actor pool: its first batch is a start-up."""
-        self.started["remote"] = False
+        """A new actor pool: its first batches are a start-up."""
+        self.handed["remote"] = 0
 
     def lost_nodes(self) -> None:
         """Every CPU node lost: their figures go (a later pool is measured afresh); this node makes the rest."""
@@ -176,13 +180,15 @@ class AutoShare:
     # ---- the controller ---------------------------------------------------------------------
 
     def observe(self, w: Window) -> float:
-        """One window: its costs into the moving averages (once both sides have handed over their first
-        batch, and not the window of either's first), the model's point once each side has ``MEASURED``
+        """One window: its costs into the moving averages (once both sides have handed over their ``STARTUP``
+        batches, and not a window ending one of them), the model's point once each side has ``MEASURED``
         counted batches, and the guard's nudge; the share."""
         if w.side not in self.measured:
             raise ValueError(f"side must be 'local' or 'remote', got {w.side!r}")
-        counted = not w.first and all(self.started.values())
-        self.started[w.side] = True
+        if w.first:
+            self.handed[w.side] = 0
+        counted = all(n >= STARTUP for n in self.handed.values())
+        self.handed[w.side] += 1
         if counted:
             self.measured[w.side] += 1
             self._costs(w)
@@ -208,12 +214,14 @@ class AutoShare:
             self._recent.append(w.node)
         if not w.timed:
             return
+        # Every counted window's CPU goes in, whether or not a batch was finished in it: a batch made here
+        # takes the producer's CPU of the windows before it too (dropping those halved `make` at a share of
+        # 0.5, bench/results/ray-pinned-2026-12-04-convergence.md), and the feed's likewise.
         receive = w.receive_cpu_s if w.receive_cpu_s is not None else 0.0
-        if w.made:
-            self._make.add(max(0.0, w.cpu_s - receive), w.made)
+        self._make.add(max(0.0, w.cpu_s - receive), w.made)
         if w.busy_s > 0:
             self._budget.add(w.cpu_s, w.busy_s)
-        if w.received and w.receive_cpu_s is not None:
+        if w.receive_cpu_s is not None:
             self._receive.add(w.receive_cpu_s, w.received)
 
     def remote_rate(self) -> float | None:
@@ -242,3 +250,5 @@ class AutoShare:
 
 def _clamp(share: float) -> float:
     return min(1.0, max(0.0, share)) if math.isfinite(share) else AUTO_START
+
+
