@@ -103,22 +103,28 @@ def consumer_main(spec: dict[str, Any]) -> int:
         loader = gray.Loader(spec["root"], batch, device="cpu", transform=tf, shuffle=True, local_share=share,
                              resources=PRE, threads=1, timeout=300, epochs_per_pool=spec["passes"] + 1)
 
-    def one_pass(trace: list[float] | None = None) -> tuple[int, int, float]:
+    def one_pass(trace: list[float] | None = None, sides: list[int] | None = None) -> tuple[int, int, float]:
         t0 = time.perf_counter()
         first = None
         n = steps = 0
+        made_here = 0
         for images, _ in loader:
             if first is None:
                 first = time.perf_counter() - t0
             n += int(images.shape[0])
             steps += 1
-            if trace is not None:  # "auto": where the share stands after each batch of the loader's first pass
-                trace.append(loader.stats().local_share)
+            if trace is not None and sides is not None:  # "auto": the share after each batch of the first pass,
+                st = loader.stats()  # and whether this node made the batch
+                trace.append(st.local_share)
+                sides.append(int(st.local_samples > made_here))
+                made_here = st.local_samples
             time.sleep(step_s)  # the "GPU step": no CPU
         return n, steps, first or 0.0
 
     shares: list[float] = []
-    one_pass(shares if spec.get("share") == "auto" else None)  # warm-up: actors start, page cache
+    here: list[int] = []
+    auto = spec.get("share") == "auto"
+    one_pass(shares if auto else None, here if auto else None)  # warm-up: actors start, page cache
     loader.stats(reset=True)
     _say(ready=os.getpid())
     _wait("go")
@@ -136,7 +142,7 @@ def consumer_main(spec: dict[str, Any]) -> int:
            "remote_samples": getattr(s, "remote_samples", 0), "local_share_end": getattr(s, "local_share", 1.0),
            "remote_ms_per_sample": getattr(s, "remote_ms_per_sample", None),
            "remote_pools": getattr(s, "remote_pools", 0), "finished_here": getattr(s, "finished_here", {}),
-           "share_first_pass": shares}
+           "share_first_pass": shares, "made_here_first_pass": here}
     _say(done=out)
     _wait("end")  # the bench checks this process's sockets while it is connected
     if hasattr(loader, "close"):
@@ -367,6 +373,18 @@ def _name(r: dict[str, Any]) -> str:
     return f"`ray.Loader(local_share={share})`, {where}"
 
 
+SETTLED = 0.1  # "auto" has settled when its share stays within this of where the pass ends
+
+
+def settled(shares: list[float]) -> tuple[int, float]:
+    """(the first batch from which every share is within SETTLED of the last 10 batches' mean, that mean)."""
+    end = statistics.mean(shares[-10:])
+    at = len(shares)
+    while at > 0 and abs(shares[at - 1] - end) <= SETTLED:
+        at -= 1
+    return at, end
+
+
 def table(result: dict[str, Any]) -> str:
     rows = result["rows"]
     base = next((r for r in rows if r["config"] == "local"), None)
@@ -389,6 +407,14 @@ def table(result: dict[str, Any]) -> str:
                    f"{statistics.median(r['first_batch_s']):.2f} | {r['load_before']:.2f} | "
                    + (f"{pred[r['config']]:.2f} ({pred[r['config']] / pred['local']:.2f}x) |" if r["config"] in pred
                       else "- |"))
+    for r in rows:
+        if r.get("share_first_pass"):
+            at, end = settled(r["share_first_pass"])
+            here = r.get("made_here_first_pass") or []
+            out += ["", f"{_name(r)}, the loader's first pass: the share settles at batch {at} of "
+                        f"{len(r['share_first_pass'])} (within {SETTLED} of {end:.2f}, its last 10 batches' mean, from "
+                        f"there on); made here: {sum(here[:at])} of the batches before, {sum(here[at:])} of "
+                        f"{len(here[at:])} after. Shares: " + " ".join(f"{x:.2f}" for x in r["share_first_pass"])]
     checks = result["loopback_checks"]
     addrs = sorted({a for c in checks for a in c["listening_addresses"]})
     out += ["", f"Loopback: {len(checks)} checks, up to {max((c['processes'] for c in checks), default=0)} processes "

@@ -55,6 +55,14 @@ def test_the_pinned_simulation_runs_pinned_on_loopback_and_leaves_nothing(pinned
     assert _naming(result["cluster_tmp"]) == []
 
 
+@pytest.mark.skipif(not os.path.isfile(os.path.join(BENCH, "ray_pinned.py")), reason="bench/ is not beside tests/")
+def test_auto_settles_where_its_share_stays_near_the_passs_end(pinned):
+    shares = [0.5, 0.55, 0.2, 0.3, 0.41, 0.45, 0.5, 0.44] + [0.46] * 10
+    at, end = pinned.settled(shares)
+    assert end == pytest.approx(0.46) and at == 4  # 0.3 is the last one more than 0.1 away
+    assert pinned.settled([0.5] * 12) == (0, 0.5)
+
+
 def _naming(text: str) -> list[int]:
     out = []
     for p in os.listdir("/proc"):
