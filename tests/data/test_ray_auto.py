@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from gdsio.data.offload_plan import best_split, offload_plan
-from gdsio.data.ray.steer import (AUTO_START, AUTO_STEP, GUARD_MAX, GUARD_STEP, MEASURED, STARTUP, AutoShare,
+from gdsio.data.ray.steer import (AUTO_START, AUTO_STEP, CLIP, GUARD_MAX, GUARD_STEP, MEASURED, STARTUP, AutoShare,
                                   Gauges, Window)
 
 MAKE, RECEIVE, BUDGET, NODE_S = 0.050, 0.010, 1.0, 0.060  # CPU s a batch made / received here; cores; s a batch there
@@ -130,6 +130,34 @@ def test_a_batch_made_here_costs_the_cpu_of_the_windows_before_it_too():
     # (Within 5%: the moving sums weigh the last window, which finished the batch, a little more.) Counting only
     # the windows that finished one gave half of it.
     assert auto._make.value() == pytest.approx(MAKE, rel=0.05) and auto._receive.value() == pytest.approx(RECEIVE, rel=0.05)
+
+
+def test_a_burst_of_cpu_moves_the_costs_by_at_most_clip_times_a_batch():
+    auto = AutoShare(actors=1, cores=4)
+    started(auto)
+    point = auto.share
+    # A window with ten batches' CPU and none finished, then one with a batch and 20 batches' receiving.
+    auto.observe(window("local", make=10 * MAKE, wait=0.0))
+    auto.observe(Window("remote", wall_s=0.1, timed=True, cpu_s=20 * RECEIVE, receive_cpu_s=20 * RECEIVE, made=0,
+                        received=1, busy_s=0.1, node="a", seconds=NODE_S))
+    # Each counted CLIP (2) batches' worth: about (2 + 2) / 3 of the figure after MEASURED (2) batches a side;
+    # unclipped, (2 + 10) / 3 and (2 + 20) / 3.
+    assert CLIP == 2.0 and MEASURED == 2
+    assert auto._make.value() < 1.5 * MAKE and auto._receive.value() < 1.5 * RECEIVE
+    assert abs(auto.share - point) < 0.1
+
+
+def test_a_stall_before_the_models_point_is_not_counted():
+    auto = AutoShare(actors=1, cores=4)
+    startup(auto, "local")
+    startup(auto, "remote")
+    # The pool's next batch stalls (the consumer waits 90% of the window) with a burst of receiving CPU.
+    auto.observe(window("remote", receive=20 * RECEIVE, wait=0.09))
+    assert auto.measured["remote"] == 1 and auto._receive.value() is None
+    for _ in range(MEASURED):
+        auto.observe(window("local"))
+        auto.observe(window("remote"))
+    assert auto.share == pytest.approx(balance())  # the stall's burst left out (its wait's step undone by the model)
 
 
 def test_it_follows_costs_that_move_as_a_moving_average():

@@ -56,6 +56,13 @@ HORIZON = 16.0  # the moving averages' memory, in batches (a window's weight fal
 GUARD_STEP = 0.01
 GUARD_DECAY = 0.9
 GUARD_MAX = 0.1
+# A counted window's CPU enters make or receive at most CLIP times their figure so far a batch: the process has
+# bursts (150-200 ms of CPU in a 30 ms step's window, neither making nor receiving a batch) that pulled the
+# share 0.1-0.3 away for some 16 batches. A window of a stall (the consumer waited half of it or more) before the
+# model has its point is not counted at all: the pool's fourth batch stalled 150-400 ms with such a burst in
+# every traced run (bench/results/ray-pinned-2026-12-04-convergence.md).
+CLIP = 2.0
+STALL = 0.5
 SEND_STEP = 0.005  # a smaller change of the share is not sent to the board (the decisions need no finer step)
 
 
@@ -112,6 +119,11 @@ class _Ratio:
     def add(self, num: float, den: float) -> None:
         keep = 1.0 - 1.0 / HORIZON
         self.num, self.den = keep * self.num + num, keep * self.den + den
+
+    def add_clipped(self, num: float, den: float) -> None:
+        """add, `num` at most CLIP times the value so far for max(den, 1) (no value yet: as it is)."""
+        v = self.value()
+        self.add(num if v is None else min(num, CLIP * v * max(den, 1.0)), den)
 
     def value(self) -> float | None:
         return self.num / self.den if self.den > 0 else None
@@ -206,23 +218,24 @@ class AutoShare:
         return self.share
 
     def _costs(self, w: Window) -> None:
-        """A counted window's figures: the maker's seconds of a remote batch; where timed, the CPU of
-        making here (the process's less the feed's, per batch made), of receiving (the feed's, per batch
-        taken in) and what this node's cores gave (the process's CPU over the producer's busy time)."""
+        """A counted window's figures: the maker's seconds of a remote batch; where timed (and not a stall
+        before the model's point), the CPU of making here (the process's less the feed's, per batch made), of
+        receiving (the feed's, per batch taken in), each clipped (CLIP), and what this node's cores gave (the
+        process's CPU over the producer's busy time)."""
         if w.side == "remote" and w.seconds > 0 and w.node is not None:
             self._nodes.setdefault(w.node, _Ratio()).add(w.seconds, 1.0)
             self._recent.append(w.node)
-        if not w.timed:
+        if not w.timed or (self.model is None and w.wall_s > 0 and w.wait_s >= STALL * w.wall_s):
             return
         # Every counted window's CPU goes in, whether or not a batch was finished in it: a batch made here
         # takes the producer's CPU of the windows before it too (dropping those halved `make` at a share of
         # 0.5, bench/results/ray-pinned-2026-12-04-convergence.md), and the feed's likewise.
         receive = w.receive_cpu_s if w.receive_cpu_s is not None else 0.0
-        self._make.add(max(0.0, w.cpu_s - receive), w.made)
+        self._make.add_clipped(max(0.0, w.cpu_s - receive), w.made)
         if w.busy_s > 0:
             self._budget.add(w.cpu_s, w.busy_s)
         if w.receive_cpu_s is not None:
-            self._receive.add(w.receive_cpu_s, w.received)
+            self._receive.add_clipped(w.receive_cpu_s, w.received)
 
     def remote_rate(self) -> float | None:
         """Batches a second the actor pool makes: each actor's rate (one batch per its node's seconds), the actors
@@ -250,5 +263,6 @@ class AutoShare:
 
 def _clamp(share: float) -> float:
     return min(1.0, max(0.0, share)) if math.isfinite(share) else AUTO_START
+
 
 
