@@ -32,6 +32,7 @@ from ..io.many import coalesce_ranges, read_ranges
 from ..io.urls import is_url
 from ..tensors import load_npy, npy_from_bytes
 from . import decode
+from .assemble import assemble
 from .disk_cache import DiskCache
 from .flow import (END, NOT_YET, BatchBuffers, ByteBudget, EmptyBatch, End, Failed, ReadyBatch, batch_nbytes,
                    mark_loader_thread, put_until_stopped)
@@ -40,7 +41,7 @@ from .remote_shards import ShardReaders, ShardWindows, read_shard_range
 from .sampler import WindowOrder
 from .shards import read_members
 from .sources import SampleTable
-from ..transforms.classes import BatchInfo, BatchTransform, batch_context
+from ..transforms.classes import BatchInfo, BatchTransform
 
 __all__ = ["PassPlan", "Producer"]
 
@@ -556,7 +557,7 @@ class Producer:
             if not keep:
                 self.plan.meter.produced(time.perf_counter() - p.t0, len(p.hits), len(failures), None)
                 return EmptyBatch(p.batch_no)
-            images = self._assemble(p, samples, keep)
+            images = assemble(self.plan, self.cuda, p.batch_no, p.indices, keep, samples, p.buf, p.regions)
             if self.kept is not None:
                 self.kept[p.batch_no] = p.indices[keep]
             labels = torch.from_numpy(self.plan.table.labels_of(p.indices[keep])).to(self.plan.device, non_blocking=True)
@@ -577,94 +578,3 @@ class Producer:
                 p.buf[r].copy_(hit, non_blocking=True)
             else:
                 samples[r] = hit
-
-    def _assemble(self, p: _Pending, samples: list[Any], keep: list[int]) -> Any:
-        t = self.plan.table
-        kept_idx = p.indices[keep]
-        names: list[str] | None = None
-        if p.buf is not None:
-            rows = p.buf if len(keep) == len(p.indices) else p.buf[torch.as_tensor(keep, device=p.buf.device)]
-            batch = rows.view(t.record_dtype).view(len(keep), *t.record_shape)
-            if self.plan.transform is None:
-                return batch  # read straight into the batch: no copy
-            chosen = list(batch.unbind(0))
-        else:
-            chosen = [samples[r] for r in keep]
-            names = [t.describe(i) for i in kept_idx.tolist()]
-            if self.plan.transform is None:
-                return _collate(chosen, names)
-        if not isinstance(self.plan.transform, BatchTransform):
-            return self._per_sample(p, chosen, kept_idx)
-        regions = None
-        if p.regions:
-            regions = np.full((len(keep), 4), -1, np.int64)
-            for k, r in enumerate(keep):
-                if r in p.regions:
-                    regions[k] = p.regions[r]
-        taken: list[Any] = []
-
-        def alloc(shape: tuple[int, ...], dtype: Any) -> Any:
-            # Host batches from the Loader's reused buffers (no page faults on
-            # every byte of every batch); free again once the consumer drops them.
-            buf = self.plan.buffers.take(shape, dtype)
-            taken.append(buf)
-            return buf.view(buf.shape)  # a tensor of its own: the pool sees the consumer hold it
-
-        try:
-            with batch_context(BatchInfo(self.plan.order.seed, self.plan.epoch, kept_idx, regions,
-                                         None if self.cuda else alloc)):
-                out = self.plan.transform(chosen)
-        except Exception as e:
-            e.add_note(f"in the transform of gdsio.Loader, batch {p.batch_no} of epoch {self.plan.epoch}")
-            raise
-        finally:
-            for buf in taken:
-                self.plan.buffers.release(buf)
-        if isinstance(out, (list, tuple)):
-            return _collate(list(out), names)
-        if not isinstance(out, torch.Tensor) or out.dim() < 1 or out.shape[0] != len(chosen):
-            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise ValueError(f"the transform must return a batch of {len(chosen)} samples (a tensor (N, ...)); got {got}")
-        return out
-
-    def _per_sample(self, p: _Pending, chosen: list[Any], kept_idx: np.ndarray) -> Any:
-        """A transform that is not gdsio's (a torchvision v2 transform, a
-        function of one tensor) runs on each sample, as in a DataLoader; the
-        outputs are stacked. current_batch() names the one sample."""
-        outs = []
-        for k, (sample, index) in enumerate(zip(chosen, kept_idx.tolist())):
-            try:
-                with batch_context(BatchInfo(self.plan.order.seed, self.plan.epoch, kept_idx[k : k + 1])):
-                    out = self.plan.transform(sample)
-            except Exception as e:
-                e.add_note(f"in the transform of gdsio.Loader, run on sample {index} ('{self.plan.table.describe(index)}'), "
-                           f"batch {p.batch_no} of epoch {self.plan.epoch}")
-                raise
-            if not isinstance(out, torch.Tensor):
-                raise TypeError(
-                    f"the transform must return a tensor for each sample; it returned {type(out).__name__} for sample "
-                    f"{index} ('{self.plan.table.describe(index)}'). A transform that is not a gdsio.data transform runs on "
-                    "each sample (a tensor); one of the whole batch goes in gdsio.data.BatchLambda"
-                )
-            outs.append(out)
-        return _collate(outs, [self.plan.table.describe(i) for i in kept_idx.tolist()], per_sample=True)
-
-
-def _collate(samples: list[Any], names: list[str] | None, per_sample: bool = False) -> Any:
-    shapes = [tuple(s.shape) for s in samples]
-    for k, shape in enumerate(shapes[1:], start=1):
-        if shape != shapes[0]:
-            a = f" ('{names[0]}')" if names else ""
-            b = f" ('{names[k]}')" if names else ""
-            if per_sample:
-                raise ValueError(
-                    f"the transform, run on each sample, gave outputs of different shapes: {shapes[0]}{a} and "
-                    f"{shape}{b}; they are stacked into one batch, so end the transform with a fixed size, e.g. "
-                    "v2.Resize((224, 224)) or v2.Resize(256) then v2.CenterCrop(224) (or v2.RandomResizedCrop(224)), "
-                    "or use gdsio.data.Compose([gdsio.data.Resize(256), gdsio.data.CenterCrop(224)])"
-                )
-            raise ValueError(
-                f"samples of one batch differ in shape: {shapes[0]}{a} and {shape}{b}; pass a transform that "
-                "fixes the size, e.g. gdsio.data.Compose([gdsio.data.Resize(256), gdsio.data.CenterCrop(224)])"
-            )
-    return torch.stack(samples)
