@@ -1,7 +1,9 @@
 """A local tar shard's image members on the GPU path: each member's byte
-range read as a loose file is (decode.read_image with a span: its header
-from a host read of its first bytes, its bytes by one read of the I/O engine
-into the target's memory) and decoded with the batch from there.
+range read as a loose file is (where true GDS runs, decode.read_image with a
+span: its header from a host read of its first bytes, its bytes by one read
+of the I/O engine into the target's memory; elsewhere a group of members by
+one call into pinned memory, tests/data/test_gpu_group_reads.py) and decoded
+with the batch from there.
 
 The tests without the ``gpu`` marker run that same code on the CPU target
 (read_image, probe_file and read_bodies serve both; only the engine's
@@ -217,7 +219,8 @@ def test_local_shards_on_the_gpu_equal_the_loose_files_and_the_cpu(tmp_path, shu
     for (gx, gy), (cx, cy) in zip(got, cpu):
         assert torch.equal(gy, cy)
         assert float((gx - cx).abs().mean()) < 0.05  # nvJPEG and libjpeg-turbo differ by an LSB here and there
-    # Read by the engine into device memory, never by posix into host memory; decoded from device bitstreams.
+    # Read into device memory (gds, or where it cannot run a group through pinned memory, counted "pinned"),
+    # never left in host memory; decoded from device bitstreams.
     assert set(st.io_backends) <= DEVICE_READS and sum(st.io_backends.values()) == 40
     assert st.bytes_read == int(gd.scan(paths).ranges[:, 1].sum())
     assert st.decode_backends and set(st.decode_backends) <= DEVICE_DECODERS, st.decode_backends
