@@ -149,6 +149,22 @@ def test_the_group_read_is_taken_only_for_images_without_gds(tmp_path):
         assert not prod._group_images()  # a backend asked for by name reads each image itself
 
 
+def test_where_true_gds_runs_each_image_goes_storage_to_device(tmp_path, monkeypatch):
+    import dataclasses
+
+    from gdsio.data import producer as producer_module
+
+    folder = make_folder(tmp_path / "img", classes=1, per_class=4)
+    loader = Loader(folder, 4, device="cpu")
+    prod = Producer(loader._plan(0, 0), queue.Queue(), threading.Event())
+    prod.cuda = True
+    table = producer_module.BACKENDS  # the I/O engine's table (gdsio.io.backends), as the producer sees it
+    monkeypatch.setitem(table, "gds", dataclasses.replace(table["gds"], probe=lambda reader, device: (None, "")))
+    assert not prod._group_images()  # gds's probe says it runs: read_image, one engine read per image
+    with gdsio.settings(backend="pinned"):
+        assert prod._group_images()  # asked for by name: the pinned path, a group at a time
+
+
 # ---- on a GPU --------------------------------------------------------------------------------------
 
 
