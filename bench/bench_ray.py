@@ -540,7 +540,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", default=None,
                     help="comma-separated subset: local, N:SHARE (N CPU nodes, SHARE 0.0, 0.5 or auto) and "
                          "N:SHARE:kept (one actor pool over every pass: epochs_per_pool); default: all but the "
-                         "kept ones, which --kept adds; --pinned: local, N:SHARE, both (the ceiling), local-again")
+                         "kept ones, which --kept adds; --pinned: local, N:SHARE (any fixed share in [0, 1], "
+                         "or auto), both (the ceiling), local-again")
     ap.add_argument("--kept", action="store_true", help="also the kept-pool configs (1:0.0:kept, 1:auto:kept, 2:auto:kept)")
     ap.add_argument("--ranks", action="store_true",
                     help="two ranks at once, one lagging: gdsio.data.ray.Loader per rank against streaming_split")

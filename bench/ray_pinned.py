@@ -44,6 +44,7 @@ import os
 import platform
 import select
 import shutil
+import re
 import statistics
 import subprocess
 import sys
@@ -54,6 +55,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 MARK = "@@pinned "  # the consumer's protocol lines on stdout; anything else there is passed over
 PRE = {"gdsio-role": "preprocess"}
+_SHARE_CONFIG = re.compile(r"[1-9]:(auto|0(\.[0-9]+)?|1(\.0*)?)")  # N CPU nodes, a fixed share or auto
 CONFIGS = ("local", "1:0.0", "1:0.5", "1:auto", "2:0.0", "2:0.5", "2:auto", "both", "local-again")
 SMOKE_CONFIGS = ("local", "1:0.0", "2:auto", "both")
 
@@ -258,9 +260,9 @@ def run_pinned(images: int = 1024, batch: int = 64, step_ms: float = 30.0, passe
     import gdsio
     from gdsio.data.loopback import LoopbackCluster, RAY_LOOPBACK_ENV, SessionMeter
 
-    unknown = [c for c in configs if c not in CONFIGS]
+    unknown = [c for c in configs if c not in CONFIGS and not _SHARE_CONFIG.fullmatch(c)]
     if unknown:
-        raise ValueError(f"configs: unknown {unknown}; known: {', '.join(CONFIGS)}")
+        raise ValueError(f"configs: unknown {unknown}; known: {', '.join(CONFIGS)}, or N:SHARE (a fixed share in [0, 1])")
     allowed = sorted(os.sched_getaffinity(0))
     if len(allowed) < 2:
         raise RuntimeError(f"the pinned simulation needs two cores; this process may use {allowed}")
@@ -368,6 +370,8 @@ def _name(r: dict[str, Any]) -> str:
     if r["config"] in NAMES:
         return NAMES[r["config"]]
     share = r["share"] if r["share"] == "auto" else f"{float(r['share']):.1f}"
+    if share != "auto" and float(share) != float(r["share"]):
+        share = f"{float(r['share']):g}"  # a share of more than one decimal, as given
     share = '"auto"' if share == "auto" else share
     where = "one CPU node" if r["nodes"] == 1 else f"{r['nodes']} CPU nodes sharing core 1"
     return f"`ray.Loader(local_share={share})`, {where}"
