@@ -43,8 +43,8 @@ import json
 import os
 import platform
 import select
-import shutil
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -369,10 +369,8 @@ NAMES = {"local": "`gdsio.Loader` alone on core 0 (threads=1)", "both": "`gdsio.
 def _name(r: dict[str, Any]) -> str:
     if r["config"] in NAMES:
         return NAMES[r["config"]]
-    share = r["share"] if r["share"] == "auto" else f"{float(r['share']):.1f}"
-    if share != "auto" and float(share) != float(r["share"]):
-        share = f"{float(r['share']):g}"  # a share of more than one decimal, as given
-    share = '"auto"' if share == "auto" else share
+    v = r["share"]
+    share = '"auto"' if v == "auto" else f"{float(v):.1f}" if round(float(v), 1) == float(v) else f"{float(v):g}"
     where = "one CPU node" if r["nodes"] == 1 else f"{r['nodes']} CPU nodes sharing core 1"
     return f"`ray.Loader(local_share={share})`, {where}"
 

@@ -32,7 +32,7 @@ import torch
 from .. import _core, image
 from ..config import current
 from ..errors import NeedMoreData
-from ..image import batch, codec, jpeg_cpu
+from ..image import batch, codec, jpeg_cpu, transfer
 from ..image.formats import jpeg as jpeg_format
 from ..image.formats.jpeg import parse_jpeg
 from ..io.many import read_ranges
@@ -120,9 +120,9 @@ def read_images(paths: list[str], spans: Any, setup: ImageSetup, *, pin: bool) -
     the host by one call into C++ (gdsio.io.many.read_ranges: whole files, or
     the (offset, size) `spans` of tar shards' members, adjacent ones merged),
     the GIL released, back to back into one buffer (pinned when `pin`, so that
-    the group goes to the device in one copy); then each header parsed and
-    checked from that memory, as ``read_image``'s probe checks it, a bad one
-    failing its item only.
+    the group goes to the device in one copy); then each header parsed from
+    that memory, a bad one failing its item only (its checks, the pixel cap
+    and the mode's channels, run with the batch's decode, decode_items).
 
     Returns:
         (the items, their data host views of the buffer, in order, each
@@ -139,22 +139,17 @@ def read_images(paths: list[str], spans: Any, setup: ImageSetup, *, pin: bool) -
         sizes = np.asarray(_core.file_sizes(paths, threads=threads), dtype=np.int64)
     else:
         offsets, sizes = spans[:, 0].astype(np.int64), spans[:, 1].astype(np.int64)
-    # Each image 256-byte aligned in the buffer (and so on the device after one copy), as a tensor of its own.
-    ends = np.cumsum((sizes + 255) // 256 * 256)
-    dst = ends - (sizes + 255) // 256 * 256
-    buf = torch.empty(max(int(ends[-1]) if len(ends) else 0, 1), dtype=torch.uint8, pin_memory=pin)
+    # Each image aligned in the buffer (and so on the device after one copy), as transfer.stage lays them out.
+    dst, total = transfer.aligned_offsets(sizes.tolist())
+    buf = torch.empty(max(total, 1), dtype=torch.uint8, pin_memory=pin)
     read_ranges(buf, paths, offsets, sizes, dst, threads=threads)
     items = []
-    for path, off, at, n in zip(paths, offsets.tolist(), dst.tolist(), sizes.tolist()):
-        data = buf[at : at + n]
-        it = batch.Item(0, path if spans is None else f"{path}@{off}", data, n)
+    for path, off, at, n in zip(paths, offsets.tolist(), dst, sizes.tolist()):
+        it = batch.Item(0, path if spans is None else f"{path}@{off}", buf[at : at + n], n)
         if it.total == 0:
             it.fail("empty file" if spans is None else "empty range")
         items.append(it)
-    batch.read_headers(items, setup.options)
-    for it in items:
-        if it.error is None:
-            batch.check(it, setup.options)
+    batch.read_headers(items, setup.options)  # the size checks run with the decode (batch.run), as for read_image's
     return items, buf
 
 

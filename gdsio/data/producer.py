@@ -386,7 +386,7 @@ class Producer:
 
     def _read_images(self, idx: np.ndarray, rows: list[int]) -> tuple[_Group, None]:
         """Reader thread, GPU images without GDS (group_images): the images of `rows` read on the host by one
-        call into pinned memory (decode.read_images: headers parsed and checked there), then the group to the
+        call into pinned memory (decode.read_images: headers parsed there), then the group to the
         device in one copy on the read stream; an item of a format decoded on the host keeps its host view.
         When the read fails, each image alone (_read_file), so that each error names its own file."""
         t = self.plan.table
@@ -397,9 +397,9 @@ class Producer:
             paths = [self._local(path) for path in paths]
         else:
             spans = t.ranges[sel]
+        if any(is_url(path) for path in paths):  # a remote file not in a disk cache: each read alone
+            return self._one_by_one(idx, rows), None
         try:
-            if any(is_url(path) for path in paths):  # a remote file not in a disk cache: read alone
-                raise ValueError("remote")
             items, buf = decode.read_images(paths, spans, self.image_setup, pin=self.plan.device.type == "cuda")
         except (OSError, ValueError):
             return self._one_by_one(idx, rows), None

@@ -13,7 +13,9 @@ from typing import Any, Sequence
 
 import torch
 
-__all__ = ["current_stream", "stage", "synchronize", "upload"]
+__all__ = ["ALIGN", "aligned_offsets", "current_stream", "stage", "synchronize", "upload"]
+
+ALIGN = 256  # where each of several byte strings starts in one staging buffer, as a tensor of its own would
 
 
 def current_stream(device: Any) -> int:
@@ -26,14 +28,21 @@ def synchronize(device: Any) -> None:
     torch.cuda.current_stream(device).synchronize()
 
 
+def aligned_offsets(sizes: Sequence[int]) -> tuple[list[int], int]:
+    """Where byte strings of `sizes` go, back to back in one buffer, each ALIGN-byte aligned: (their
+    offsets, the buffer's size)."""
+    offsets, n = [], 0
+    for size in sizes:
+        offsets.append(n)
+        n += -(-int(size) // ALIGN) * ALIGN
+    return offsets, n
+
+
 def stage(tensors: Sequence[Any], device: Any) -> list[Any]:
     """Host byte tensors moved to `device` in one pinned copy, queued on the
     current stream; each starts 256-byte aligned there, as a tensor of its
     own would."""
-    offsets, n = [], 0
-    for t in tensors:
-        offsets.append(n)
-        n += (t.numel() + 255) // 256 * 256
+    offsets, n = aligned_offsets([t.numel() for t in tensors])
     pinned = torch.empty(n, dtype=torch.uint8, pin_memory=True)
     for t, at in zip(tensors, offsets):
         pinned[at : at + t.numel()].copy_(t)

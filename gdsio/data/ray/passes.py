@@ -51,7 +51,7 @@ class OffloadShared:
     arrived: threading.Event  # set by every put of either side: the consumer wakes
     actors: int | None  # the actor pool's size (None: local_share=1.0, no pool)
     share: float  # the share this node makes now ("auto" moves it)
-    board: Any = None  # local_share="auto": the Board actor's handle, made with the first execution
+    board: Any = None  # local_share="auto": the Board (an object of this process), made with the first execution
     auto: AutoShare | None = None  # local_share="auto": the share's controller, made with the first pass
 
 
@@ -180,6 +180,7 @@ class _BoardOrder:
         t0 = time.perf_counter()
         self._board.wait(self._gen, *self._asking, stop)
         self.waited_s += time.perf_counter() - t0
+
 
 class _Signalling(queue.Queue):  # type: ignore[type-arg]
     """A bounded queue that wakes the consumer on every put."""

@@ -16,10 +16,11 @@ over or queued), the wall time this node's producer worked (not blocked on
 its full queue: its CPU over that time is its budget, what the machine's
 other work leaves it), and each remote batch's maker seconds, per node. Each
 side's first ``STARTUP`` batches (of the pass here, of the actor pool there)
-are its start-up and do not count: the second still carried the pool's and the
-producer's start (a receive cost 10-20x the steady one, bench/results/ray-pinned-2026-12-04-convergence.md),
-and the model's first point from it sent the share to 0.06-0.16.
-After ``MEASURED`` batches of each side the
+are its start-up and do not count: the second still carried the pool's and
+the producer's start (a receive cost 10-20x the steady one, and the model's
+first point from it sent the share to 0.06-0.16:
+bench/results/ray-pinned-2026-12-04-convergence.md). After ``MEASURED``
+batches of each side the
 share goes to the model's point; later windows refine it as moving averages
 (``HORIZON``). A batch the consumer waited for still moves the share away
 from the side that made it, by ``GUARD_STEP`` around the model's point
