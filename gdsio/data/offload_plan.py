@@ -131,9 +131,9 @@ def best_split(local_budget: float, make: float, receive: float, remote: float,
     consumer, and how many of those the GPU node makes itself. Every image
     sent saves the GPU node ``make - receive`` of its budget, so it sends as
     many as pay, up to what the CPU nodes make and `need`. The one home of
-    this balance: :func:`offload_plan`'s advice and
-    ``gdsio.data.ray.Loader(local_share="auto")`` (gdsio.data.ray.steer, from
-    costs it measures as it runs) both take it.
+    this balance, for :func:`offload_plan`'s advice;
+    ``gdsio.data.ray.Loader(local_share="auto")`` reaches it as it runs
+    without a model (each batch to the side that asks for it first).
 
     Args:
         local_budget: the GPU node's CPU for preprocessing, per second, in

@@ -686,34 +686,34 @@ def test_shutdown_leaves_no_ray_process_or_socket_behind(cluster):
 # ---- without ray (no marker) ------------------------------------------------------------
 
 
-def test_the_auto_board_decides_each_batch_once_and_spreads_the_share():
+def test_the_auto_board_gives_each_batch_to_the_side_that_asks_first_once():
     from gdsio.data.ray.passes import Board
 
     board = Board()
-    board.begin(1, 0.25)
-    first = [board.owner(1, 3, k) for k in range(8)]
-    assert first.count("local") == 2 and first[3] == first[7] == "local"  # a quarter, spread evenly
-    assert [board.owner(1, 3, k) for k in reversed(range(8))] == first[::-1]  # asked again (a retried task): same answer
-    board.set_share(1, 1.0)
-    assert [board.owner(1, 3, k) for k in range(8, 12)] == ["local"] * 4  # later batches follow the new share
-    assert board.owner(1, 4, 0) == "local"  # the next epoch's batch 0 is another batch: a new answer
-    board.set_share(0, 0.0)  # a stale execution's word changes nothing
-    assert board.owner(1, 3, 12) == "local" and board.owner(0, 3, 13) == "stale"
+    board.begin(1, per=10)
+    assert [board.owner(1, 3, k, "local") for k in range(3)] == ["local"] * 3
+    assert [board.owner(1, 3, k, "remote") for k in range(5)] == ["local"] * 3 + ["remote"] * 2  # 0-2 held here
+    assert [board.owner(1, 3, k, "local") for k in reversed(range(6))] == ["local"] + ["remote"] * 2 + ["local"] * 3
+    assert board.owner(1, 4, 0, "remote") == "remote"  # the next epoch's batch 0 is another batch
+    assert board.owner(0, 3, 9, "local") == "stale"  # an earlier execution's question takes nothing
     board.forget(1, 4)  # epoch 3 handed out: its answers go, epoch 4's stay
     assert set(board.owners) == {(4, 0)}
-    board.begin(2, 0.0)
-    assert board.owner(2, 3, 0) == "remote" and board.owner(1, 3, 0) == "stale"
+    board.advance(1, 4, 0)  # the consumer is at epoch 4: a late question about epoch 3 takes no call
+    assert board.owner(1, 3, 7, "remote") == "local" and set(board.owners) == {(4, 0)}
+    board.begin(2)
+    assert board.owner(2, 3, 0, "local") == "local" and board.owner(1, 3, 0, "remote") == "stale"
+    with pytest.raises(ValueError, match="side must be"):
+        board.owner(2, 3, 1, "elsewhere")
 
 
 def test_the_auto_board_answers_the_producer_only_near_the_consumer():
     from gdsio.data.ray.passes import Board
 
     board = Board()
-    board.begin(1, 0.05, epoch=2, start=3, per=10, horizon=4)
-    # The producer's questions (near=True): batches 3-6 of epoch 2 are decided, at the share then; 7 is not yet.
-    assert [board.owner(1, 2, k, near=True) for k in range(3, 7)] == ["remote"] * 4
-    assert board.owner(1, 2, 7, near=True) is None and (2, 7) not in board.owners
-    board.set_share(1, 1.0)  # the share moved on before the consumer reached batch 7
+    board.begin(1, epoch=2, start=3, per=10, horizon=4)
+    # The producer's questions: batches 3-6 of epoch 2 are within 4 of the consumer (at batch 3); 7 is not yet.
+    assert [board.owner(1, 2, k, "local") for k in range(3, 7)] == ["local"] * 4
+    assert board.owner(1, 2, 7, "local") is None and (2, 7) not in board.owners
     stop = threading.Event()
     waited = []
     t = threading.Thread(target=lambda: (board.wait(1, 2, 7, stop), waited.append(board.at)))
@@ -721,17 +721,18 @@ def test_the_auto_board_answers_the_producer_only_near_the_consumer():
     board.advance(1, 2, 4)  # the consumer takes batch 4 next: 7 is within 4 of it
     t.join(120)  # woken by advance(); the bound only keeps a broken wait from hanging the suite
     assert not t.is_alive() and waited == [2 * 10 + 4]
-    assert board.owner(1, 2, 7, near=True) == "local"  # decided at the share of now
-    # The feed's questions decide at once, however far; next epoch's batches count on from this one's.
-    assert board.owner(1, 3, 5) == "local"
-    assert board.owner(1, 3, 0, near=True) is None  # 3 * 10 + 0 >= 24 + 4
+    assert board.owner(1, 2, 7, "local") == "local"
+    # The feed's questions are answered however far (its calls in flight bound it); the next epoch's batches
+    # count on from this one's, and one the feed holds is the feed's for the producer too.
+    assert board.owner(1, 3, 5, "remote") == "remote"
+    assert board.owner(1, 3, 0, "local") is None  # 3 * 10 + 0 >= 24 + 4
     board.advance(1, 2, 9)
-    assert board.owner(1, 3, 0, near=True) == "local"
+    assert board.owner(1, 3, 0, "local") == "local" and board.owner(1, 3, 5, "local") == "remote"
     # A stale execution and a stop end the wait, whatever the position.
     board.wait(0, 2, 50, stop)
     stop.set()
     board.wait(1, 9, 0, stop)
-    assert board.owner(0, 2, 8, near=True) == "stale"
+    assert board.owner(0, 2, 8, "local") == "stale"
 
 
 def test_a_producer_waits_for_an_order_not_yet_decided_only_with_nothing_in_hand(tmp_path):

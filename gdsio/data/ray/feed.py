@@ -200,7 +200,9 @@ class FeedPlan:
     pinned: bool
     window: int  # actor calls in flight at most
     transport: str = "socket"  # one of TRANSPORTS
-    # "auto": skip(place) is true for a batch this node makes (the trainer's Board says so): no actor call.
+    # "auto": skip(place) asks the trainer's Board for the place, as the feed has a call free for it: true for a
+    # batch this node makes (its producer asked first), which needs no actor call. Asked only once an actor of
+    # the pool is ready: while the pool starts (seconds), the producer takes the batches it can make.
     skip: Callable[[int], bool] | None = None
 
 
@@ -234,6 +236,8 @@ class ActorFeed:
                 for _ in range(p.actors):
                     self._new_actor()
             self.live = list(range(len(self.actors)))
+            if p.skip is not None and not self._ready(ray):
+                return
             # [place, actor, ref, seq], in order; [place, -1, None, 0]: a place this node makes (no call).
             inflight: collections.deque[list[Any]] = collections.deque()
             nxt, turn, calls = 0, 0, 0
@@ -281,6 +285,16 @@ class ActorFeed:
             self.end_actors()
             if rx is not None:
                 rx.close()
+
+    def _ready(self, ray: Any) -> bool:
+        """Waits until an actor of the pool has started (False: stopped first). An actor that failed to start
+        counts as ready: its first call raises why, as without the wait."""
+        with self._lock:
+            refs = [a.__ray_ready__.remote() for a in self.actors]
+        while not self.stop.is_set():
+            if ray.wait(refs, num_returns=1, timeout=WAIT_S)[0]:
+                return True
+        return False
 
     def _alloc(self, shape: tuple[int, ...], dtype: np.dtype) -> torch.Tensor:
         return _own(shape, torch.from_numpy(np.empty(0, dtype)).dtype, self.plan.pinned)

@@ -15,7 +15,7 @@ from ..loader import begin_pass, running_pass, track_pass
 from ..meter import LoaderStats, Meter
 from ..sampler import WindowOrder
 from .feed import TRANSPORTS
-from .passes import AUTO_START, Board, Execution, fixed_local, OffloadPass, OffloadShared
+from .passes import Board, Execution, fixed_local, OffloadPass, OffloadShared
 from .shard_units import UnitBoard
 from .remote import check_cpus, connected_ray, import_ray, placed_nodes, Placement, pool_size
 
@@ -32,7 +32,8 @@ class OffloadStats(LoaderStats):
 
     local_samples / remote_samples: samples this node made / the CPU nodes
     made (handed to the consumer). remote_nodes: samples per Ray node id.
-    local_share: the share this node makes now (the last value "auto" chose).
+    local_share: the share of the batches this node makes: the fixed share,
+    or with "auto" local_samples over all samples counted (0.5 before any).
     path: "local", "ray" or "local+ray", from the counts.
     remote_ms_per_sample: the actors' mean time per sample (read, decode,
     transform on ``cpus_per_actor`` cores): the cost ``gdsio offload-plan`` takes.
@@ -144,13 +145,13 @@ class Loader:
             read each.
         local_share: the fraction of the batches this node makes (0.0: all
             on the CPU nodes, 1.0: a plain gdsio.Loader, Ray unused), or
-            ``"auto"``: starts at 0.5, then goes to the balance point of
-            ``offload_plan``'s model from costs measured over the first
-            batches (CPU per batch made here and per batch received, what
-            this node's cores give, each CPU node's seconds per batch; each
-            side's first batch, its start-up, does not count), refined as a
-            moving average; a batch the consumer waited for nudges it away
-            from the side that made it (gdsio.data.ray.steer).
+            ``"auto"``: each batch goes to the side that asks for it first,
+            each side asking as it has room to start one (this node's
+            producer as its pipeline takes the next batch, the feed when
+            an actor call is free and an actor of the pool is ready), so
+            each makes batches at the rate it can from the first batch on,
+            with no estimate to converge (tf.data service's dynamic
+            sharding); the order stays exact whichever side made a batch.
         resources: which nodes run the actors (see ``dataset``).
         actors, cpus_per_actor: the actor pool (see ``dataset``). The
             default pool is this rank's share of the selected nodes: the
@@ -274,10 +275,10 @@ class Loader:
         if self.local_share != 1.0:
             connected_ray()
             self._actors = pool_size(self.placement, self.cpus_per_actor, actors, ranks=world_size)
-        # What the passes and executions share with this loader: the counts, the share ("auto" moves it), the board.
+        # What the passes and executions share with this loader: the counts, the fixed share, the "auto" board.
         self._shared = OffloadShared(
             local=self._local, meter=Meter(), sides=_Sides(), arrived=threading.Event(), actors=self._actors,
-            share=AUTO_START if self.local_share == "auto" else float(self.local_share),
+            share=None if self.local_share == "auto" else float(self.local_share),
         )
         self._exec: Execution | None = None
         self._pools = 0
@@ -322,7 +323,8 @@ class Loader:
         with s._lock:
             out = OffloadStats(**{f.name: getattr(base, f.name) for f in dataclasses.fields(LoaderStats)},
                                local_samples=s.local, remote_samples=s.remote, remote_nodes=dict(s.nodes),
-                               local_share=self._shared.share,
+                               local_share=(self._shared.share if self._shared.share is not None
+                                            else s.local / (s.local + s.remote) if s.local + s.remote else 0.5),
                                remote_ms_per_sample=1e3 * s.remote_s / s.remote if s.remote else None,
                                remote_pools=self._pools, finished_here=dict(s.finished_here),
                                remote_lost=list(s.lost))
@@ -377,7 +379,9 @@ class Loader:
         """A fixed share: the batch numbers of an epoch the CPU nodes make (None: "auto", every batch asks)."""
         if self.local_share == "auto":
             return None
-        return tuple(k for k in range(len(self)) if not fixed_local(self._shared.share, k))
+        share = self._shared.share
+        assert share is not None
+        return tuple(k for k in range(len(self)) if not fixed_local(share, k))
 
     def _execution(self, epoch: int, start: int) -> Execution | None:
         """An execution (an actor pool) over the batches the CPU nodes make, from batch
@@ -395,7 +399,7 @@ class Loader:
             # The producer's horizon: the feed's places (up to twice its 2 * actors + 1 calls ahead) and the
             # producer's own reach (its queue and two batches in hand) past the consumer.
             window = 2 * (self._actors or 1) + 1
-            self._shared.board.begin(self._pools, self._shared.share, epoch=epoch, start=start, per=len(self),
+            self._shared.board.begin(self._pools, epoch=epoch, start=start, per=len(self),
                                      horizon=2 * window + self._local.prefetch + 2)
         spec_args = dict(offset=offset, per=per, remote_ks=ks)
         if isinstance(self.order, WindowOrder):  # the actors rebuild the order, and share its units

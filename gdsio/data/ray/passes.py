@@ -1,11 +1,11 @@
 """One pass of gdsio.data.ray.Loader: the local producer's and the Ray feed's
-batches merged in batch order, the "auto" board that decides each batch's
-owner once, and the watch on the CPU nodes (a lost one is named, never waited
+batches merged in batch order, the "auto" board that gives each batch to
+the side that asks for it first, and the watch on the CPU nodes (a lost one is named, never waited
 for without bound; with every one lost, this node makes the rest of the epoch).
 
 Package-internal (``__all__`` is empty; used by gdsio.data.ray.loader):
-``OffloadShared``, ``Board``, ``Execution``, ``OffloadPass``, ``fixed_local``,
-``AUTO_START`` (gdsio.data.ray.steer's, which steers "auto"); ``RemoteFeed`` and ``RemoteBatch`` (gdsio.data.ray.feed's, here for bench/bench_ray.py)."""
+``OffloadShared``, ``Board``, ``Execution``, ``OffloadPass``, ``fixed_local``; ``RemoteFeed`` and
+``RemoteBatch`` (gdsio.data.ray.feed's, here for bench/bench_ray.py)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ from ..producer import Producer
 from ..sampler import ShardedOrder
 from .feed import ActorFeed, FeedPlan, RemoteBatch, RemoteFeed, split_transform  # noqa: F401 - bench_ray.py
 from .remote import ActorSpec, describe_node, import_ray, node_loss, placed_nodes
-from .steer import AUTO_START, SEND_STEP, AutoShare, Gauges, thread_cpu
 
 if TYPE_CHECKING:
     from ..loader import Loader as GdsioLoader
@@ -50,32 +49,34 @@ class OffloadShared:
     sides: Any  # gdsio.data.ray.loader's counts of which side made what (.add)
     arrived: threading.Event  # set by every put of either side: the consumer wakes
     actors: int | None  # the actor pool's size (None: local_share=1.0, no pool)
-    share: float  # the share this node makes now ("auto" moves it)
+    share: float | None  # the fixed share this node makes (None: "auto", each batch to the side that asks first)
     board: Any = None  # local_share="auto": the Board (an object of this process), made with the first execution
-    auto: AutoShare | None = None  # local_share="auto": the share's controller, made with the first pass
 
 
 class Board:
-    """local_share="auto": who makes each batch, decided once, at the first
-    question from either side, from the share at that moment. Both sides ask
-    in the trainer's process: this node's producer as it reaches a batch, the
-    feed before it calls an actor (a batch made here costs no actor call, and
-    the CPU nodes never ask across the network); package-internal:
-    gdsio.data.ray.loader makes it. An answer never changes, so a batch is
-    never made by both. One round of answers per execution (which may span
-    epochs: ``epochs_per_pool``); an earlier execution is told "stale".
+    """local_share="auto": each batch goes to the side that asks for it first,
+    and stays theirs (package-internal: gdsio.data.ray.loader makes it). Both
+    sides ask in the trainer's process, each as it has room to start a batch:
+    this node's producer as its pipeline takes the next one (its queue and
+    the batches in hand), the feed when it has a call free (``2 * actors +
+    1`` in flight; not before an actor of the pool is ready) and before it
+    calls an actor (a batch made here costs no call; the CPU nodes never ask
+    across the network). So each side makes batches at the rate it can,
+    from the pass's first batch: no estimate to wait for, none to drift,
+    the dynamic sharding of tf.data service's workers. An answer never
+    changes, so a batch is never made by both, and which side made a batch
+    never changes what it holds (the order decides that). One round of
+    answers per execution (which may span epochs: ``epochs_per_pool``); an
+    earlier execution is told "stale".
 
-    The producer's questions (``near=True``) are answered only within
-    ``horizon`` batches of the consumer's position (``advance``): a batch that
-    is not this node's costs the producer nothing, so without the horizon it
-    ran through the rest of the pass at once, and a share of 0.05 set every
-    batch up to the pass's end for the CPU nodes before the share moved on
-    (bench/results/ray-pinned-2026-12-04-convergence.md)."""
+    The producer's questions are answered only within ``horizon`` batches of
+    the consumer's position (``advance``): a batch the CPU nodes hold costs
+    the producer nothing to pass over, and without the bound it would take
+    batches far past the ones the feed is making, which the consumer then
+    waits for at the end of the pass."""
 
     def __init__(self) -> None:
         self.gen = -1
-        self.share = AUTO_START
-        self.credit = 0.0
         self.owners: dict[tuple[int, int], str] = {}
         self.per = 0  # batches an epoch
         self.horizon = 0  # the producer's questions: at most this far past the consumer (0: no limit)
@@ -83,17 +84,11 @@ class Board:
         self._lock = threading.Lock()  # the producer's, the feed's and the consumer's threads
         self._moved = threading.Condition(self._lock)
 
-    def begin(self, gen: int, share: float, *, epoch: int = 0, start: int = 0, per: int = 0,
-              horizon: int = 0) -> None:
+    def begin(self, gen: int, *, epoch: int = 0, start: int = 0, per: int = 0, horizon: int = 0) -> None:
         with self._lock:
-            self.gen, self.share, self.credit, self.owners = gen, share, 0.0, {}
+            self.gen, self.owners = gen, {}
             self.per, self.horizon, self.at = per, horizon, epoch * per + start
             self._moved.notify_all()
-
-    def set_share(self, gen: int, share: float) -> None:
-        with self._lock:
-            if gen == self.gen:
-                self.share = share
 
     def advance(self, gen: int, epoch: int, batch_no: int) -> None:
         """The consumer takes batch `batch_no` of `epoch` next: the producer may ask further."""
@@ -105,22 +100,24 @@ class Board:
     def _far(self, epoch: int, batch_no: int) -> bool:
         return self.horizon > 0 and epoch * self.per + batch_no >= self.at + self.horizon
 
-    def owner(self, gen: int, epoch: int, batch_no: int, near: bool = False) -> str | None:
-        """"local", "remote" or "stale"; None for a question `near` the consumer (the producer's) about a batch
-        not yet decided and beyond the horizon: ask again after ``wait``."""
+    def owner(self, gen: int, epoch: int, batch_no: int, side: str) -> str | None:
+        """"local" or "remote", the batch's side (`side`, the asker's, if no side had asked for it before), or
+        "stale"; None for the producer's question (`side` "local") about a batch no side holds yet and beyond
+        the horizon: ask again after ``wait``. A batch the consumer has passed that no side held (the feed
+        asking late, after the producer made the whole epoch) is "local": no call."""
+        if side not in ("local", "remote"):
+            raise ValueError(f"side must be 'local' or 'remote'; got {side!r}")
         with self._lock:
             if gen != self.gen:
                 return "stale"
             key = (epoch, batch_no)
             who = self.owners.get(key)
             if who is None:
-                if near and self._far(epoch, batch_no):
+                if epoch * self.per + batch_no < self.at:
+                    return "local"  # the consumer is past it (its epoch forgotten): nothing to make, no call
+                if side == "local" and self._far(epoch, batch_no):
                     return None
-                self.credit += self.share
-                who = "local" if self.credit >= 1.0 - 1e-9 else "remote"
-                if who == "local":
-                    self.credit -= 1.0
-                self.owners[key] = who
+                who = self.owners[key] = side
             return who
 
     def wait(self, gen: int, epoch: int, batch_no: int, stop: threading.Event) -> None:
@@ -158,28 +155,25 @@ class _LocalOrder:
 
 
 class _BoardOrder:
-    """local_share="auto": the local producer's order, the batches the Board gives this node, each asked as the
-    producer reaches it; one beyond the board's horizon is NOT_YET (the producer finishes what it has read,
-    then ``wait``s for the consumer to come nearer) instead of being decided at today's share."""
+    """local_share="auto": the local producer's order, the batches the Board gives this node, each asked for as
+    the producer reaches it (it has room to start it); one beyond the board's horizon is NOT_YET (the producer
+    finishes what it has read, then ``wait``s for the consumer to come nearer)."""
 
     def __init__(self, order: ShardedOrder, board: Board, gen: int) -> None:
         self._order, self._board, self._gen = order, board, gen
         self.seed = order.seed
         self._asking = (0, 0)
-        self.waited_s = 0.0  # the producer's time waiting here (idle, as blocked on its full queue: "auto" steering)
 
     def numbered_batches(self, epoch: int, start: int = 0) -> Iterator[Any]:
         for k, idx in self._order.numbered_batches(epoch, start):
-            while (who := self._board.owner(self._gen, epoch, k, near=True)) is None:
+            while (who := self._board.owner(self._gen, epoch, k, "local")) is None:
                 self._asking = (epoch, k)
                 yield NOT_YET
             if who == "local":
                 yield k, idx
 
     def wait(self, stop: threading.Event) -> None:
-        t0 = time.perf_counter()
         self._board.wait(self._gen, *self._asking, stop)
-        self.waited_s += time.perf_counter() - t0
 
 
 class _Signalling(queue.Queue):  # type: ignore[type-arg]
@@ -189,14 +183,8 @@ class _Signalling(queue.Queue):  # type: ignore[type-arg]
         super().__init__(maxsize)
         self._arrived = arrived
 
-    blocked_s = 0.0  # time a put waited for room (the producer's idle time: "auto" steering)
-
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
-        t0 = time.perf_counter()
-        try:
-            super().put(item, block, timeout)
-        finally:
-            self.blocked_s += time.perf_counter() - t0
+        super().put(item, block, timeout)
         self._arrived.set()
 
 
@@ -215,7 +203,6 @@ class Execution:
         self.last_epoch = epoch + loader.epochs_per_pool - 1
         self.next = (epoch, start)  # where the consumer stands: a pass that begins here goes on with this execution
         self.failed = False
-        self.started = False  # handed over a batch yet ("auto" steering: the first one's wait is the start)
         self.head: Any = None  # the next item, taken from the queue and not yet handed over
         self.stop = threading.Event()
         self.q: queue.Queue[RemoteBatch | Failed | End] = _Signalling(inner.prefetch, shared.arrived)
@@ -230,8 +217,9 @@ class Execution:
         actors = shared.actors or 1
         options = dict(num_cpus=loader.cpus_per_actor, scheduling_strategy="SPREAD", **loader.placement.remote_args())
         board = shared.board if loader.local_share == "auto" else None
-        # "auto": the feed calls an actor only for a batch the board gives the CPU nodes.
-        skip = (lambda place: board.owner(gen, *spec.place(place)) != "remote") if board is not None else None
+        # "auto": the feed asks the board for each place it has a call free for, and calls an actor only for one
+        # the CPU nodes got (this node's producer had not asked for it first).
+        skip = (lambda place: board.owner(gen, *spec.place(place), "remote") != "remote") if board is not None else None
         plan = FeedPlan(spec, count, actors, options, loader.placement, tail, inner.device.type == "cuda", window=2 * actors + 1,
                         transport=loader.transport, skip=skip)
         self.watch = {n["NodeID"]: n for n in placed_nodes(loader.placement)}
@@ -311,17 +299,10 @@ class OffloadPass:
         self._thread: threading.Thread | None = None
         self._order: Any = None  # the local producer's order
         self._ex = ex
-        self._local_started = False
         self._switches = 0  # times this pass went over to making every batch here (the CPU nodes lost)
         shared.meter.begin_pass(epoch, start)
         share = loader.local_share
         self._board = shared.board if share == "auto" else None
-        self._made_by: tuple[str | None, float] = (None, 0.0)  # the last remote batch's node and maker seconds
-        if share == "auto":
-            auto = shared.auto = shared.auto or AutoShare(shared.actors or 1, share=shared.share)
-            auto.begin_pass()
-            if ex is not None and not ex.started:
-                auto.begin_pool()
         inner = shared.local
         if share == 1.0 or all_here:
             order: Any = inner.order  # every batch, in the loader's own order (a window order's units read whole)
@@ -370,12 +351,11 @@ class OffloadPass:
         except BaseException:
             self.close()
             raise
-        side, images, labels = got
+        _, images, labels = got
         t1 = time.perf_counter()
         wait, wall = t1 - t0, t1 - (self._last if self._last is not None else t0)
         self._shared.meter.consumed(wait, wall, int(images.shape[0]))
         self._last = t1
-        self._steer(side, wait, wall)
         consumed(self._shared.local, self._gen, k)
         return images, labels
 
@@ -477,29 +457,7 @@ class OffloadPass:
         if head.tail is not None:  # the chain's cast and normalisation, fused, on this device and stream
             images = head.tail(images)
         self._shared.sides.add("remote", int(images.shape[0]), head.node, head.seconds)
-        self._made_by = (head.node, head.seconds)
         return "remote", images, labels
-
-    def _steer(self, side: str, wait: float, wall: float) -> None:
-        """local_share="auto": the batch's window, with the costs read now, to the controller (gdsio.data.ray.steer),
-        and its share to the board. A side's first batch (of the pass here, of the actor pool there) is its start."""
-        auto, ex, q, t = self._shared.auto, self._ex, self._queue, self._thread
-        if self._board is None or ex is None or auto is None:
-            return
-        if side == "remote":
-            first, ex.started = not ex.started, True
-        else:
-            first, self._local_started = not self._local_started, True
-        g = Gauges(cpu_s=time.process_time() - time.thread_time(), feed=ex.gen,
-                   feed_cpu_s=thread_cpu(ex.thread.native_id) if ex.thread.is_alive() else None,
-                   local_queued=q.qsize() + (self._local_head is not None) if q is not None else 0,
-                   remote_queued=ex.q.qsize() + (ex.head is not None),
-                   blocked_s=getattr(q, "blocked_s", 0.0) + getattr(self._order, "waited_s", 0.0),
-                   producing=t is not None and t.is_alive())
-        share = auto.step(side, first, wait, wall, g, *(self._made_by if side == "remote" else (None, 0.0)))
-        if abs(share - self._shared.share) >= SEND_STEP or (share in (0.0, 1.0) and share != self._shared.share):
-            self._shared.share = share
-            self._board.set_share(ex.gen, share)
 
     # ---- a lost node --------------------------------------------------------------------
 
@@ -539,8 +497,6 @@ class OffloadPass:
         assert ex is not None
         ex.failed, self._ex = True, None
         ex.close()
-        if self._shared.auto is not None:
-            self._shared.auto.lost_nodes()
         self._stop_local()
         self._stop, self._budget = threading.Event(), ByteBudget(self._shared.local.prefetch_bytes)
         self._start_local(k, self._shared.local.order)
