@@ -105,7 +105,7 @@ def consumer_main(spec: dict[str, Any]) -> int:
         loader = gray.Loader(spec["root"], batch, device="cpu", transform=tf, shuffle=True, local_share=share,
                              resources=PRE, threads=1, timeout=300, epochs_per_pool=spec["passes"] + 1)
 
-    def one_pass(trace: list[float] | None = None, sides: list[int] | None = None) -> tuple[int, int, float]:
+    def one_pass(times: list[float] | None = None, sides: list[int] | None = None) -> tuple[int, int, float]:
         t0 = time.perf_counter()
         first = None
         n = steps = 0
@@ -115,18 +115,17 @@ def consumer_main(spec: dict[str, Any]) -> int:
                 first = time.perf_counter() - t0
             n += int(images.shape[0])
             steps += 1
-            if trace is not None and sides is not None:  # "auto": the share after each batch of the first pass,
-                st = loader.stats()  # and whether this node made the batch
-                trace.append(st.local_share)
-                sides.append(int(st.local_samples > made_here))
-                made_here = st.local_samples
+            if times is not None and sides is not None:  # the first pass: when each batch came (s from the pass's
+                times.append(time.perf_counter() - t0)  # start), and whether this node made it
+                got = getattr(loader.stats(), "local_samples", n)
+                sides.append(int(got > made_here))
+                made_here = got
             time.sleep(step_s)  # the "GPU step": no CPU
         return n, steps, first or 0.0
 
-    shares: list[float] = []
+    times: list[float] = []
     here: list[int] = []
-    auto = spec.get("share") == "auto"
-    one_pass(shares if auto else None, here if auto else None)  # warm-up: actors start, page cache
+    one_pass(times, here)  # warm-up: actors start, page cache
     loader.stats(reset=True)
     _say(ready=os.getpid())
     _wait("go")
@@ -144,7 +143,7 @@ def consumer_main(spec: dict[str, Any]) -> int:
            "remote_samples": getattr(s, "remote_samples", 0), "local_share_end": getattr(s, "local_share", 1.0),
            "remote_ms_per_sample": getattr(s, "remote_ms_per_sample", None),
            "remote_pools": getattr(s, "remote_pools", 0), "finished_here": getattr(s, "finished_here", {}),
-           "share_first_pass": shares, "made_here_first_pass": here}
+           "batch_times_first_pass": times, "made_here_first_pass": here}
     _say(done=out)
     _wait("end")  # the bench checks this process's sockets while it is connected
     if hasattr(loader, "close"):
@@ -375,16 +374,25 @@ def _name(r: dict[str, Any]) -> str:
     return f"`ray.Loader(local_share={share})`, {where}"
 
 
-SETTLED = 0.1  # "auto" has settled when its share stays within this of where the pass ends
+def tenths(here: list[int]) -> list[float]:
+    """The share of the batches made here in each tenth of a pass (the last tenth takes the remainder)."""
+    n = len(here)
+    cuts = [round(n * i / 10) for i in range(11)]
+    return [sum(here[a:b]) / (b - a) for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
-def settled(shares: list[float]) -> tuple[int, float]:
-    """(the first batch from which every share is within SETTLED of the last 10 batches' mean, that mean)."""
-    end = statistics.mean(shares[-10:])
-    at = len(shares)
-    while at > 0 and abs(shares[at - 1] - end) <= SETTLED:
-        at -= 1
-    return at, end
+def first_pass(r: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """A row's first pass (the pool's start in it): its time, against the fixed shares' first passes in the
+    run, and the share made here in each tenth of it."""
+    t = r["batch_times_first_pass"]
+    here = r.get("made_here_first_pass") or []
+    fixed = [x for x in rows if x.get("share") not in (None, "auto") and x.get("batch_times_first_pass")]
+    against = ", ".join(f"{x['batch_times_first_pass'][-1]:.2f} s at {float(x['share']):g} "
+                        f"({t[-1] / x['batch_times_first_pass'][-1]:.2f}x)" for x in fixed)
+    return (f"{_name(r)}, the loader's first pass (the pool starts in it): {len(t)} batches in {t[-1]:.2f} s"
+            + (f" (fixed shares' first passes: {against})" if against else "")
+            + "; made here by tenths of the pass: " + " ".join(f"{x:.2f}" for x in tenths(here))
+            + f"; all of it {sum(here) / max(1, len(here)):.2f}")
 
 
 def table(result: dict[str, Any]) -> str:
@@ -410,13 +418,8 @@ def table(result: dict[str, Any]) -> str:
                    + (f"{pred[r['config']]:.2f} ({pred[r['config']] / pred['local']:.2f}x) |" if r["config"] in pred
                       else "- |"))
     for r in rows:
-        if r.get("share_first_pass"):
-            at, end = settled(r["share_first_pass"])
-            here = r.get("made_here_first_pass") or []
-            out += ["", f"{_name(r)}, the loader's first pass: the share settles at batch {at} of "
-                        f"{len(r['share_first_pass'])} (within {SETTLED} of {end:.2f}, its last 10 batches' mean, from "
-                        f"there on); made here: {sum(here[:at])} of the batches before, {sum(here[at:])} of "
-                        f"{len(here[at:])} after. Shares: " + " ".join(f"{x:.2f}" for x in r["share_first_pass"])]
+        if r["share"] == "auto" and r.get("batch_times_first_pass"):
+            out += ["", first_pass(r, rows)]
     checks = result["loopback_checks"]
     addrs = sorted({a for c in checks for a in c["listening_addresses"]})
     out += ["", f"Loopback: {len(checks)} checks, up to {max((c['processes'] for c in checks), default=0)} processes "
