@@ -124,7 +124,7 @@ def decode(
             raise ValueError(f"the images live on different devices ({sorted(map(str, devices))}); pass device=")
         target = batch.target(devices.pop() if devices else torch.device("cpu"))
     batch.run(items, target, opts)
-    return _returned(batch.finish(items), single, opts.on_error, return_info)
+    return _returned(batch.finish(items, return_info), single, opts.on_error, return_info)
 
 
 def read(
@@ -212,7 +212,7 @@ def read(
     if opts.on_error == "raise":
         batch.raise_first(items)
     batch.run(items, target, opts)
-    return _returned(batch.finish(items), single, opts.on_error, return_info)
+    return _returned(batch.finish(items, return_info), single, opts.on_error, return_info)
 
 
 def _read_one_jpeg(path: str, mode: str | None, max_pixels: int | None) -> Any:
