@@ -28,7 +28,7 @@ and advances the budget's clock by it) while the others run for real and
 are timed. Its report says so at the top and claims no GPU result.
 
 Output under $OUT (or ./device-check-out), at most 8 files, none in a folder:
-report.md, report.json, steps.log, doctor.json, figures.json, loader-profile.json,
+report.md (with the decode profile), report.json, steps.log, doctor.json, figures.json, loader-profile.json,
 bench-warm.json, bench-cold.json. Usage:
 
     python3 bench/device_check.py [--dry-run] [--plan]
@@ -307,6 +307,9 @@ def make_steps(cfg: Config, run: str) -> list[Step]:
              [py, r("bench/profile_loader.py"), "--images", "1024", "--tmpdir", "@BENCH_DIR@",
               "--json", f"{run}/loader-profile.json", "--md", f"{run}/loader-profile.md"],
              outputs=("loader-profile.json",), needs_bench_dir=True),
+        Step("decode-profile", "where gdsio.image.decode's host time goes (bench/profile_decode.py)", 20, 60, True,
+             "256 photographs decoded ~40 times by gdsio and torchvision, 10 of them under cProfile",
+             [py, r("bench/profile_decode.py")], stdout_file="decode-profile.md"),
         Step("bench-warm", "gdsio bench --warm", 30, 90, True, f"sizes {cfg.sizes}, {cfg.repeat} repeats, every path",
              [py, "-m", "gdsio", "bench", "--sizes", cfg.sizes, "--repeat", str(cfg.repeat), "--warm",
               "--tmpdir", "@BENCH_DIR@", "--json", f"{run}/bench-warm.json"],
@@ -860,6 +863,7 @@ def render_md(doc: dict[str, Any], run: str) -> str:
                 f"cut: {', '.join(proj['cut']) or 'nothing'}."]
     for title, name in (("The issues' figures (bench/figures.py)", "figures.md"),
                         ("Where the loader's time goes (bench/profile_loader.py)", "loader-profile.md"),
+                        ("Where gdsio.image.decode's host time goes (bench/profile_decode.py)", "decode-profile.md"),
                         ("gdsio bench, warm", "bench-warm.md"), ("gdsio bench, cold", "bench-cold.md")):
         p = os.path.join(run, name)
         if os.path.isfile(p) and os.path.getsize(p):

@@ -22,7 +22,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BENCH = os.path.join(REPO, "bench")
 SCRIPT = os.path.join(BENCH, "device_check.sh")
 PRIORITY = ["wheels", "machine", "build", "import", "doctor", "kernels", "reads", "nvjpeg", "loader", "figures"]
-LATER = ["gpu-rest", "loader-profile", "bench-warm", "bench-cold", "pytest-benchmark"]
+LATER = ["gpu-rest", "loader-profile", "decode-profile", "bench-warm", "bench-cold", "pytest-benchmark"]
 
 pytestmark = pytest.mark.skipif(not os.path.isfile(SCRIPT), reason="bench/ is not beside tests/ (an sdist without it)")
 
