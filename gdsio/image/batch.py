@@ -446,7 +446,8 @@ def info(it: Item) -> DecodeInfo:
 @dataclasses.dataclass(frozen=True)
 class Decoded:
     """What a batch gave, in input order: the images of the items that did
-    not fail, their DecodeInfo, and the indices of the items that failed."""
+    not fail, their DecodeInfo (empty unless ``finish`` was asked for them),
+    and the indices of the items that failed."""
 
     images: list[torch.Tensor]
     infos: list[DecodeInfo]
