@@ -82,6 +82,24 @@ class SlowOn(gd.BatchTransform):
         return self.inner(images)
 
 
+class GatedStart(gd.BatchTransform):
+    """The inner transform. Unpickled in another process (a Ray actor's start), it waits until the file `gate`
+    exists (120 s at most): the actor is not ready before."""
+
+    def __init__(self, inner, gate):
+        self.inner, self.gate, self.pid = inner, gate, os.getpid()
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if os.getpid() != self.pid:
+            deadline = time.monotonic() + 120
+            while not os.path.exists(self.gate) and time.monotonic() < deadline:
+                time.sleep(0.05)
+
+    def __call__(self, images):
+        return self.inner(images)
+
+
 class RecordNode(gd.BatchTransform):
     """The inner transform, writing the Ray node id it ran on to a file (one line per batch)."""
 
@@ -448,6 +466,23 @@ def test_auto_share_is_exact_and_says_where_it_went(cluster, folder):
     # The trainer's board decides before the feed calls an actor: one call for each batch the CPU nodes
     # made (9 batches of 2), none for a batch made here.
     assert loader._exec.feed._seq == s.remote_samples // 2, (loader._exec.feed._seq, s)
+
+
+@pytest.mark.ray
+def test_auto_gives_the_cpu_nodes_no_batch_before_an_actor_is_ready(cluster, folder, tmp_path):
+    # The pool cannot start until the gate opens, and it opens only after the epoch: every batch is made here,
+    # and the feed calls no actor. A feed that took batches before its actor was ready would hold the
+    # consumer until the gate's 120 s ran out, and the CPU node would make them.
+    gate = tmp_path / "gate"
+    loader = ray_loader(folder, 2, local_share="auto", transform=GatedStart(TF, str(gate)))
+    got = list(loader)
+    gate.touch()
+    assert_same(got, cpu_batches(folder, 2, 0))
+    s = loader.stats()
+    assert s.local_samples == 18 and s.remote_samples == 0 and s.local_share == 1.0, s
+    assert loader._exec is None or loader._exec.feed._seq == 0
+    loader.close()
+    assert not [t for t in threading.enumerate() if t.name == "gdsio-ray"]
 
 
 @pytest.mark.ray
