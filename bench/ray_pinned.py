@@ -228,9 +228,11 @@ def _commit() -> str:
     return out or os.environ.get("GDSIO_BENCH_COMMIT", "")
 
 
-def plan_predictions(root: str, batch: int, step_ms: float, sample: int) -> dict[str, Any]:
+def plan_predictions(root: str, batch: int, step_ms: float, sample: int,
+                     configs: tuple[str, ...] = ()) -> dict[str, Any]:
     """What ``gdsio offload-plan --measure`` predicts for this setup: the costs measured on `sample`
-    images of `root`, and the step rate of each config (one core here, one core of CPU nodes)."""
+    images of `root`, and the step rate of each config (one core here, one core of CPU nodes): the named ones,
+    0.0 and 0.5, and every fixed share N:SHARE in `configs`."""
     from gdsio.data.offload_measure import measure_offload_costs
     from gdsio.data.offload_plan import offload_plan
 
@@ -246,6 +248,9 @@ def plan_predictions(root: str, batch: int, step_ms: float, sample: int) -> dict
         pred[f"{nodes}:auto"] = one.steps_per_s_with_nodes
         for share in ("0.0", "0.5"):
             pred[f"{nodes}:{share}"] = one.steps_per_s_at(float(share))
+    for c in configs:
+        if _SHARE_CONFIG.fullmatch(c) and not c.endswith(":auto"):
+            pred[c] = one.steps_per_s_at(float(c.split(":", 1)[1]))
     return {"costs": dataclasses.asdict(costs), "plan": str(one), "advice": {
         "cpu_nodes": offload_plan(**kw, local_cores=1).cpu_nodes, "local_share": one.local_share},
         "steps_per_s": pred}
@@ -274,7 +279,7 @@ def run_pinned(images: int = 1024, batch: int = 64, step_ms: float = 30.0, passe
     root = os.path.join(tmp, "train")
     write_dataset(root, images, size)
     if plan:
-        result_plan = plan_predictions(root, batch, step_ms, min(images, 512))
+        result_plan = plan_predictions(root, batch, step_ms, min(images, 512), configs)
     base = dict(root=root, batch=batch, step_ms=step_ms, passes=passes)
     rows: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
