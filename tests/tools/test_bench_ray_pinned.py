@@ -56,11 +56,18 @@ def test_the_pinned_simulation_runs_pinned_on_loopback_and_leaves_nothing(pinned
 
 
 @pytest.mark.skipif(not os.path.isfile(os.path.join(BENCH, "ray_pinned.py")), reason="bench/ is not beside tests/")
-def test_auto_settles_where_its_share_stays_near_the_passs_end(pinned):
-    shares = [0.5, 0.55, 0.2, 0.3, 0.41, 0.45, 0.5, 0.44] + [0.46] * 10
-    at, end = pinned.settled(shares)
-    assert end == pytest.approx(0.46) and at == 4  # 0.3 is the last one more than 0.1 away
-    assert pinned.settled([0.5] * 12) == (0, 0.5)
+def test_auto_first_pass_is_told_by_tenths_and_against_the_fixed_shares(pinned):
+    here = [1] * 20 + [0, 1] * 14  # 48 batches: all made here while the pool starts, then every other one
+    assert pinned.tenths(here)[:4] == [1.0] * 4 and pinned.tenths(here)[-1] == 0.6  # batches 43-47
+    assert len(pinned.tenths(here)) == 10 and pinned.tenths([1, 0, 1]) == [1.0, 0.0, 1.0]
+    times = [0.1 * (k + 1) for k in range(48)]
+    rows = [dict(config="local", kind="local", share=None, nodes=0, batch_times_first_pass=[1.0] * 48),
+            dict(config="1:0.4", kind="ray", share="0.4", nodes=1, batch_times_first_pass=[9.6] * 48),
+            dict(config="1:auto", kind="ray", share="auto", nodes=1, batch_times_first_pass=times,
+                 made_here_first_pass=here)]
+    text = pinned.first_pass(rows[2], rows)
+    assert "48 batches in 4.80 s" in text and "9.60 s at 0.4 (0.50x)" in text and "1.00 s" not in text
+    assert "all of it 0.71" in text  # (20 + 14) / 48
 
 
 def _naming(text: str) -> list[int]:
