@@ -1,6 +1,6 @@
 """Where gdsio.image.decode's host time goes on a GPU, beside
 torchvision.io.decode_jpeg: 256 photographs (bench/photos.py) decoded to RGB
-from host bytes and from GPU memory, each timed (median of 10, synchronized),
+from host bytes and from GPU memory, each timed as the figures time (bench/figures.py),
 the steps around nvJPEG's batch call timed alone (the output allocations, the
 staging copy of host bitstreams, nvJPEG's hardware check, the header parse),
 then cProfile over 5 calls of each.
@@ -22,9 +22,7 @@ import cProfile
 import io
 import os
 import pstats
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -43,6 +41,7 @@ def main() -> int:
     import gdsio.image as gi
     from gdsio.image import batch, nvjpeg, transfer
     from gdsio.image.codec import Item
+    import figures
     from photos import jpegs
 
     print("gdsio from", gi.__file__)
@@ -52,15 +51,8 @@ def main() -> int:
     rgb = tv.io.ImageReadMode.RGB
     cuda = torch.device("cuda")
 
-    def median_ms(fn, reps=10):
-        ts = []
-        for _ in range(reps):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            fn()
-            torch.cuda.synchronize()
-            ts.append(time.perf_counter() - t0)
-        return 1e3 * statistics.median(ts)
+    def median_ms(fn, reps=10):  # the figures' timing (bench/figures.py): warm-up calls, then synchronized calls
+        return 1e3 * figures._timed(fn, "cuda", reps)["median_s"]
 
     for _ in range(3):  # warm: nvJPEG's handles, the caching allocators
         gi.decode(host, device="cuda", mode="RGB")

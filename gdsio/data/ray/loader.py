@@ -14,7 +14,7 @@ from ..loader import Loader as _GdsioLoader
 from ..loader import begin_pass, running_pass, track_pass
 from ..meter import LoaderStats, Meter
 from ..sampler import WindowOrder
-from .feed import TRANSPORTS
+from .feed import TRANSPORTS, calls_in_flight
 from .passes import Board, Execution, fixed_local, OffloadPass, OffloadShared
 from .shard_units import UnitBoard
 from .remote import check_cpus, connected_ray, import_ray, placed_nodes, Placement, pool_size
@@ -396,17 +396,17 @@ class Loader:
         if self.local_share == "auto":
             if self._shared.board is None:
                 self._shared.board = Board()
-            # The producer's horizon: the feed's places (up to twice its 2 * actors + 1 calls ahead) and the
+            # The producer's horizon: the feed's places (up to twice its calls in flight ahead) and the
             # producer's own reach (its queue and two batches in hand) past the consumer.
-            window = 2 * (self._actors or 1) + 1
+            window = calls_in_flight(self._actors or 1)
             self._shared.board.begin(self._pools, epoch=epoch, start=start, per=len(self),
                                      horizon=2 * window + self._local.prefetch + 2)
         spec_args = dict(offset=offset, per=per, remote_ks=ks)
         if isinstance(self.order, WindowOrder):  # the actors rebuild the order, and share its units
-            # The board keeps a unit while the batches asked for are within the calls in flight (2 per actor
-            # and one) of its last batch, counted in batches (a fixed share's places skip this node's; with
+            # The board keeps a unit while the batches asked for are within the calls in flight (and one) of
+            # its last batch, counted in batches (a fixed share's places skip this node's; with
             # "auto" the feed's places run at most twice the calls in flight ahead: 4 * actors + 2 < keep).
-            keep = (2 * (self._actors or 1) + 2) * (-(-len(self) // per) + 1)
+            keep = (calls_in_flight(self._actors or 1) + 1) * (-(-len(self) // per) + 1)
             units = self._units_handle()
             import_ray().get(units.begin.remote(self._pools, keep), timeout=self.timeout)
             spec_args.update(shard_starts=self.order.shard_starts, shuffle_window=self.order.shuffle_window,

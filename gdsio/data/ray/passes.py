@@ -25,7 +25,7 @@ from ..loader import consumed, finished, pass_plan
 from ..meter import Meter
 from ..producer import Producer
 from ..sampler import ShardedOrder
-from .feed import ActorFeed, FeedPlan, RemoteBatch, RemoteFeed, split_transform  # noqa: F401 - bench_ray.py
+from .feed import ActorFeed, FeedPlan, RemoteBatch, RemoteFeed, calls_in_flight, split_transform  # noqa: F401 - bench_ray.py
 from .remote import ActorSpec, describe_node, import_ray, node_loss, placed_nodes
 
 if TYPE_CHECKING:
@@ -220,7 +220,7 @@ class Execution:
         # "auto": the feed asks the board for each place it has a call free for, and calls an actor only for one
         # the CPU nodes got (this node's producer had not asked for it first).
         skip = (lambda place: board.owner(gen, *spec.place(place), "remote") != "remote") if board is not None else None
-        plan = FeedPlan(spec, count, actors, options, loader.placement, tail, inner.device.type == "cuda", window=2 * actors + 1,
+        plan = FeedPlan(spec, count, actors, options, loader.placement, tail, inner.device.type == "cuda", window=calls_in_flight(actors),
                         transport=loader.transport, skip=skip)
         self.watch = {n["NodeID"]: n for n in placed_nodes(loader.placement)}
         self.feed = ActorFeed(plan, self.q, self.stop)
@@ -297,7 +297,6 @@ class OffloadPass:
         self._local_head: Any = None
         self._queue: queue.Queue[Any] | None = None
         self._thread: threading.Thread | None = None
-        self._order: Any = None  # the local producer's order
         self._ex = ex
         self._switches = 0  # times this pass went over to making every batch here (the CPU nodes lost)
         shared.meter.begin_pass(epoch, start)
@@ -319,7 +318,6 @@ class OffloadPass:
         inner = self._shared.local
         plan = dataclasses.replace(pass_plan(inner, self._epoch, start), order=order, meter=self._shared.meter)
         self._queue = _Signalling(inner.prefetch, self._arrived)
-        self._order = order
         producer = Producer(plan, self._queue, self._stop, self._budget)
         self._thread = threading.Thread(target=producer.run, name="gdsio-loader", daemon=True)
         self._thread.start()
@@ -351,7 +349,7 @@ class OffloadPass:
         except BaseException:
             self.close()
             raise
-        _, images, labels = got
+        images, labels = got
         t1 = time.perf_counter()
         wait, wall = t1 - t0, t1 - (self._last if self._last is not None else t0)
         self._shared.meter.consumed(wait, wall, int(images.shape[0]))
@@ -411,7 +409,7 @@ class OffloadPass:
         head, self._local_head = self._local_head, None
         return head
 
-    def _take(self, k: int) -> tuple[str, Any, Any] | None:
+    def _take(self, k: int) -> tuple[Any, Any] | None:
         """Batch k from whichever side made it, or None when neither did (all its samples skipped)."""
         waited_from = time.perf_counter()
         next_health = waited_from + HEALTH_EVERY_S
@@ -437,7 +435,7 @@ class OffloadPass:
                     continue
             self._arrived.wait(POLL_S)
 
-    def _hand_over(self, head: ReadyBatch | RemoteBatch) -> tuple[str, Any, Any]:
+    def _hand_over(self, head: ReadyBatch | RemoteBatch) -> tuple[Any, Any]:
         loader = self._loader
         if isinstance(head, ReadyBatch):  # this node's
             images, labels, ready = head.images, head.labels, head.ready
@@ -449,7 +447,7 @@ class OffloadPass:
                     if isinstance(t, torch.Tensor) and t.is_cuda:
                         t.record_stream(cur)
             self._shared.sides.add("local", int(images.shape[0]))
-            return "local", images, labels
+            return images, labels
         images, labels = head.images, head.labels
         if loader.device.type == "cuda":  # from pinned memory, on the consumer's current stream
             images = images.to(loader.device, non_blocking=True)
@@ -457,7 +455,7 @@ class OffloadPass:
         if head.tail is not None:  # the chain's cast and normalisation, fused, on this device and stream
             images = head.tail(images)
         self._shared.sides.add("remote", int(images.shape[0]), head.node, head.seconds)
-        return "remote", images, labels
+        return images, labels
 
     # ---- a lost node --------------------------------------------------------------------
 
