@@ -18,7 +18,7 @@ import logging
 import queue
 import threading
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -108,6 +108,24 @@ class PassPlan:
     meter: Meter
     buffers: BatchBuffers  # host batch buffers (raw reads, fused transform outputs), kept by the Loader across passes
     crop_decode: bool = False  # CPU JPEGs: decode only the box the transform's first crop keeps
+    # The reads run in the producer's own thread, each as it is submitted (InlineExecutor): for a pass of one
+    # batch on one CPU (a CPU node's actor call), where a reader thread overlaps nothing and costs a thread
+    # and two hand-overs a sample.
+    inline_reads: bool = False
+
+
+class InlineExecutor(concurrent.futures.Executor):
+    """An executor that runs each call in the submitting thread, at once, and
+    hands back its finished future (the result, or the exception a reader
+    thread's future would hold)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            fut.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # as ThreadPoolExecutor's worker: the future holds it, result() raises it
+            fut.set_exception(e)
+        return fut
 
 
 class Producer:
@@ -175,9 +193,9 @@ class Producer:
 
     def run(self) -> None:
         mark_loader_thread()
-        pool = concurrent.futures.ThreadPoolExecutor(
-            self.plan.threads, thread_name_prefix="gdsio-reader", initializer=mark_loader_thread
-        )
+        pool: concurrent.futures.Executor = InlineExecutor() if self.plan.inline_reads else (
+            concurrent.futures.ThreadPoolExecutor(
+                self.plan.threads, thread_name_prefix="gdsio-reader", initializer=mark_loader_thread))
         try:
             t = self.plan.table
             if (isinstance(self.plan.order, WindowOrder) and t.shards is not None and t.ranges is not None

@@ -770,6 +770,61 @@ def test_the_auto_board_answers_the_producer_only_near_the_consumer():
     assert board.owner(0, 2, 8, "local") == "stale"
 
 
+@pytest.mark.parametrize("on_error", ["skip", "raise"])
+def test_inline_reads_make_the_same_batches_in_the_producers_own_thread(tmp_path, monkeypatch, on_error):
+    """A CPU node's actor call (one batch, one CPU) reads and decodes in the producer's thread: the same
+    batches, the same skipped sample or the same error naming the file, and no reader thread started."""
+    import dataclasses
+    import glob
+    import queue as queue_module
+
+    from gdsio.data import producer as producer_module
+    from gdsio.data.flow import END, Failed, ReadyBatch
+
+    write_jpeg_folder(str(tmp_path / "train"), classes=2, per_class=5, size=(20, 14))
+    bad = sorted(glob.glob(str(tmp_path / "train" / "*" / "*")))[3]
+    with open(bad, "wb") as f:
+        f.write(b"\xff\xd8\xff\xe0 not a JPEG after its first marker")
+    tf = gd.Compose([gd.RandomResizedCrop(8), gd.RandomHorizontalFlip()])
+    inner = gd.Loader(str(tmp_path / "train"), 4, device="cpu", transform=tf, shuffle=True, seed=3, on_error=on_error)
+    pools = []
+    real_pool = producer_module.concurrent.futures.ThreadPoolExecutor
+
+    def counted_pool(*args, **kwargs):
+        pools.append(args)
+        return real_pool(*args, **kwargs)
+
+    monkeypatch.setattr(producer_module.concurrent.futures, "ThreadPoolExecutor", counted_pool)
+
+    def run(inline):
+        q, kept = queue_module.Queue(), {}
+        plan = dataclasses.replace(inner._plan(0, 0), threads=1, inline_reads=inline)
+        producer_module.Producer(plan, q, threading.Event(), kept=kept).run()  # in this thread, to its end
+        out = []
+        while (item := q.get_nowait()) is not END:
+            if isinstance(item, Failed):
+                out.append(("failed", type(item.error).__name__, str(item.error)))
+                break
+            assert isinstance(item, ReadyBatch)
+            out.append((item.batch_no, item.images.clone(), item.labels.clone(), kept[item.batch_no].tolist()))
+        return out
+
+    threaded = run(False)
+    assert len(pools) == 1
+    inline = run(True)
+    assert len(pools) == 1  # no reader pool for the inline pass
+    assert len(inline) == len(threaded) > 0
+    for a, b in zip(inline, threaded):
+        if a[0] == "failed":
+            assert a == b and os.path.basename(bad) in a[2]
+        else:
+            assert a[0] == b[0] and torch.equal(a[1], b[1]) and torch.equal(a[2], b[2]) and a[3] == b[3]
+    if on_error == "skip":
+        assert sum(len(x[3]) for x in inline) == 9  # the bad file's sample left out, every other one there
+    else:
+        assert inline[-1][0] == "failed"
+
+
 def test_a_producer_waits_for_an_order_not_yet_decided_only_with_nothing_in_hand(tmp_path):
     """The producer meets NOT_YET: it finishes the batch it has read first (its put lets the consumer move on),
     and waits only with nothing in hand."""

@@ -238,7 +238,10 @@ class _Maker:
                         # A pool per call: the batch leaves as Ray's copy. One kept across calls made more page
                         # faults and CPU (Ray still held the last batch when the next call came: a new buffer each time).
                         buffers=BatchBuffers(),
-                        crop_decode=True)  # as gdsio.Loader's default: the same pixels, a crop's box decoded
+                        crop_decode=True,  # as gdsio.Loader's default: the same pixels, a crop's box decoded
+                        # One CPU: each sample read and decoded in this thread (0.88-0.91x the node's CPU an
+                        # image, bench/results/ray-actor-inline-2026-12-04.md); more: the reader threads.
+                        inline_reads=spec.threads == 1)
         t0 = time.perf_counter()
         producer = Producer(plan, q, threading.Event(), None, kept=kept)
         producer.windows = windows  # the order here is _Given's: the producer makes no ShardWindows of its own
