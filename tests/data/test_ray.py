@@ -825,6 +825,33 @@ def test_inline_reads_make_the_same_batches_in_the_producers_own_thread(tmp_path
         assert inline[-1][0] == "failed"
 
 
+@pytest.mark.parametrize("cpus", [1, 2])
+def test_an_actor_call_on_one_cpu_starts_no_reader_thread(tmp_path, monkeypatch, cpus):
+    """BatchMaker.make (one actor call, one batch) with one CPU reads in the call's thread; with more, in a
+    pool of that many readers; the batch is gdsio.Loader's either way."""
+    from gdsio.data import producer as producer_module
+    from gdsio.data.ray.remote import ActorSpec, BatchMaker
+
+    write_jpeg_folder(str(tmp_path / "train"), classes=2, per_class=4, size=(20, 14))
+    tf = gd.Compose([gd.RandomResizedCrop(8), gd.RandomHorizontalFlip()])
+    ref = gd.Loader(str(tmp_path / "train"), 4, device="cpu", transform=tf, shuffle=True, seed=5)
+    o = ref.order
+    spec = ActorSpec(table=ref.table, num_samples=o.num_samples, batch_size=4, shuffle=o.shuffle, seed=o.seed,
+                     rank=0, world_size=1, drop_last=False, epoch=0, transform=tf, mode=ref.image_mode,
+                     on_error="raise", threads=cpus, per_batch=True, per=len(ref))
+    maker = BatchMaker.__new__(BatchMaker)  # as the actor's __init__ makes it, without Ray's node id
+    maker.spec, maker.node, maker.order, maker.units, maker._indices = spec, "node", spec.order(), None, {}
+    pools = []
+    real_pool = producer_module.concurrent.futures.ThreadPoolExecutor
+    monkeypatch.setattr(producer_module.concurrent.futures, "ThreadPoolExecutor",
+                        lambda *a, **k: pools.append(a) or real_pool(*a, **k))
+    made = [maker.make(place) for place in range(len(ref))]
+    assert pools == ([] if cpus == 1 else [(cpus,)] * len(ref))
+    for (epoch, k, images, labels, _, _), (want_images, want_labels) in zip(made, ref):
+        assert epoch == 0 and torch.equal(torch.from_numpy(images), want_images)
+        assert torch.equal(torch.from_numpy(labels), want_labels.to(torch.int64))
+
+
 def test_a_producer_waits_for_an_order_not_yet_decided_only_with_nothing_in_hand(tmp_path):
     """The producer meets NOT_YET: it finishes the batch it has read first (its put lets the consumer move on),
     and waits only with nothing in hand."""
