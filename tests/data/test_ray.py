@@ -770,6 +770,26 @@ def test_the_auto_board_answers_the_producer_only_near_the_consumer():
     assert board.owner(0, 2, 8, "local") == "stale"
 
 
+def _in_a_thread(fn):
+    """fn() in a thread of its own (a producer marks the thread it runs in as a loader's, which must not be the
+    test runner's: a loader closed there later would not join its threads); its result, or its exception."""
+    out = []
+    t = threading.Thread(target=lambda: out.append(_outcome(fn)))
+    t.start()
+    t.join(120)  # the producer's own end: the bound only keeps a broken run from hanging the suite
+    assert not t.is_alive() and len(out) == 1
+    if isinstance(out[0], BaseException):
+        raise out[0]
+    return out[0]
+
+
+def _outcome(fn):
+    try:
+        return fn()
+    except BaseException as e:
+        return e
+
+
 @pytest.mark.parametrize("on_error", ["skip", "raise"])
 def test_inline_reads_make_the_same_batches_in_the_producers_own_thread(tmp_path, monkeypatch, on_error):
     """A CPU node's actor call (one batch, one CPU) reads and decodes in the producer's thread: the same
@@ -799,7 +819,7 @@ def test_inline_reads_make_the_same_batches_in_the_producers_own_thread(tmp_path
     def run(inline):
         q, kept = queue_module.Queue(), {}
         plan = dataclasses.replace(inner._plan(0, 0), threads=1, inline_reads=inline)
-        producer_module.Producer(plan, q, threading.Event(), kept=kept).run()  # in this thread, to its end
+        _in_a_thread(producer_module.Producer(plan, q, threading.Event(), kept=kept).run)  # to its end
         out = []
         while (item := q.get_nowait()) is not END:
             if isinstance(item, Failed):
@@ -845,9 +865,11 @@ def test_an_actor_call_on_one_cpu_starts_no_reader_thread(tmp_path, monkeypatch,
     real_pool = producer_module.concurrent.futures.ThreadPoolExecutor
     monkeypatch.setattr(producer_module.concurrent.futures, "ThreadPoolExecutor",
                         lambda *a, **k: pools.append(a) or real_pool(*a, **k))
-    made = [maker.make(place) for place in range(len(ref))]
+    made = _in_a_thread(lambda: [maker.make(place) for place in range(len(ref))])  # as the actor's thread
     assert pools == ([] if cpus == 1 else [(cpus,)] * len(ref))
-    for (epoch, k, images, labels, _, _), (want_images, want_labels) in zip(made, ref):
+    want = list(ref)  # the whole pass: its threads end with it (a pass left open keeps them for later tests)
+    assert len(want) == len(made)
+    for (epoch, k, images, labels, _, _), (want_images, want_labels) in zip(made, want):
         assert epoch == 0 and torch.equal(torch.from_numpy(images), want_images)
         assert torch.equal(torch.from_numpy(labels), want_labels.to(torch.int64))
 
