@@ -229,10 +229,10 @@ def _commit() -> str:
 
 
 def plan_predictions(root: str, batch: int, step_ms: float, sample: int,
-                     configs: tuple[str, ...] = ()) -> dict[str, Any]:
+                     configs: tuple[str, ...] = CONFIGS) -> dict[str, Any]:
     """What ``gdsio offload-plan --measure`` predicts for this setup: the costs measured on `sample`
-    images of `root`, and the step rate of each config (one core here, one core of CPU nodes): the named ones,
-    0.0 and 0.5, and every fixed share N:SHARE in `configs`."""
+    images of `root`, and the step rate of each config (one core here, one core of CPU nodes): "local",
+    "local-again", "both", and every N:auto and N:SHARE in `configs`."""
     from gdsio.data.offload_measure import measure_offload_costs
     from gdsio.data.offload_plan import offload_plan
 
@@ -244,13 +244,10 @@ def plan_predictions(root: str, batch: int, step_ms: float, sample: int,
     one = offload_plan(**kw, local_cores=1, cpu_nodes=1)  # two nodes sharing core 1: still one core of them
     pred = {"local": one.steps_per_s_alone, "local-again": one.steps_per_s_alone,
             "both": offload_plan(**kw, local_cores=2, cpu_nodes=0).steps_per_s_alone}
-    for nodes in (1, 2):
-        pred[f"{nodes}:auto"] = one.steps_per_s_with_nodes
-        for share in ("0.0", "0.5"):
-            pred[f"{nodes}:{share}"] = one.steps_per_s_at(float(share))
     for c in configs:
-        if _SHARE_CONFIG.fullmatch(c) and not c.endswith(":auto"):
-            pred[c] = one.steps_per_s_at(float(c.split(":", 1)[1]))
+        if _SHARE_CONFIG.fullmatch(c):
+            share = c.split(":", 1)[1]
+            pred[c] = one.steps_per_s_with_nodes if share == "auto" else one.steps_per_s_at(float(share))
     return {"costs": dataclasses.asdict(costs), "plan": str(one), "advice": {
         "cpu_nodes": offload_plan(**kw, local_cores=1).cpu_nodes, "local_share": one.local_share},
         "steps_per_s": pred}

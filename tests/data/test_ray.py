@@ -35,7 +35,7 @@ from gdsio.data import loopback
 from gdsio.errors import SampleError
 from gdsio.tools.demo import write_jpeg_folder
 
-from conftest import run_python
+from conftest import in_time, run_python
 
 # hypothesis is imported above so that its pytest plugin does not import (and
 # assertion-rewrite) it lazily during a test while Ray's threads run: CPython
@@ -770,26 +770,6 @@ def test_the_auto_board_answers_the_producer_only_near_the_consumer():
     assert board.owner(0, 2, 8, "local") == "stale"
 
 
-def _in_a_thread(fn):
-    """fn() in a thread of its own (a producer marks the thread it runs in as a loader's, which must not be the
-    test runner's: a loader closed there later would not join its threads); its result, or its exception."""
-    out = []
-    t = threading.Thread(target=lambda: out.append(_outcome(fn)))
-    t.start()
-    t.join(120)  # the producer's own end: the bound only keeps a broken run from hanging the suite
-    assert not t.is_alive() and len(out) == 1
-    if isinstance(out[0], BaseException):
-        raise out[0]
-    return out[0]
-
-
-def _outcome(fn):
-    try:
-        return fn()
-    except BaseException as e:
-        return e
-
-
 @pytest.mark.parametrize("on_error", ["skip", "raise"])
 def test_inline_reads_make_the_same_batches_in_the_producers_own_thread(tmp_path, monkeypatch, on_error):
     """A CPU node's actor call (one batch, one CPU) reads and decodes in the producer's thread: the same
@@ -819,7 +799,9 @@ def test_inline_reads_make_the_same_batches_in_the_producers_own_thread(tmp_path
     def run(inline):
         q, kept = queue_module.Queue(), {}
         plan = dataclasses.replace(inner._plan(0, 0), threads=1, inline_reads=inline)
-        _in_a_thread(producer_module.Producer(plan, q, threading.Event(), kept=kept).run)  # to its end
+        # To its end, in a thread of its own: a producer marks its thread as a loader's, which pytest's must not be
+        # (a loader closed there later would not join its threads).
+        in_time(producer_module.Producer(plan, q, threading.Event(), kept=kept).run, 120)
         out = []
         while (item := q.get_nowait()) is not END:
             if isinstance(item, Failed):
@@ -865,7 +847,7 @@ def test_an_actor_call_on_one_cpu_starts_no_reader_thread(tmp_path, monkeypatch,
     real_pool = producer_module.concurrent.futures.ThreadPoolExecutor
     monkeypatch.setattr(producer_module.concurrent.futures, "ThreadPoolExecutor",
                         lambda *a, **k: pools.append(a) or real_pool(*a, **k))
-    made = _in_a_thread(lambda: [maker.make(place) for place in range(len(ref))])  # as the actor's thread
+    made = in_time(lambda: [maker.make(place) for place in range(len(ref))], 120)  # a thread of its own, as above
     assert pools == ([] if cpus == 1 else [(cpus,)] * len(ref))
     want = list(ref)  # the whole pass: its threads end with it (a pass left open keeps them for later tests)
     assert len(want) == len(made)

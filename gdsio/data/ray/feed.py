@@ -61,6 +61,8 @@ log = logging.getLogger("gdsio")
 
 WAIT_S = 1.0  # how often a feed blocked on a result looks at its stop flag (not a poll of the result)
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # what the fused kernel writes
+
+
 def calls_in_flight(actors: int) -> int:
     """The feed's actor calls in flight at most (FeedPlan.window): two an actor, so each has the next call
     queued while it makes one, and one more."""
