@@ -33,13 +33,17 @@ def _bucket(moto, name: str = "bkt", objects: dict[str, bytes] | None = None):
 
 
 def _enforce_auth(moto, bucket_allowed: str) -> tuple[str, str]:
-    """An IAM user allowed s3:GetObject/ListBucket on one bucket only; moto then
+    """An IAM user allowed to read and list one bucket only; moto then
     checks every request's signature and policy. Returns its keys."""
     from moto import settings as moto_settings
 
     iam = moto.client("iam")
     iam.create_user(UserName="reader")
-    policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket"],
+    # AWS asks for s3:GetObject on a HEAD; moto 5.2.6 asks for "s3:HeadObject", an action AWS does not have (moto's
+    # request routing names the action after the API call). Allowing both keeps the user a reader of this bucket on
+    # either and changes nothing on AWS, where no request asks for s3:HeadObject.
+    policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+              "Action": ["s3:GetObject", "s3:HeadObject", "s3:ListBucket"],
               "Resource": [f"arn:aws:s3:::{bucket_allowed}", f"arn:aws:s3:::{bucket_allowed}/*"]}]}
     iam.put_user_policy(UserName="reader", PolicyName="read", PolicyDocument=json.dumps(policy))
     k = iam.create_access_key(UserName="reader")["AccessKey"]
