@@ -24,7 +24,10 @@ v2.Resize((S, S)) if torchvision imports, else PIL's resize((S, S),
 BILINEAR); its pixels are compared within a tolerance, not for equality,
 and it is never the goal's measure); litdata's StreamingDataset over its
 own chunks of the same files if it imports (skipped with the reason
-otherwise; ``--peers-path`` adds a folder it was installed into apart); and
+otherwise; ``--peers-path`` adds a folder it was installed into apart);
+Mosaic Streaming's StreamingDataset over its own MDS shards of the same
+files if it imports (it needs a torchvision built for this torch: run the
+bench from a venv that has both, with this gdsio on PYTHONPATH); and
 on the local disk, the shards against the same files as an ImageFolder. The
 fast rows run ``--rounds`` times round-robin and keep their best round. Each
 row: images/s over the pass, the time from ``iter()`` to the first batch, the
@@ -37,6 +40,7 @@ of the three processes is checked to be on 127.0.0.1.
 
     python bench/bench_shards.py                                  # the issue's sizes (minutes)
     python bench/bench_shards.py --peers-path /tmp/peers          # + litdata installed there
+    PYTHONPATH=. /tmp/benchvenv/bin/python bench/bench_shards.py  # a venv with every peer (Mosaic too)
     python bench/bench_shards.py --smoke --out-dir /tmp/x         # tiny sizes (the test)
 """
 
@@ -90,7 +94,22 @@ def machine() -> dict[str, Any]:
     with open("/proc/meminfo") as f:
         mem = int(f.readline().split()[1]) * 1024
     return {"cpu": cpu, "cpus": os.cpu_count(), "memory_gib": round(mem / 2**30, 1), "python": platform.python_version(),
-            "torch": torch.__version__, "platform": platform.platform(), "gdsio_from": os.path.dirname(gdsio.__file__)}
+            "torch": torch.__version__, "platform": platform.platform(), "gdsio_from": os.path.dirname(gdsio.__file__),
+            "peers": peer_versions()}
+
+
+def peer_versions() -> dict[str, str]:
+    """The installed version of each peer package (and of obstore: litdata reads chunks with it where it is
+    installed, with boto3 where not), from its metadata: nothing is imported."""
+    from importlib import metadata
+
+    out = {}
+    for name in ("webdataset", "litdata", "mosaicml-streaming", "torchvision", "obstore", "boto3"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
 
 
 def git(*args: str) -> str:
@@ -328,7 +347,7 @@ class WdsPil:
 def pil_resize_name() -> str:
     try:
         import torchvision  # noqa: F401
-    except ImportError:
+    except Exception:  # noqa: BLE001 - ImportError, or RuntimeError from a torchvision built for another torch
         return "PIL resize((S, S), BILINEAR) (torchvision does not import here)"
     return f"torchvision {torchvision.__version__} v2.Resize((S, S), antialias=True) on the PIL image"
 
@@ -530,6 +549,87 @@ def litdata_row(servers: Servers, prefix: str, a: argparse.Namespace, cache: Pat
     return make
 
 
+MOSAIC_ABSENT = ("Mosaic Streaming does not import here ({}): it imports torchvision and transformers at its top "
+                 "level, and `pip install mosaicml-streaming` replaces torch 2.13.0+cpu with 2.14.1 and its CUDA wheels, "
+                 "so it is not in /work/venv; a venv of torch 2.14.1 + torchvision 0.29.1 + mosaicml-streaming (and "
+                 "this bench's other peers) runs every row of this bench with it (gdsio/_core links no torch)")
+
+
+def mosaic_import() -> Any:
+    """streaming's StreamingDataset and StreamingDataLoader, or Skip with the reason (ImportError, or torchvision's
+    RuntimeError where its build does not match torch's)."""
+    try:
+        from streaming import StreamingDataLoader, StreamingDataset
+    except Exception as e:  # noqa: BLE001 - any failure to import is the row's reason
+        raise Skip(MOSAIC_ABSENT.format(f"{type(e).__name__}: {e}"[:200])) from e
+    return StreamingDataset, StreamingDataLoader
+
+
+def mosaic_convert(files: list[Path], out: Path, shard_bytes: int) -> str | None:
+    """Mosaic's own format (MDS) of the same files: the JPEG bytes as they are (no compression, no re-encode),
+    the label, the ImageFolder position; None when done, else why not."""
+    done = out.parent / (out.name + ".done")
+    if done.exists():
+        return None
+    try:
+        from streaming import MDSWriter
+    except Exception as e:  # noqa: BLE001
+        return MOSAIC_ABSENT.format(f"{type(e).__name__}: {e}"[:200])
+    shutil.rmtree(out, ignore_errors=True)
+    with MDSWriter(out=str(out), columns={"image": "bytes", "label": "int", "index": "int"},
+                   size_limit=shard_bytes, progress_bar=False) as w:
+        for k, f in enumerate(files):
+            w.write({"image": f.read_bytes(), "label": int(f.parent.name[1:]), "index": k})
+    done.write_text("")
+    return None
+
+
+_MOSAIC_CLASS: Any = None
+
+
+def mosaic_dataset_class() -> Any:
+    """StreamingDataset, each sample decoded as every row decodes (Mosaic's way: a subclass's get_item), made once
+    and kept as this module's ``MosaicDecoded`` (so pickle finds it)."""
+    global _MOSAIC_CLASS
+    if _MOSAIC_CLASS is None:
+        base, _ = mosaic_import()
+
+        class MosaicDecoded(base):  # type: ignore[misc, valid-type]
+            def __init__(self, *, size: int, **kwargs: Any) -> None:
+                super().__init__(**kwargs)
+                self.decode = Decode(size)
+
+            def get_item(self, idx: int, retry: int = 7) -> tuple[torch.Tensor, int, str]:
+                x = super().get_item(idx, retry)
+                return self.decode(x["image"]), int(x["label"]), str(x["index"])
+
+        MosaicDecoded.__module__, MosaicDecoded.__qualname__ = __name__, "MosaicDecoded"
+        globals()["MosaicDecoded"] = _MOSAIC_CLASS = MosaicDecoded
+    return _MOSAIC_CLASS
+
+
+def mosaic_row(servers: Servers, prefix: str, a: argparse.Namespace, cache: Path, why: str | None) -> Callable[[], Any]:
+    """Mosaic Streaming's StreamingDataset(shuffle=True) + StreamingDataLoader(num_workers=2) over its own MDS shards
+    of the same images, read from the same moto through the proxy (S3_ENDPOINT_URL; a fresh local shard cache each
+    pass), decoded the same way."""
+
+    def make() -> Any:
+        if why:
+            raise Skip(why)
+        _, loader = mosaic_import()
+        from streaming.base.util import clean_stale_shared_memory
+
+        clean_stale_shared_memory()  # a previous pass's shared memory, left by its workers
+        local = cache / "mosaic-shard-cache"
+        shutil.rmtree(local, ignore_errors=True)
+        os.environ["S3_ENDPOINT_URL"] = servers.base
+        ds = mosaic_dataset_class()(size=a.size, remote=f"s3://{BUCKET}/{prefix}", local=str(local), shuffle=True,
+                                    shuffle_seed=a.seed, batch_size=a.batch)
+        return loader(ds, batch_size=a.batch, num_workers=2, collate_fn=_collate)
+
+    return make
+
+
 def _same(x: dict[str, Any], y: dict[str, Any]) -> bool | None:
     if x.get("first") is None or y.get("first") is None:
         return None
@@ -556,6 +656,7 @@ def render(doc: dict[str, Any]) -> str:
            f"{doc['commit_start']['gdsio_tree']}: the modules were imported then)"),
         f"- machine: {m['cpu']}, {m['cpus']} CPUs, {m['memory_gib']} GiB, {m['platform']}, Python {m['python']}, "
         f"torch {m['torch']}; shared VM, load average at start {doc['load_start']}, at end {doc['load_end']}",
+        "- peers: " + ", ".join(f"{k} {v}" for k, v in m.get("peers", {}).items()),
         f"- data: {doc['data']['images']} JPEGs ({doc['data']['mean_kb']:.0f} KB mean, ImageNet sizes, from "
         f"scikit-image's photographs), {doc['data']['shards']} shards of {doc['data']['shard_mb']:.0f} MB "
         f"(+ {doc['data']['shards100']} for the first-batch rows); batch {doc['config']['batch']}, every image "
@@ -641,14 +742,16 @@ def goals(rows: dict[str, dict[str, Any]]) -> list[str]:
         out.append(f"local disk, shards no slower than the ImageFolder: {v:.2f}x the images/s "
                    f"(CPU s {ls['cpu_s']:.1f} vs {lf['cpu_s']:.1f}) -> {'met' if v >= 0.97 else 'NOT met'} "
                    "(within 3% counts as no slower on this shared VM)")
-    lit = ok("litdata-s3")
-    if best and lit:
-        v = best["images_per_s"] / lit["images_per_s"]
-        out.append(f"ahead of litdata (its own chunks, same server): {v:.2f}x ({best['row']}, CPU ms/image "
-                   f"{best['cpu_ms_per_image']:.2f} vs {lit['cpu_ms_per_image']:.2f}) -> {'met' if v > 1 else 'NOT met'}; "
-                   "Mosaic Streaming not measured (see its row)")
-    else:
-        out.append("ahead of litdata / Mosaic Streaming: not measured (see their rows)")
+    for name, who, fmt in (("litdata-s3", "litdata", "its own chunks"), ("mosaic-streaming-s3", "Mosaic Streaming",
+                                                                           "its own MDS shards")):
+        peer = ok(name)
+        if best and peer:
+            v = best["images_per_s"] / peer["images_per_s"]
+            out.append(f"ahead of {who} ({fmt}, same server): {v:.2f}x ({best['row']}, CPU ms/image "
+                       f"{best['cpu_ms_per_image']:.2f} vs {peer['cpu_ms_per_image']:.2f}) -> "
+                       f"{'met' if v > 1 else 'NOT met'}")
+        else:
+            out.append(f"ahead of {who}: not measured (see its row)")
     return out
 
 
@@ -712,6 +815,8 @@ def main(argv: list[str] | None = None) -> int:
         lit_why = litdata_convert(files, lit_out, shard_bytes, child_env)
     except ImportError as e:
         lit_out, lit_why = None, LITDATA_ABSENT.format(e)
+    mosaic_out = cache / f"{folder.name}-mosaic-{shard_bytes}"
+    mosaic_why = mosaic_convert(files, mosaic_out, shard_bytes)
     servers = Servers(a.delay, a.bandwidth)
     try:
         listening = listening_sockets(servers.pids())
@@ -727,6 +832,8 @@ def main(argv: list[str] | None = None) -> int:
                     up.append((Path(sp + ".idx.json"), f"{prefix}/{os.path.basename(sp)}.idx.json"))
         if lit_out is not None and not lit_why:
             up += [(f, f"litdata/{f.name}") for f in sorted(lit_out.iterdir()) if f.is_file()]
+        if not mosaic_why:
+            up += [(f, f"mosaic/{f.name}") for f in sorted(mosaic_out.iterdir()) if f.is_file()]
         upload(s3, up)
         s3.close()
         os.environ.update({"AWS_ENDPOINT_URL": servers.base, "AWS_ACCESS_KEY_ID": "testing",
@@ -799,11 +906,10 @@ def main(argv: list[str] | None = None) -> int:
                      "other rows)", webdataset_row(curl("shards", local), a, pil=True), servers, None),
                     ("litdata-s3", "litdata.StreamingDataset(s3 chunks of --shard-bytes, shuffle=True) + "
                      "StreamingDataLoader(num_workers=2), boto3 through the proxy",
-                     litdata_row(servers, "litdata", a, cache, lit_why), servers, None))
-        rows.append({"row": "mosaic-streaming-s3", "what": "Mosaic Streaming (MDS)", "status": "skipped",
-                     "reason": "not installed: `pip install --dry-run mosaicml-streaming` would replace torch 2.13.0+cpu "
-                               "with 2.14.1 and its CUDA wheels (pinned to 2.13: numpy 2.1.3 downgrade, torchvision, "
-                               "transformers, cloud SDKs, ~60 packages into the shared venv)"})
+                     litdata_row(servers, "litdata", a, cache, lit_why), servers, None),
+                    ("mosaic-streaming-s3", "Mosaic Streaming: StreamingDataset(its MDS shards of --shard-bytes, "
+                     "shuffle=True) + StreamingDataLoader(num_workers=2), boto3 through the proxy",
+                     mosaic_row(servers, "mosaic", a, cache, mosaic_why), servers, None))
         interleaved(*[(f"first-batch-100-gdsio-{tag}", f"the {n100}-shard set, **{kw}, first batch only",
                        shard_loader(brace("shards100", n100), a, kw, tag), servers, a.batch)
                       for tag, kw in (("global", global_kw), ("window", window_kw))],
