@@ -16,9 +16,14 @@ one run:
 - ``gdsio.Loader`` on cores 0 and 1 (threads=2), no Ray: the ceiling;
 - ``gdsio.Loader`` alone again, last: how much the machine's load drifted.
 
-Each config makes one untimed pass (actors start, page cache) then --passes
+Each config makes untimed passes (actors start, page cache) then --passes
 timed passes over one loader (the Ray loaders keep one actor pool over all
-of them: ``epochs_per_pool``). The VM's load drifts, so every config after
+of them: ``epochs_per_pool``). A Ray config's untimed passes go on until
+every CPU node has made a batch in one (at most WARM_PASSES): with
+``"auto"`` this node makes every batch of a pass that ends before an actor
+is up, and the actors' start (their imports: seconds of CPU each on the
+shared core) then fell in the timed passes, charged to two nodes' images
+as if they cost that per image. The VM's load drifts, so every config after
 the first is paired with a ``gdsio.Loader``-alone run on core 0 just before
 it. Per config: steps/s and its ratio to that run, and CPU-ms per image
 (user + system) of the consumer's process, of the head's processes (both on
@@ -55,6 +60,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 MARK = "@@pinned "  # the consumer's protocol lines on stdout; anything else there is passed over
 PRE = {"gdsio-role": "preprocess"}
+WARM_PASSES = 4  # untimed passes at most, until every CPU node has made a batch
 _SHARE_CONFIG = re.compile(r"[1-9]:(auto|0(\.[0-9]+)?|1(\.0*)?)")  # N CPU nodes, a fixed share or auto
 CONFIGS = ("local", "1:0.0", "1:0.5", "1:auto", "2:0.0", "2:0.5", "2:auto", "both", "local-again")
 SMOKE_CONFIGS = ("local", "1:0.0", "2:auto", "both")
@@ -103,7 +109,8 @@ def consumer_main(spec: dict[str, Any]) -> int:
         wait_for_nodes(ray, spec["nodes"], PRE, timeout=120)
         share = spec["share"] if spec["share"] == "auto" else float(spec["share"])
         loader = gray.Loader(spec["root"], batch, device="cpu", transform=tf, shuffle=True, local_share=share,
-                             resources=PRE, threads=1, timeout=300, epochs_per_pool=spec["passes"] + 1)
+                             resources=PRE, threads=1, timeout=300,
+                             epochs_per_pool=spec["passes"] + WARM_PASSES)
 
     def one_pass(times: list[float] | None = None, sides: list[int] | None = None) -> tuple[int, int, float]:
         t0 = time.perf_counter()
@@ -126,6 +133,14 @@ def consumer_main(spec: dict[str, Any]) -> int:
     times: list[float] = []
     here: list[int] = []
     one_pass(times, here)  # warm-up: actors start, page cache
+    warm = 1
+    # until every CPU node has made a batch in an untimed pass (its actor started, its first call made)
+    while (ray is not None and share != 1.0 and len(loader.stats().remote_nodes) < spec["nodes"]
+           and warm < WARM_PASSES):
+        loader.stats(reset=True)
+        one_pass()
+        warm += 1
+    warm_nodes = len(loader.stats().remote_nodes) if ray is not None else 0
     loader.stats(reset=True)
     _say(ready=os.getpid())
     _wait("go")
@@ -143,7 +158,8 @@ def consumer_main(spec: dict[str, Any]) -> int:
            "remote_samples": getattr(s, "remote_samples", 0), "local_share_end": getattr(s, "local_share", 1.0),
            "remote_ms_per_sample": getattr(s, "remote_ms_per_sample", None),
            "remote_pools": getattr(s, "remote_pools", 0), "finished_here": getattr(s, "finished_here", {}),
-           "batch_times_first_pass": times, "made_here_first_pass": here}
+           "batch_times_first_pass": times, "made_here_first_pass": here, "warm_passes": warm,
+           "warm_nodes": warm_nodes}
     _say(done=out)
     _wait("end")  # the bench checks this process's sockets while it is connected
     if hasattr(loader, "close"):
@@ -422,6 +438,11 @@ def table(result: dict[str, Any]) -> str:
     for r in rows:
         if r["share"] == "auto" and r.get("batch_times_first_pass"):
             out += ["", first_pass(r, rows)]
+    warm = [f"{_name(r)} {r['warm_passes']} ({r['warm_nodes']} of {r['nodes']} CPU nodes made a batch in the last)"
+            for r in rows if r["kind"] != "local" and "warm_passes" in r]
+    if warm:
+        out += ["", "Untimed passes before the timed ones (until every CPU node has made a batch in one, at most "
+                f"{WARM_PASSES}): " + "; ".join(warm) + "."]
     checks = result["loopback_checks"]
     addrs = sorted({a for c in checks for a in c["listening_addresses"]})
     out += ["", f"Loopback: {len(checks)} checks, up to {max((c['processes'] for c in checks), default=0)} processes "
