@@ -107,6 +107,9 @@ def consumer_main(spec: dict[str, Any]) -> int:
 
         ray.init(address=spec["address"], log_to_driver=False, include_dashboard=False)
         wait_for_nodes(ray, spec["nodes"], PRE, timeout=120)
+        live = [n for n in ray.nodes() if n.get("Alive") and (n.get("Labels") or {}).get("gdsio-role") == "preprocess"]
+        if len(live) != spec["nodes"]:  # the pool would be as large as every labelled node's slots
+            raise SystemExit(f"consumer: {len(live)} CPU nodes live, the config asks for {spec['nodes']}")
         share = spec["share"] if spec["share"] == "auto" else float(spec["share"])
         loader = gray.Loader(spec["root"], batch, device="cpu", transform=tf, shuffle=True, local_share=share,
                              resources=PRE, threads=1, timeout=300,
@@ -158,6 +161,7 @@ def consumer_main(spec: dict[str, Any]) -> int:
            "remote_samples": getattr(s, "remote_samples", 0), "local_share_end": getattr(s, "local_share", 1.0),
            "remote_ms_per_sample": getattr(s, "remote_ms_per_sample", None),
            "remote_pools": getattr(s, "remote_pools", 0), "finished_here": getattr(s, "finished_here", {}),
+           "remote_nodes_seen": len(getattr(s, "remote_nodes", {})),
            "batch_times_first_pass": times, "made_here_first_pass": here, "warm_passes": warm,
            "warm_nodes": warm_nodes}
     _say(done=out)
@@ -343,20 +347,35 @@ def run_pinned(images: int = 1024, batch: int = 64, step_ms: float = 30.0, passe
             run_one("local", dict(kind="local", cores=[core0], threads=1))
         ray_configs = [c for c in configs if c[0].isdigit()]
         if ray_configs:
-            with LoopbackCluster(head_cores=[core0], env={"PYTHONPATH": pypath}) as cluster:
-                result["cluster_tmp"] = cluster.tmp
-                cluster.start_head()
+            result["affinity"], result["left_running"], result["clusters"] = {"head": [], "nodes": []}, [], 0
+            cluster: Any = None
+
+            def close_cluster() -> None:
+                for key, pids in (("head", cluster.head_pids()), ("nodes", cluster.node_pids())):
+                    result["affinity"][key] = sorted(set(result["affinity"][key]) | set(cluster.affinity(pids)))
+                result["left_running"] += cluster.close()  # [] expected: checked by the smoke test
+
+            try:
                 for cfg in ray_configs:
                     nodes, share = cfg.split(":")
+                    if cluster is not None and len(cluster.node_sessions) > int(nodes):
+                        # Fewer CPU nodes than the last config: a cluster of its own (a node left in it would
+                        # take part: the pool is as large as the labelled nodes' slots).
+                        close_cluster()
+                        cluster = None
+                    if cluster is None:
+                        cluster = LoopbackCluster(head_cores=[core0], env={"PYTHONPATH": pypath})
+                        result["cluster_tmp"], result["clusters"] = cluster.tmp, result["clusters"] + 1
+                        cluster.start_head()
                     while len(cluster.node_sessions) < int(nodes):
                         cluster.add_node(cores=[core1])
                     if not checks or checks[-1].get("config") != f"{nodes} node(s) started":
                         checks.append(dict(cluster.check_loopback(), config=f"{nodes} node(s) started"))
                     run_one(cfg, dict(kind="ray", cores=[core0], nodes=int(nodes), share=share,
                                       address=cluster.address), cluster)
-                result["affinity"] = {"head": cluster.affinity(cluster.head_pids()),
-                                      "nodes": cluster.affinity(cluster.node_pids())}
-                result["left_running"] = cluster.close()  # [] expected: checked by the smoke test
+            finally:
+                if cluster is not None:
+                    close_cluster()
             if result["left_running"]:
                 raise RuntimeError(f"processes of the cluster's sessions outlived it: {result['left_running']}")
         if "both" in configs:

@@ -27,10 +27,15 @@ def pinned():
 @pytest.mark.skipif(not os.path.isfile(os.path.join(BENCH, "ray_pinned.py")), reason="bench/ is not beside tests/")
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the pinned simulation needs two cores")
 def test_the_pinned_simulation_runs_pinned_on_loopback_and_leaves_nothing(pinned):
+    configs = pinned.SMOKE_CONFIGS[:-1] + ("1:0.5",) + pinned.SMOKE_CONFIGS[-1:]
     result = pinned.run_pinned(images=16, batch=4, step_ms=1.0, passes=1, size=(64, 48),
-                               configs=pinned.SMOKE_CONFIGS, timeout=300)
+                               configs=configs, timeout=300)
     rows = {r["config"]: r for r in result["rows"]}
-    assert list(rows) == ["local", "1:0.0", "2:auto", "both"]
+    assert list(rows) == ["local", "1:0.0", "2:auto", "1:0.5", "both"]
+    # One CPU node after two: a cluster of its own, whose one node made the remote batches (a node left from
+    # the config before would have joined the pool).
+    assert result["clusters"] == 2 and rows["1:0.5"]["nodes"] == 1 and rows["1:0.5"]["remote_nodes_seen"] == 1
+    assert rows["1:0.5"]["remote_samples"] == 8 and rows["1:0.0"]["remote_nodes_seen"] == 1
     assert all(r["images"] == 16 and r["steps"] == 4 for r in rows.values())
     core0, core1 = result["settings"]["cores"]
     assert rows["local"]["cores"] == [core0] and rows["both"]["cores"] == [core0, core1]
@@ -40,7 +45,8 @@ def test_the_pinned_simulation_runs_pinned_on_loopback_and_leaves_nothing(pinned
     assert all(r["consumer_cpu_s"] >= 0 and r["steps_per_s"] > 0 for r in rows.values())
     assert result["affinity"] == {"head": [str(core0)], "nodes": [str(core1)]}
     checks = result["loopback_checks"]
-    assert [c["config"] for c in checks] == ["1 node(s) started", "1:0.0", "2 node(s) started", "2:auto"]
+    assert [c["config"] for c in checks] == ["1 node(s) started", "1:0.0", "2 node(s) started", "2:auto",
+                                             "1 node(s) started", "1:0.5"]
     assert all(c["listening"] >= 3 and c["listening_addresses"] == ["127.0.0.1"] for c in checks), checks
     assert result["left_running"] == []
     md = pinned.table(result)
