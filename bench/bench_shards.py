@@ -698,6 +698,13 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def versus(goal: str, best: dict[str, Any], peer: dict[str, Any], met: Callable[[float], bool]) -> str:
+    """A goal's line: the best shard row's images/s over a peer row's, both rows' CPU an image, met or not."""
+    v = best["images_per_s"] / peer["images_per_s"]
+    return (f"{goal}: {v:.2f}x ({best['row']}, CPU ms/image {best['cpu_ms_per_image']:.2f} vs "
+            f"{peer['cpu_ms_per_image']:.2f}) -> {'met' if met(v) else 'NOT met'}")
+
+
 def goals(rows: dict[str, dict[str, Any]]) -> list[str]:
     def ok(name: str) -> dict[str, Any] | None:
         r = rows.get(name)
@@ -713,10 +720,8 @@ def goals(rows: dict[str, dict[str, Any]]) -> list[str]:
     else:
         out.append("shards >= 10x the ImageFolder of objects: not measured (no s3:// shard row ran)")
     if best and wds_:
-        v = best["images_per_s"] / wds_["images_per_s"]
-        out.append(f"shards >= 1.5x webdataset + DataLoader(num_workers=2), like for like (webdataset-s3: the same "
-                   f"decode and resize): {v:.2f}x ({best['row']}, CPU ms/image {best['cpu_ms_per_image']:.2f} vs "
-                   f"{wds_['cpu_ms_per_image']:.2f}) -> {'met' if v >= 1.5 else 'NOT met'}")
+        out.append(versus("shards >= 1.5x webdataset + DataLoader(num_workers=2), like for like (webdataset-s3: the "
+                          "same decode and resize)", best, wds_, lambda v: v >= 1.5))
     else:
         out.append("shards >= 1.5x webdataset: not measured (a row did not run)")
     pil = ok("webdataset-s3-pil")
@@ -746,10 +751,7 @@ def goals(rows: dict[str, dict[str, Any]]) -> list[str]:
                                                                            "its own MDS shards")):
         peer = ok(name)
         if best and peer:
-            v = best["images_per_s"] / peer["images_per_s"]
-            out.append(f"ahead of {who} ({fmt}, same server): {v:.2f}x ({best['row']}, CPU ms/image "
-                       f"{best['cpu_ms_per_image']:.2f} vs {peer['cpu_ms_per_image']:.2f}) -> "
-                       f"{'met' if v > 1 else 'NOT met'}")
+            out.append(versus(f"ahead of {who} ({fmt}, same server)", best, peer, lambda v: v > 1))
         else:
             out.append(f"ahead of {who}: not measured (see its row)")
     return out
