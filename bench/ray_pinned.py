@@ -23,7 +23,9 @@ every CPU node has made a batch in one (at most WARM_PASSES): with
 ``"auto"`` this node makes every batch of a pass that ends before an actor
 is up, and the actors' start (their imports: seconds of CPU each on the
 shared core) then fell in the timed passes, charged to two nodes' images
-as if they cost that per image. The VM's load drifts, so every config after
+as if they cost that per image. A config with fewer CPU nodes than the one
+before it runs in a cluster of its own (a loader's pool takes every
+labelled node). The VM's load drifts, so every config after
 the first is paired with a ``gdsio.Loader``-alone run on core 0 just before
 it. Per config: steps/s and its ratio to that run, and CPU-ms per image
 (user + system) of the consumer's process, of the head's processes (both on
@@ -457,7 +459,7 @@ def table(result: dict[str, Any]) -> str:
     for r in rows:
         if r["share"] == "auto" and r.get("batch_times_first_pass"):
             out += ["", first_pass(r, rows)]
-    warm = [f"{_name(r)} {r['warm_passes']} ({r['warm_nodes']} of {r['nodes']} CPU nodes made a batch in the last)"
+    warm = [f"{_name(r)}: {r['warm_passes']} ({r['warm_nodes']} of its {r['nodes']} CPU nodes made a batch in the last)"
             for r in rows if r["kind"] != "local" and "warm_passes" in r]
     if warm:
         out += ["", "Untimed passes before the timed ones (until every CPU node has made a batch in one, at most "
