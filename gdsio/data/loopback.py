@@ -225,10 +225,17 @@ def check_loopback(pids: Iterable[int]) -> dict[str, Any]:
             "listening": sum("LISTEN" in s["kind"] for s in socks), "listening_addresses": listening}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _free_ports(n: int) -> list[int]:
+    """`n` distinct free ports of 127.0.0.1: each socket is held until all are bound (a port asked for alone is
+    free again once its socket closes, and the next ask may be given it: a head's GCS and dashboard once were)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def ray_executable() -> str:
@@ -294,12 +301,12 @@ class LoopbackCluster:
 
     def start_head(self) -> str:
         """Starts the head (GCS, raylet, object store); returns its address."""
-        self.port = _free_port()
+        self.port, dashboard, agent = _free_ports(3)
         self.head_session = self._start(
             [self.ray, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={self.port}",
              f"--num-cpus={self.head_cpus}", f"--object-store-memory={self.object_store_bytes}",
-             "--include-dashboard=false", "--dashboard-host=127.0.0.1", f"--dashboard-port={_free_port()}",
-             f"--dashboard-agent-listen-port={_free_port()}", "--disable-usage-stats",
+             "--include-dashboard=false", "--dashboard-host=127.0.0.1", f"--dashboard-port={dashboard}",
+             f"--dashboard-agent-listen-port={agent}", "--disable-usage-stats",
              "--labels=gdsio-role=trainer", f"--temp-dir={self.tmp}"], self.head_cores)
         return self.address
 

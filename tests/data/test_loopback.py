@@ -67,6 +67,45 @@ def test_a_socket_off_loopback_refuses_the_cluster(monkeypatch):
         c.check_loopback([1])
 
 
+def test_the_heads_ports_are_distinct_where_the_os_gives_a_closed_port_again(monkeypatch):
+    """The head's GCS, dashboard and agent ports: asked for one at a time, each asker's socket closed, the
+    kernel may give the same port again (CI once had the GCS and the dashboard on one port). A fake socket
+    module gives the lowest port no open fake socket holds: only ports held at once come out distinct."""
+    held: set[int] = set()
+
+    class FakeSocket:
+        def __init__(self, *a: object) -> None:
+            self.port = 0
+
+        def bind(self, addr: tuple[str, int]) -> None:
+            assert addr == ("127.0.0.1", 0)
+            self.port = min(set(range(40000, 40100)) - held)
+            held.add(self.port)
+
+        def getsockname(self) -> tuple[str, int]:
+            return ("127.0.0.1", self.port)
+
+        def close(self) -> None:
+            held.discard(self.port)
+
+        def __enter__(self) -> "FakeSocket":
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.close()
+
+    monkeypatch.setattr(loopback.socket, "socket", FakeSocket)
+    argv: list[str] = []
+    c = LoopbackCluster.__new__(LoopbackCluster)
+    c.ray, c.head_cpus, c.head_cores, c.object_store_bytes, c.tmp = "ray", 1, None, 1 << 28, "/tmp/x"
+    monkeypatch.setattr(c, "_start", lambda a, cores: argv.extend(a) or 1, raising=False)
+    c.start_head()
+    ports = [int(x.split("=")[1]) for x in argv
+             if x.startswith(("--port=", "--dashboard-port=", "--dashboard-agent-listen-port="))]
+    assert len(ports) == 3 and len(set(ports)) == 3, argv
+    assert c.port == ports[0] and not held  # every socket closed again
+
+
 def test_wait_for_nodes_is_bounded():
     class FakeRay:
         @staticmethod
