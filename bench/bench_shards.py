@@ -622,7 +622,6 @@ def mosaic_row(servers: Servers, prefix: str, a: argparse.Namespace, cache: Path
         clean_stale_shared_memory()  # a previous pass's shared memory, left by its workers
         local = cache / "mosaic-shard-cache"
         shutil.rmtree(local, ignore_errors=True)
-        os.environ["S3_ENDPOINT_URL"] = servers.base
         ds = mosaic_dataset_class()(size=a.size, remote=f"s3://{BUCKET}/{prefix}", local=str(local), shuffle=True,
                                     shuffle_seed=a.seed, batch_size=a.batch)
         return loader(ds, batch_size=a.batch, num_workers=2, collate_fn=_collate)
@@ -838,7 +837,8 @@ def main(argv: list[str] | None = None) -> int:
             up += [(f, f"mosaic/{f.name}") for f in sorted(mosaic_out.iterdir()) if f.is_file()]
         upload(s3, up)
         s3.close()
-        os.environ.update({"AWS_ENDPOINT_URL": servers.base, "AWS_ACCESS_KEY_ID": "testing",
+        os.environ.update({"AWS_ENDPOINT_URL": servers.base, "S3_ENDPOINT_URL": servers.base,  # Mosaic's name
+                           "AWS_ACCESS_KEY_ID": "testing",
                            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
                            "AWS_EC2_METADATA_DISABLED": "true", "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"})
         for k in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"):

@@ -108,10 +108,9 @@ def consumer_main(spec: dict[str, Any]) -> int:
         from gdsio.data.loopback import wait_for_nodes
 
         ray.init(address=spec["address"], log_to_driver=False, include_dashboard=False)
-        wait_for_nodes(ray, spec["nodes"], PRE, timeout=120)
-        live = [n for n in ray.nodes() if n.get("Alive") and (n.get("Labels") or {}).get("gdsio-role") == "preprocess"]
-        if len(live) != spec["nodes"]:  # the pool would be as large as every labelled node's slots
-            raise SystemExit(f"consumer: {len(live)} CPU nodes live, the config asks for {spec['nodes']}")
+        live = wait_for_nodes(ray, spec["nodes"], PRE, timeout=120)
+        if live != spec["nodes"]:  # the pool would be as large as every labelled node's slots
+            raise SystemExit(f"consumer: {live} CPU nodes live, the config asks for {spec['nodes']}")
         share = spec["share"] if spec["share"] == "auto" else float(spec["share"])
         loader = gray.Loader(spec["root"], batch, device="cpu", transform=tf, shuffle=True, local_share=share,
                              resources=PRE, threads=1, timeout=300,

@@ -385,9 +385,10 @@ class LoopbackCluster:
         self.close()
 
 
-def wait_for_nodes(ray: Any, count: int, labels: dict[str, str], timeout: float) -> None:
+def wait_for_nodes(ray: Any, count: int, labels: dict[str, str], timeout: float) -> int:
     """Waits (at most `timeout` seconds) until `count` live nodes of the
-    connected cluster carry `labels`; `ray` is the imported module.
+    connected cluster carry `labels`; `ray` is the imported module. Returns
+    how many live nodes carry them then (more than `count` where more joined).
 
     Raises:
         TimeoutError: fewer are live by then (the count is named).
@@ -397,7 +398,7 @@ def wait_for_nodes(ray: Any, count: int, labels: dict[str, str], timeout: float)
         live = [n for n in ray.nodes() if n.get("Alive")
                 and all((n.get("Labels") or {}).get(k) == v for k, v in labels.items())]
         if len(live) >= count:
-            return
+            return len(live)
         if time.monotonic() > deadline:
             raise TimeoutError(f"{len(live)} of {count} nodes labelled {labels} live after {timeout:g} s")
         time.sleep(0.2)

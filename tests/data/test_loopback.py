@@ -112,7 +112,7 @@ def test_wait_for_nodes_is_bounded():
         def nodes():
             return [{"Alive": True, "Labels": {"gdsio-role": "preprocess"}}, {"Alive": False, "Labels": {}}]
 
-    loopback.wait_for_nodes(FakeRay, 1, {"gdsio-role": "preprocess"}, timeout=1)
+    assert loopback.wait_for_nodes(FakeRay, 1, {"gdsio-role": "preprocess"}, timeout=1) == 1  # the live ones
     with pytest.raises(TimeoutError, match="1 of 2 nodes"):
         loopback.wait_for_nodes(FakeRay, 2, {"gdsio-role": "preprocess"}, timeout=0.3)
 

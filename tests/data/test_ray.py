@@ -770,8 +770,20 @@ def test_the_auto_board_answers_the_producer_only_near_the_consumer():
     assert board.owner(0, 2, 8, "local") == "stale"
 
 
+@pytest.fixture
+def reader_pools(monkeypatch):
+    """The reader pools producers start, by their arguments (ThreadPoolExecutor counted, still real)."""
+    from gdsio.data import producer as producer_module
+
+    pools = []
+    real_pool = producer_module.concurrent.futures.ThreadPoolExecutor
+    monkeypatch.setattr(producer_module.concurrent.futures, "ThreadPoolExecutor",
+                        lambda *a, **k: pools.append(a) or real_pool(*a, **k))
+    return pools
+
+
 @pytest.mark.parametrize("on_error", ["skip", "raise"])
-def test_inline_reads_make_the_same_batches_in_the_producers_own_thread(tmp_path, monkeypatch, on_error):
+def test_inline_reads_make_the_same_batches_in_the_producers_own_thread(tmp_path, reader_pools, on_error):
     """A CPU node's actor call (one batch, one CPU) reads and decodes in the producer's thread: the same
     batches, the same skipped sample or the same error naming the file, and no reader thread started."""
     import dataclasses
@@ -787,15 +799,6 @@ def test_inline_reads_make_the_same_batches_in_the_producers_own_thread(tmp_path
         f.write(b"\xff\xd8\xff\xe0 not a JPEG after its first marker")
     tf = gd.Compose([gd.RandomResizedCrop(8), gd.RandomHorizontalFlip()])
     inner = gd.Loader(str(tmp_path / "train"), 4, device="cpu", transform=tf, shuffle=True, seed=3, on_error=on_error)
-    pools = []
-    real_pool = producer_module.concurrent.futures.ThreadPoolExecutor
-
-    def counted_pool(*args, **kwargs):
-        pools.append(args)
-        return real_pool(*args, **kwargs)
-
-    monkeypatch.setattr(producer_module.concurrent.futures, "ThreadPoolExecutor", counted_pool)
-
     def run(inline):
         q, kept = queue_module.Queue(), {}
         plan = dataclasses.replace(inner._plan(0, 0), threads=1, inline_reads=inline)
@@ -812,9 +815,9 @@ def test_inline_reads_make_the_same_batches_in_the_producers_own_thread(tmp_path
         return out
 
     threaded = run(False)
-    assert len(pools) == 1
+    assert len(reader_pools) == 1
     inline = run(True)
-    assert len(pools) == 1  # no reader pool for the inline pass
+    assert len(reader_pools) == 1  # no reader pool for the inline pass
     assert len(inline) == len(threaded) > 0
     for a, b in zip(inline, threaded):
         if a[0] == "failed":
@@ -828,10 +831,9 @@ def test_inline_reads_make_the_same_batches_in_the_producers_own_thread(tmp_path
 
 
 @pytest.mark.parametrize("cpus", [1, 2])
-def test_an_actor_call_on_one_cpu_starts_no_reader_thread(tmp_path, monkeypatch, cpus):
+def test_an_actor_call_on_one_cpu_starts_no_reader_thread(tmp_path, reader_pools, cpus):
     """BatchMaker.make (one actor call, one batch) with one CPU reads in the call's thread; with more, in a
     pool of that many readers; the batch is gdsio.Loader's either way."""
-    from gdsio.data import producer as producer_module
     from gdsio.data.ray.remote import ActorSpec, BatchMaker
 
     write_jpeg_folder(str(tmp_path / "train"), classes=2, per_class=4, size=(20, 14))
@@ -843,12 +845,8 @@ def test_an_actor_call_on_one_cpu_starts_no_reader_thread(tmp_path, monkeypatch,
                      on_error="raise", threads=cpus, per_batch=True, per=len(ref))
     maker = BatchMaker.__new__(BatchMaker)  # as the actor's __init__ makes it, without Ray's node id
     maker.spec, maker.node, maker.order, maker.units, maker._indices = spec, "node", spec.order(), None, {}
-    pools = []
-    real_pool = producer_module.concurrent.futures.ThreadPoolExecutor
-    monkeypatch.setattr(producer_module.concurrent.futures, "ThreadPoolExecutor",
-                        lambda *a, **k: pools.append(a) or real_pool(*a, **k))
     made = in_time(lambda: [maker.make(place) for place in range(len(ref))], 120)  # a thread of its own, as above
-    assert pools == ([] if cpus == 1 else [(cpus,)] * len(ref))
+    assert reader_pools == ([] if cpus == 1 else [(cpus,)] * len(ref))
     want = list(ref)  # the whole pass: its threads end with it (a pass left open keeps them for later tests)
     assert len(want) == len(made)
     for (epoch, k, images, labels, _, _), (want_images, want_labels) in zip(made, want):
