@@ -20,11 +20,16 @@ measures them.
 
 Each figure is the median of `repeats` passes after one warm-up pass; the
 consumer sleeps one GPU step (1 / steps_per_s) per batch, as training would.
-The Ray loader keeps one actor pool over every pass (``epochs_per_pool``):
-each timed pass after the first sees the pool making its first batches
-while the consumer finished the last one, as in training. (A pool left
-with an epoch unconsumed is not closed under it: Ray's driver aborted then,
-its raylet connection closed under the feed's thread.)
+The Ray loader keeps one actor pool over every pass (``epochs_per_pool``),
+and one more untimed pass follows the timed ones: the pool makes a pass's
+first batches (up to its queue and its calls in flight) while the consumer
+finishes the one before, so each timed pass, as in training, has batches of
+its own made in the pass before it and makes batches of the next. (The last
+timed pass with no pass after it gained the first and lost none: its CPU
+node's figure came out low, and 0 when, on a loaded machine, a slow
+consumer let the pool make a 96-image pass ahead whole. A pool left with an
+epoch unconsumed is not closed under it: Ray's driver aborted then, its
+raylet connection closed under the feed's thread.)
 CPU time, not wall time: the figures do not move with the machine's load
 (the sample's node shares this machine's cores, which changes how long a
 pass takes, not what it costs). Without Ray (``gdsio[ray]``) the receive and
@@ -54,6 +59,7 @@ from ..transforms import classes as T
 __all__ = ["OffloadCosts", "measure_offload_costs"]
 
 PRE = {"gdsio-role": "preprocess"}
+TRAILING = 1  # untimed passes after the timed ones of the Ray loader, whose pool makes batches a pass ahead
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,16 +112,17 @@ def _sample(source: Any, images: int) -> FileList:
 Meters = dict[str, tuple[Callable[[], float], Callable[[Any], int]]]
 
 
-def _passes(loader: Any, repeats: int, step_s: float, meters: Meters) -> dict[str, list[float]]:
-    """One warm-up pass, then `repeats` passes: for each meter (CPU seconds, images of the
-    pass's stats), its growth over each pass in ms per image."""
+def _passes(loader: Any, repeats: int, step_s: float, meters: Meters, trailing: int = 0) -> dict[str, list[float]]:
+    """One warm-up pass, then `repeats` timed passes, then `trailing` untimed ones: for each
+    meter (CPU seconds, images of the pass's stats), its growth over each timed pass in ms per
+    image."""
     out: dict[str, list[float]] = {name: [] for name in meters}
-    for k in range(repeats + 1):
+    for k in range(repeats + 1 + trailing):
         before = {name: cpu() for name, (cpu, _) in meters.items()}
         loader.stats(reset=True)
         for _ in loader:
             time.sleep(step_s)  # the GPU step
-        if k:
+        if 0 < k <= repeats:
             stats = loader.stats()
             for name, (cpu, count) in meters.items():
                 out[name].append(1e3 * (cpu() - before[name]) / max(1, count(stats)))
@@ -193,9 +200,10 @@ def _measure_ray(files: FileList, batch_size: int, tf: Any, repeats: int, step_s
     if left:
         raise RuntimeError(f"processes of the loopback cluster outlived it: {left}")
     runs.update(got)
-    if min(min(v) for v in got.values()) <= 0:
+    bad = {k: v for k, v in got.items() if min(v) <= 0}
+    if bad:
         raise ValueError(f"images: {len(files.paths)} were too few to time the CPU node's processes (/proc counts "
-                         f"CPU in clock ticks): sample more")
+                         f"CPU in clock ticks): sample more (ms per image, each pass: {bad})")
     return statistics.median(got["receive_ms_per_image"]), statistics.median(got["remote_ms_per_image"])
 
 
@@ -213,13 +221,13 @@ def _driver(spec_path: str, out_path: str) -> int:
         wait_for_nodes(ray, 1, PRE, timeout=min(spec["timeout"], 120))
         loader = gray.Loader(spec["files"], spec["batch_size"], device="cpu", transform=spec["transform"],
                              shuffle=True, local_share=0.0, resources=PRE, threads=1, timeout=spec["timeout"],
-                             epochs_per_pool=spec["repeats"] + 1)
+                             epochs_per_pool=1 + spec["repeats"] + TRAILING)
         try:
             got = _passes(loader, spec["repeats"], spec["step_s"], {
                 # This process and the head's, less what the meters' own reading of /proc cost here.
                 "receive_ms_per_image": (lambda: head.seconds() + _cpu_self() - head.own - node.own,
                                          lambda s: s.samples),
-                "remote_ms_per_image": (node.seconds, lambda s: s.remote_samples)})
+                "remote_ms_per_image": (node.seconds, lambda s: s.remote_samples)}, trailing=TRAILING)
             check_loopback(session_pids([spec["head"], *spec["nodes"]]) + [os.getpid()])
         finally:
             loader.close()

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import sys
+import types
 
 import pytest
 
@@ -149,6 +150,39 @@ def test_measure_without_ray_measures_making_and_says_what_it_could_not(folder, 
     # A value given beside --measure wins over the measured one.
     assert main(argv + ["--ms-per-image", "7.5"]) == 0
     assert json.loads(capsys.readouterr().out)["ms_per_image"] == 7.5
+
+
+class _AheadPool:
+    """A loader whose pool spans `epochs` passes of `per` batches and has made `ahead` batches past the one
+    the consumer holds (a queue and calls in flight, as gdsio.data.ray.Loader's): `made` is the work done."""
+
+    def __init__(self, per: int, ahead: int, epochs: int) -> None:
+        self.per, self.ahead, self.total = per, ahead, per * epochs
+        self.made = self.taken = self.samples = 0
+
+    def stats(self, reset: bool = False):
+        if reset:
+            self.samples = 0
+        return types.SimpleNamespace(samples=self.samples, remote_samples=self.samples)
+
+    def __iter__(self):
+        for _ in range(self.per):
+            self.made = min(self.taken + 1 + self.ahead, self.total)
+            self.taken += 1
+            self.samples += 1
+            yield None
+
+
+@pytest.mark.parametrize("repeats", [1, 3])
+def test_a_timed_pass_of_a_pool_that_runs_ahead_counts_one_pass_of_work(repeats):
+    from gdsio.data.offload_measure import TRAILING, _passes
+
+    # The pool made the first timed pass's first batches in the warm-up and makes the next pass's in it; a last
+    # timed pass with no pass after it counted `ahead` batches too few (all of them: 0, the CI failure).
+    pool = _AheadPool(per=24, ahead=10, epochs=1 + repeats + TRAILING)
+    got = _passes(pool, repeats, 0.0, {"ms": (lambda: pool.made / 1e3, lambda s: s.samples)}, trailing=TRAILING)
+    assert got["ms"] == pytest.approx([1.0] * repeats)
+    assert pool.taken == pool.total  # every epoch of the pool consumed: none left under a closing pool
 
 
 @pytest.mark.ray
