@@ -19,6 +19,7 @@
 #include "bindings/registry.hpp"
 #include "core/error.hpp"
 #include "image/resample_simd.hpp"
+#include "image/resize_cpu_simd.hpp"
 #include "image/transforms.hpp"
 
 namespace py = pybind11;
@@ -212,6 +213,19 @@ GDSIO_EXPORT(transforms) {
       },
       py::arg("level"),
       "Sets the CPU resize's SIMD level (clamped to what this CPU has; tests compare the levels); returns it.");
+
+  m.def(
+      "tf_vector_epilogue",
+      [](int channels, bool scale, const std::optional<std::vector<float>>& mean,
+         const std::optional<std::vector<float>>& std) {
+        const ResizeSpec s = make_spec(channels, 1, 1, "bilinear", true, PixelType::kF32, scale, mean, std);
+        return image::detail::epilogue_table(s.epilogue, channels, simd::level()).vector_f32;
+      },
+      py::arg("channels"), py::kw_only(), py::arg("scale") = false, py::arg("mean") = py::none(),
+      py::arg("std") = py::none(),
+      "Whether the CPU resize writes this float32 epilogue (scale, then normalize) with its vector kernel at "
+      "the current SIMD level: the kernel gave its table's 256 values of every channel back bit for bit (False: "
+      "one table lookup a value, the same bits; always False at 'scalar').");
 
   m.def(
       "tf_pad",

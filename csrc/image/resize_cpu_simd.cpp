@@ -29,6 +29,31 @@ void store_row_table(const EpilogueTable& t, int out_w, int C, int c0, std::int6
   }
 }
 
+// The float32 row through simd::u8_to_f32 (the table's vector_f32): C = 1
+// (a plane) or 3 (interleaved, split into planes first), in pieces of
+// kPiece pixels; a flipped row's piece [x, x + m) lands at out_w - x - m.
+void store_row_f32(const EpilogueTable& t, int out_w, int C, int c0, std::int64_t plane, bool flip,
+                   const std::uint8_t* v, int y, float* out_image) {
+  constexpr int kPiece = 512;
+  alignas(32) std::uint8_t b[3][kPiece];
+  const px::Epilogue& e = t.epilogue;
+  float* row = out_image + (std::int64_t)c0 * plane + (std::int64_t)y * out_w;
+  for (int x = 0; x < out_w; x += kPiece) {
+    const int m = std::min(kPiece, out_w - x);
+    const int at = flip ? out_w - x - m : x;
+    if (C == 3) {
+      simd::deinterleave3(t.level, v + 3 * (std::int64_t)x, m, flip, b[0], b[1], b[2]);
+    } else if (flip) {
+      for (int i = 0; i < m; ++i) b[0][m - 1 - i] = v[x + i];
+    }
+    for (int c = 0; c < C; ++c) {
+      const std::uint8_t* src = C == 3 || flip ? b[c] : v + x;
+      simd::u8_to_f32(t.level, src, m, e.scale, px::kInv255, e.normalize, e.mean[c0 + c], e.std[c0 + c],
+                      row + (std::int64_t)c * plane + at);
+    }
+  }
+}
+
 void store_row(simd::Level level, const ResizeSpec& spec, const EpilogueTable* table, bool flip, bool interleaved,
                int c0, const std::uint8_t* v, int y, void* out_image) {
   const int out_w = spec.out_w, C = interleaved ? spec.channels : 1;
@@ -56,6 +81,8 @@ void store_row(simd::Level level, const ResizeSpec& spec, const EpilogueTable* t
     }
     return;
   }
+  if (table != nullptr && table->vector_f32 && (!interleaved || C == 3))
+    return store_row_f32(*table, out_w, C, c0, plane, flip, v, y, static_cast<float*>(out_image));
   if (table != nullptr && table->elem == 4)
     return store_row_table<std::uint32_t>(*table, out_w, C, c0, plane, flip, v, y, out_image);
   if (table != nullptr && table->elem == 2)
@@ -85,7 +112,7 @@ bool identity(const px::Axis& a, int k, const std::int32_t* co) {
 
 }  // namespace
 
-EpilogueTable epilogue_table(const px::Epilogue& e, int channels) {
+EpilogueTable epilogue_table(const px::Epilogue& e, int channels, simd::Level level) {
   EpilogueTable t;
   if (e.out == PixelType::kU8) return t;
   t.elem = e.out == PixelType::kF32 ? 4 : 2;
@@ -93,6 +120,19 @@ EpilogueTable epilogue_table(const px::Epilogue& e, int channels) {
   // store_resampled writes value i of a (channels, 256) "image": entry [c][u].
   for (int c = 0; c < channels; ++c)
     for (int u = 0; u < 256; ++u) px::store_resampled(e, t.bytes.data(), (std::int64_t)c * 256 + u, c, u);
+  if (e.out == PixelType::kF32 && level != simd::Level::kScalar && channels <= 4) {
+    std::uint8_t all[256];
+    for (int u = 0; u < 256; ++u) all[u] = (std::uint8_t)u;
+    float got[256];
+    bool same = true;
+    for (int c = 0; c < channels && same; ++c) {
+      simd::u8_to_f32(level, all, 256, e.scale, px::kInv255, e.normalize, e.mean[c], e.std[c], got);
+      same = std::memcmp(got, t.bytes.data() + (std::size_t)c * 256 * 4, sizeof got) == 0;
+    }
+    t.vector_f32 = same;
+    t.level = level;
+    t.epilogue = e;
+  }
   return t;
 }
 
@@ -132,9 +172,18 @@ void simd_rows(const SimdPlan& sp, const EpilogueTable* table, const ImageRef& i
   const auto* src = reinterpret_cast<const std::uint8_t*>(im.data);
   const std::int64_t cs = im.channel_stride, ps = im.pixel_stride, rs = im.row_stride;
 
+  const int groups = interleaved ? 1 : C;             // planes of the intermediate rows
+  if (sp.h_identity && sp.v_identity && (!interleaved || ps == C)) {
+    // Both passes copies (a cast, or a flip, of the image at its size): each output row is stored
+    // from its source row where it lies, without the intermediate rows.
+    for (int g = 0; g < groups; ++g)
+      for (int y = y0; y < y1; ++y)
+        store_row(level, spec, table, im.flip, interleaved, g, src + (std::int64_t)y * rs + (std::int64_t)g * cs, y,
+                  out_image);
+    return;
+  }
   const int lo = clampi(vb[2 * y0], 0, in_h - 1);
   const int hi = clampi(vb[2 * (y1 - 1)] + vb[2 * (y1 - 1) + 1] - 1, 0, in_h - 1) + 1;
-  const int groups = interleaved ? 1 : C;             // planes of the intermediate rows
   const int width = interleaved ? out_w * C : out_w;  // values per intermediate row
   const std::int64_t pitch = round_up(width, 32) + simd::kOverWrite;
   const std::int64_t group_bytes = (std::int64_t)(hi - lo) * pitch;

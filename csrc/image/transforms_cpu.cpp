@@ -342,7 +342,7 @@ void resize_cpu(const std::vector<ImageRef>& images, const ResizeSpec& spec, std
   // results are the scalar loops' (tests compare the levels byte for byte).
   const simd::Level level = arith == Arith::kPillow8 && !nearest ? simd::level() : simd::Level::kScalar;
   const detail::EpilogueTable table =
-      level != simd::Level::kScalar ? detail::epilogue_table(spec.epilogue, spec.channels) : detail::EpilogueTable{};
+      level != simd::Level::kScalar ? detail::epilogue_table(spec.epilogue, spec.channels, level) : detail::EpilogueTable{};
   // Images of one geometry (the crop's size and the memory layout the SIMD
   // plan reads: a batch's images, equal crops, repeated calls) share one
   // Windows, from the cache.

@@ -221,19 +221,44 @@ def test_expanded_images_are_copied_before_the_kernel():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("norm,scale", [(True, True), (False, True), (False, False), (True, False)])
-def test_fused_float_outputs_equal_the_scalar_arithmetic(dtype, norm, scale):
+@pytest.mark.parametrize("layout", ["interleaved", "planes"])
+@pytest.mark.parametrize("size", [48, 45, [6, 1030], None])
+def test_fused_float_outputs_equal_the_scalar_arithmetic(dtype, norm, scale, layout, size):
     """The SIMD schedule writes a float or 16-bit output from a table of the
-    epilogue's 256 results per channel; the scalar loops compute each value:
-    the same bits for every dtype, scale and normalisation."""
+    epilogue's 256 results per channel (float32: a vector kernel, checked
+    against that table); the scalar loops compute each value: the same bits
+    for every dtype, scale and normalisation, on interleaved pixels and
+    planes, flipped or not, at widths on and off the vectors' 8 values and
+    rows longer than the vector store's pieces, and at the image's own size
+    (a cast: both passes copies)."""
     imgs = [torch.from_numpy(_image(h, w, 3, seed=h)).permute(2, 0, 1) for h, w in ((120, 90), (64, 200))]
+    if layout == "planes":
+        imgs = [im.contiguous() for im in imgs]
     boxes = [[3, 5, 100, 80], [0, 0, 64, 200]]
+    if size is None:  # the second image at its own size, the first's crop as large as it is
+        size, boxes = [64, 200], [[3, 5, 64, 80], [0, 0, 64, 200]]
     kw = dict(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]) if norm else dict(mean=None, std=None)
-    outs = {lv: _at_level(lv, lambda: T.resized_crop_flip_normalize(imgs, boxes, [False, True], 48, dtype=dtype,
+    outs = {lv: _at_level(lv, lambda: T.resized_crop_flip_normalize(imgs, boxes, [False, True], size, dtype=dtype,
                                                                     scale=scale, **kw))
             for lv in LEVELS}
     for lv in LEVELS:
         assert torch.equal(outs[lv].view(torch.int16 if dtype != torch.float32 else torch.int32),
                            outs["scalar"].view(torch.int16 if dtype != torch.float32 else torch.int32)), lv
+    if dtype == torch.float32 and size == [64, 200]:  # at its own size the chain is the cast alone: torchvision's
+        x = imgs[1].flip(-1).to(torch.float32)
+        x = x.mul(1 / 255) if scale else x
+        if norm:
+            x = (x - torch.tensor(kw["mean"]).view(3, 1, 1)) / torch.tensor(kw["std"]).view(3, 1, 1)
+        assert torch.equal(outs[LEVELS[-1]][1], x)
+
+
+@pytest.mark.parametrize("scale,mean,std", [(True, [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]), (True, None, None),
+                                            (False, None, None), (False, [127.5, 1.0, -3.0], [64.0, 0.5, 7.0])])
+def test_every_level_above_scalar_writes_float32_with_its_vector_kernel(scale, mean, std):
+    # The bits are the table's either way (the test above); this says the vector kernel gave them back, so
+    # a float32 output is not left to one lookup a value.
+    for lv in LEVELS:
+        assert _at_level(lv, lambda: _core.tf_vector_epilogue(3, scale=scale, mean=mean, std=std)) == (lv != "scalar")
 
 
 @pytest.mark.parametrize("seed", range(6))
