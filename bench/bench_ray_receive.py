@@ -21,7 +21,13 @@ CPU time is the kernel's count (this process, all its threads: what
 ``time.process_time``; each actor process and the consumer node's Ray
 processes from /proc), so it holds on a busy machine where wall-clock time
 does not. Each way runs one untimed pass (the pool's start, the page
-cache), then --passes passes that are counted whole, each from its first batch.
+cache), then --passes passes that are counted whole, each from its first batch;
+a Ray loader then one more untimed pass, from the same pool: the pool makes a
+pass's first batches while the consumer ends the one before, so the counted
+passes gain those the first pass's were made ahead in the untimed one and
+give up as many to the pass after them. (Before 2026-12-05 no pass followed:
+the actor's figure missed up to the batches made ahead, a queue's and the
+calls in flight.)
 ``--threads`` also samples /proc/self/task every 0.25 s and names the
 consumer's threads (Python's names where known), to say where its CPU goes.
 
@@ -257,6 +263,9 @@ def measure(loader: Any, passes: int, threads: bool, cluster: Any = None) -> dic
     c1, w1 = time.process_time(), time.perf_counter()
     for w in (actors, heads, nodes):
         w.__exit__()
+    if cluster is not None:
+        for _ in loader:  # the untimed pass after (the pool's last epoch): see the module's docstring
+            pass
     actor, head = actors.seconds(), heads.seconds()
     out = {"images": n, "consumer_cpu_ms_per_image": 1e3 * (c1 - c0) / n, "wall_s": w1 - w0,
            "first_batch_consumer_cpu_ms_per_image": [1e3 * x for x in first_cpu],
@@ -325,7 +334,7 @@ def run(images: int, batch: int, passes: int, size: tuple[int, int], threads: bo
                     if transport != "default":  # nor transport
                         kw["transport"] = transport
                     loader = gray.Loader(root, batch, device="cpu", transform=chain(dt), threads=1, shuffle=True,
-                                         local_share=0.0, resources={ROLE: "preprocess"}, epochs_per_pool=passes + 1,
+                                         local_share=0.0, resources={ROLE: "preprocess"}, epochs_per_pool=passes + 2,
                                          **kw)
                     key = (f"receiving-{dt}" + ("" if cast_on == "default" else f"-cast-on-{cast_on}")
                            + ("" if transport == "default" else f"-{transport}"))
