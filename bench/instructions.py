@@ -31,7 +31,9 @@ single decode against the peers' 2-thread pools), resize 1000x700 -> 224x224
 bilinear antialias (uint8), and the per-call overhead of gdsio.read (a 4 KiB
 file), gdsio.image.decode (an 8x8 JPEG), gdsio.image.read (an 8x8 JPEG file)
 and gdsio.transforms.resize (16x16 -> 8x8), each against what a user would
-call instead.
+call instead; the float32 epilogue: a uint8 batch cast and normalized (the
+Ray consumer's Tail) and a crop-resize-flip-normalize of a photo to float32,
+against the torch ops torchvision runs.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 # The row groups, in order (--rows picks some).
-GROUPS = ("decode", "decode2", "resize", "read", "decode8", "imread8", "resize16")
+GROUPS = ("decode", "decode2", "resize", "read", "decode8", "imread8", "resize16", "cast", "crop")
 
 HELPER_C = r"""
 #include <valgrind/callgrind.h>
@@ -202,6 +204,44 @@ def workloads(work: Path, calls_scale: float, groups: tuple[str, ...] = GROUPS) 
     row = "per call: resize 16x16 -> 8x8 bilinear antialias"
     add(row, "gdsio.transforms.resize", lambda: T.resize(img, [8, 8]), 200)
     add(row, "torch interpolate", lambda: interp(img_cl, size=(8, 8), mode="bilinear", antialias=True), 200)
+    # The float32 epilogue: the Ray consumer's cast of a uint8 batch the CPU nodes sent (gdsio.data.ray's Tail,
+    # the fused kernel at an identity geometry), against the torch ops torchvision's v2 to_dtype(scale=True)
+    # and normalize run.
+    group = "cast"
+    from gdsio.data.ray.feed import Tail
+
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    u8 = torch.randint(0, 256, (8, 3, 224, 224), dtype=torch.uint8)
+    f32 = torch.empty(u8.shape, dtype=torch.float32)
+    tail = Tail(torch.float32, True, tuple(mean), tuple(std))
+    m4, s4 = torch.tensor(mean).view(1, 3, 1, 1), torch.tensor(std).view(1, 3, 1, 1)
+
+    def one_thread(fn: Callable[[], Any]) -> Callable[[], Any]:
+        def run() -> Any:
+            with gdsio.settings(threads=1):
+                return fn()
+        return run
+
+    row = "uint8 (8, 3, 224, 224) -> float32 / 255, normalized, 1 thread (per batch)"
+    add(row, "gdsio (the Ray consumer's Tail)", one_thread(lambda: tail(u8, out=f32)), 6)
+    add(row, "torch (torchvision v2's to_dtype + normalize ops)",
+        lambda: u8.to(torch.float32).mul_(1 / 255).sub_(m4).div_(s4), 6)
+
+    # What making an image ends with: crop 400x300 of a 500x375 photo, resize to 224x224, flip, float32, normalize.
+    group = "crop"
+    photo = torch.from_numpy(np.asarray(Image.fromarray(sources()[1]).resize((500, 375))).copy())  # (H, W, C)
+    hwc = photo.permute(2, 0, 1)  # interleaved pixels, as a decoded image lies
+    photo_cl = photo.permute(2, 0, 1)[None].contiguous(memory_format=torch.channels_last)
+    box = [[30, 50, 300, 400]]
+    row = "crop 400x300 of 500x375 -> 224x224 bilinear antialias, flip, float32 normalized, 1 thread"
+    add(row, "gdsio (fused)", one_thread(lambda: T.resized_crop_flip_normalize([hwc], box, [True], 224, mean, std,
+                                                                          dtype=torch.float32)), 6)
+
+    def torch_crop() -> Any:
+        x = interp(photo_cl[:, :, 30:330, 50:450], size=(224, 224), mode="bilinear", antialias=True).flip(-1)
+        return x.to(torch.float32).mul_(1 / 255).sub_(m4).div_(s4)
+
+    add(row, "torch (interpolate channels_last, flip, the v2 ops)", torch_crop, 6)
     (work / "gdsio.json").write_text(json.dumps({"path": os.path.dirname(gdsio.__file__),
                                                  "version": getattr(gdsio, "__version__", "?")}))
     return items
