@@ -22,12 +22,12 @@ CPU time is the kernel's count (this process, all its threads: what
 processes from /proc), so it holds on a busy machine where wall-clock time
 does not. Each way runs one untimed pass (the pool's start, the page
 cache), then --passes passes that are counted whole, each from its first batch;
-a Ray loader then one more untimed pass, from the same pool: the pool makes a
-pass's first batches while the consumer ends the one before, so the counted
-passes gain those the first pass's were made ahead in the untimed one and
-give up as many to the pass after them. (Before 2026-12-05 no pass followed:
-the actor's figure missed up to the batches made ahead, a queue's and the
-calls in flight.)
+a Ray loader then one more untimed pass, from the same pool. The pool makes a
+pass's first batches while the consumer ends the one before: the counted
+passes gain the first counted pass's batches made during the untimed pass
+before them, and give up as many to the untimed pass after them. (Before
+2026-12-05 no pass followed, and the actor's figure missed up to the batches
+made ahead: a queue's and the calls in flight.)
 ``--threads`` also samples /proc/self/task every 0.25 s and names the
 consumer's threads (Python's names where known), to say where its CPU goes.
 
