@@ -276,11 +276,17 @@ tf_max_pad_fill: int
 def tf_cpu_simd() -> str: ...
 def tf_set_cpu_simd(level: str) -> str: ...
 def tf_vector_epilogue(
-    channels: int, *, scale: bool = False, mean: Sequence[float] | None = None, std: Sequence[float] | None = None
+    channels: int,
+    dtype: str = "float32",
+    *,
+    scale: bool = False,
+    mean: Sequence[float] | None = None,
+    std: Sequence[float] | None = None,
 ) -> bool:
-    """Whether the CPU resize writes this float32 epilogue with its vector
-    kernel at the current SIMD level (its table's 256 values a channel given
-    back bit for bit); False: a table lookup a value, the same bits."""
+    """Whether the CPU resize writes this epilogue (float32, float16 or
+    bfloat16) with its vector kernel at the current SIMD level (its table's
+    256 values a channel given back bit for bit); False: a table lookup a
+    value, the same bits."""
 def tf_resize_workspace_bytes(
     images: Any, *, out_h: int, out_w: int, filter: str, antialias: bool, boxes: Any = None
 ) -> int:

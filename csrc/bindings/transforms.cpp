@@ -216,16 +216,21 @@ GDSIO_EXPORT(transforms) {
 
   m.def(
       "tf_vector_epilogue",
-      [](int channels, bool scale, const std::optional<std::vector<float>>& mean,
+      [](int channels, const std::string& dtype, bool scale, const std::optional<std::vector<float>>& mean,
          const std::optional<std::vector<float>>& std) {
-        const ResizeSpec s = make_spec(channels, 1, 1, "bilinear", true, PixelType::kF32, scale, mean, std);
-        return image::detail::epilogue_table(s.epilogue, channels, simd::level()).vector_f32;
+        GDSIO_EXPECT(dtype == "float32" || dtype == "float16" || dtype == "bfloat16", ValueError,
+                     "dtype: 'float32', 'float16' or 'bfloat16', got '", dtype, "'");
+        const PixelType out = dtype == "float32" ? PixelType::kF32
+                              : dtype == "float16" ? PixelType::kF16
+                                                   : PixelType::kBF16;
+        const ResizeSpec s = make_spec(channels, 1, 1, "bilinear", true, out, scale, mean, std);
+        return image::detail::epilogue_table(s.epilogue, channels, simd::level()).vector;
       },
-      py::arg("channels"), py::kw_only(), py::arg("scale") = false, py::arg("mean") = py::none(),
-      py::arg("std") = py::none(),
-      "Whether the CPU resize writes this float32 epilogue (scale, then normalize) with its vector kernel at "
-      "the current SIMD level: the kernel gave its table's 256 values of every channel back bit for bit (False: "
-      "one table lookup a value, the same bits; always False at 'scalar').");
+      py::arg("channels"), py::arg("dtype") = "float32", py::kw_only(), py::arg("scale") = false,
+      py::arg("mean") = py::none(), py::arg("std") = py::none(),
+      "Whether the CPU resize writes this epilogue (scale, then normalize, then the dtype) with its vector "
+      "kernel at the current SIMD level: the kernel gave its table's 256 values of every channel back bit for "
+      "bit (False: one table lookup a value, the same bits; always False at 'scalar').");
 
   m.def(
       "tf_pad",

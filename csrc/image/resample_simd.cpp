@@ -511,19 +511,39 @@ __attribute__((target("avx2"))) inline __m256 u8_to_f32_8(__m128i b, bool scale,
   return v;
 }
 
-__attribute__((target("avx2"))) void u8_to_f32_avx2(const std::uint8_t* src, int n, bool scale, float mul,
-                                                    bool normalize, float mean, float sd, float* dst) {
+// Eight floats stored as `out` at dst (8 elements).
+__attribute__((target("avx2"))) inline void store8_f32(__m256 v, void* dst) {
+  _mm256_storeu_ps(static_cast<float*>(dst), v);
+}
+__attribute__((target("avx2,f16c"))) inline void store8_f16(__m256 v, void* dst) {
+  _mm_storeu_si128(static_cast<__m128i*>(dst), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+// bfloat16: the float's bits + 0x7fff + (bit 16), the top half (c10::BFloat16's rounding, NaN aside).
+__attribute__((target("avx2"))) inline void store8_bf16(__m256 v, void* dst) {
+  const __m256i x = _mm256_castps_si256(v);
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+  const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(x, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd)), 16);
+  _mm_storeu_si128(static_cast<__m128i*>(dst),
+                   _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));  // each < 2^16
+}
+
+// F16C for the float16 store (called only where the CPU has it); the float32 and bfloat16 stores use
+// none of its two conversions, which the compiler emits for half-precision types alone.
+template <void (*Store)(__m256, void*), int Elem>
+__attribute__((target("avx2,f16c"))) void u8_to_float_avx2(const std::uint8_t* src, int n, bool scale, float mul,
+                                                           bool normalize, float mean, float sd, void* dst) {
   const __m256 k = _mm256_set1_ps(mul), m = _mm256_set1_ps(mean), s = _mm256_set1_ps(sd);
+  auto* d = static_cast<std::uint8_t*>(dst);
   int x = 0;
   for (; x + 8 <= n; x += 8)
-    _mm256_storeu_ps(dst + x, u8_to_f32_8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + x)), scale, k,
-                                          normalize, m, s));
+    Store(u8_to_f32_8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + x)), scale, k, normalize, m, s),
+          d + (std::ptrdiff_t)x * Elem);
   if (x < n) {  // the last 1-7 values through the same instructions
     alignas(16) std::uint8_t b[16] = {};
-    alignas(32) float f[8];
+    alignas(32) std::uint8_t f[8 * Elem];
     std::memcpy(b, src + x, (std::size_t)(n - x));
-    _mm256_store_ps(f, u8_to_f32_8(_mm_load_si128(reinterpret_cast<const __m128i*>(b)), scale, k, normalize, m, s));
-    std::memcpy(dst + x, f, sizeof(float) * (std::size_t)(n - x));
+    Store(u8_to_f32_8(_mm_load_si128(reinterpret_cast<const __m128i*>(b)), scale, k, normalize, m, s), f);
+    std::memcpy(d + (std::ptrdiff_t)x * Elem, f, (std::size_t)(n - x) * Elem);
   }
 }
 
@@ -808,18 +828,25 @@ void deinterleave3(Level l, const std::uint8_t* v, int n, bool flip, std::uint8_
     for (int c = 0; c < 3; ++c) o[c][flip ? n - 1 - x : x] = v[3 * x + c];
 }
 
-void u8_to_f32(Level l, const std::uint8_t* src, int n, bool scale, float mul, bool normalize, float mean,
-               float std, float* dst) {
+bool u8_to_float(Level l, FloatOut out, const std::uint8_t* src, int n, bool scale, float mul, bool normalize,
+                 float mean, float std, void* dst) {
 #ifdef GDSIO_X86_SIMD
-  if (l != Level::kScalar) return u8_to_f32_avx2(src, n, scale, mul, normalize, mean, std, dst);
-#endif
-  (void)l;
-  for (int x = 0; x < n; ++x) {
-    volatile float v = (float)src[x];  // one rounding an operation, whatever the compiler's contraction
-    if (scale) v = v * mul;
-    if (normalize) v = (v - mean) / std;
-    dst[x] = v;
+  if (l == Level::kScalar) return false;
+  switch (out) {
+    case FloatOut::kF32:
+      u8_to_float_avx2<store8_f32, 4>(src, n, scale, mul, normalize, mean, std, dst);
+      return true;
+    case FloatOut::kF16:
+      if (!__builtin_cpu_supports("f16c")) return false;
+      u8_to_float_avx2<store8_f16, 2>(src, n, scale, mul, normalize, mean, std, dst);
+      return true;
+    case FloatOut::kBF16:
+      u8_to_float_avx2<store8_bf16, 2>(src, n, scale, mul, normalize, mean, std, dst);
+      return true;
   }
+#endif
+  (void)l, (void)out, (void)src, (void)n, (void)scale, (void)mul, (void)normalize, (void)mean, (void)std, (void)dst;
+  return false;
 }
 
 void h_rows_interleaved(Level l, const std::uint8_t* row0, const std::uint8_t* row1, int channels, int pixel_stride,

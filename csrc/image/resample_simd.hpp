@@ -70,14 +70,19 @@ void h_row_planar(Level l, const std::uint8_t* row, int out, int k, const std::i
 // to kOverRead / kOverWrite bytes past `width`.
 void v_row(Level l, const std::uint8_t* const* rows, const std::int32_t* w, int n, int width, std::uint8_t* dst);
 
-// A row of n bytes as float32: v = u, times `mul` when `scale`, then
+// What u8_to_float writes: float32, or float16 / bfloat16 rounded to
+// nearest even from the float32 value.
+enum class FloatOut : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
+
+// A row of n bytes as floats: v = u, times `mul` when `scale`, then
 // (v - mean) / std when `normalize`, each operation rounded once to float32
-// (no fused multiply-add), 8 values a vector (a tail through the same
-// vector code). What px::store_resampled writes for a float32 output, bit
-// for bit: epilogue_table compares all 256 values of each channel with its
-// table before a resize uses this (Level::kScalar: a plain loop).
-void u8_to_f32(Level l, const std::uint8_t* src, int n, bool scale, float mul, bool normalize, float mean,
-               float std, float* dst);
+// (no fused multiply-add), then stored as `out`; 8 values a vector (a tail
+// through the same vector code). What px::store_resampled writes, bit for
+// bit: epilogue_table compares all 256 values of each channel with its table
+// before a resize uses this. False (nothing written): no vector kernel for
+// `out` at `l` on this CPU (Level::kScalar; float16 without F16C).
+bool u8_to_float(Level l, FloatOut out, const std::uint8_t* src, int n, bool scale, float mul, bool normalize,
+                 float mean, float std, void* dst);
 
 // Splits `n` interleaved 3-channel pixels into three planes, mirrored
 // (o[n - 1 - x] = pixel x) when `flip`.

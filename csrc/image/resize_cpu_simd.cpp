@@ -29,15 +29,15 @@ void store_row_table(const EpilogueTable& t, int out_w, int C, int c0, std::int6
   }
 }
 
-// The float32 row through simd::u8_to_f32 (the table's vector_f32): C = 1
-// (a plane) or 3 (interleaved, split into planes first), in pieces of
-// kPiece pixels; a flipped row's piece [x, x + m) lands at out_w - x - m.
-void store_row_f32(const EpilogueTable& t, int out_w, int C, int c0, std::int64_t plane, bool flip,
-                   const std::uint8_t* v, int y, float* out_image) {
+// The row through simd::u8_to_float (the table's `vector`): C = 1 (a plane)
+// or 3 (interleaved, split into planes first), in pieces of kPiece pixels; a
+// flipped row's piece [x, x + m) lands at out_w - x - m.
+void store_row_vector(const EpilogueTable& t, int out_w, int C, int c0, std::int64_t plane, bool flip,
+                      const std::uint8_t* v, int y, void* out_image) {
   constexpr int kPiece = 512;
   alignas(32) std::uint8_t b[3][kPiece];
   const px::Epilogue& e = t.epilogue;
-  float* row = out_image + (std::int64_t)c0 * plane + (std::int64_t)y * out_w;
+  auto* row = static_cast<std::uint8_t*>(out_image) + ((std::int64_t)c0 * plane + (std::int64_t)y * out_w) * t.elem;
   for (int x = 0; x < out_w; x += kPiece) {
     const int m = std::min(kPiece, out_w - x);
     const int at = flip ? out_w - x - m : x;
@@ -48,8 +48,8 @@ void store_row_f32(const EpilogueTable& t, int out_w, int C, int c0, std::int64_
     }
     for (int c = 0; c < C; ++c) {
       const std::uint8_t* src = C == 3 || flip ? b[c] : v + x;
-      simd::u8_to_f32(t.level, src, m, e.scale, px::kInv255, e.normalize, e.mean[c0 + c], e.std[c0 + c],
-                      row + (std::int64_t)c * plane + at);
+      simd::u8_to_float(t.level, t.out, src, m, e.scale, px::kInv255, e.normalize, e.mean[c0 + c], e.std[c0 + c],
+                        row + ((std::int64_t)c * plane + at) * t.elem);
     }
   }
 }
@@ -81,8 +81,8 @@ void store_row(simd::Level level, const ResizeSpec& spec, const EpilogueTable* t
     }
     return;
   }
-  if (table != nullptr && table->vector_f32 && (!interleaved || C == 3))
-    return store_row_f32(*table, out_w, C, c0, plane, flip, v, y, static_cast<float*>(out_image));
+  if (table != nullptr && table->vector && (!interleaved || C == 3))
+    return store_row_vector(*table, out_w, C, c0, plane, flip, v, y, out_image);
   if (table != nullptr && table->elem == 4)
     return store_row_table<std::uint32_t>(*table, out_w, C, c0, plane, flip, v, y, out_image);
   if (table != nullptr && table->elem == 2)
@@ -120,18 +120,21 @@ EpilogueTable epilogue_table(const px::Epilogue& e, int channels, simd::Level le
   // store_resampled writes value i of a (channels, 256) "image": entry [c][u].
   for (int c = 0; c < channels; ++c)
     for (int u = 0; u < 256; ++u) px::store_resampled(e, t.bytes.data(), (std::int64_t)c * 256 + u, c, u);
-  if (e.out == PixelType::kF32 && level != simd::Level::kScalar && channels <= 4) {
-    std::uint8_t all[256];
-    for (int u = 0; u < 256; ++u) all[u] = (std::uint8_t)u;
-    float got[256];
-    bool same = true;
-    for (int c = 0; c < channels && same; ++c) {
-      simd::u8_to_f32(level, all, 256, e.scale, px::kInv255, e.normalize, e.mean[c], e.std[c], got);
-      same = std::memcmp(got, t.bytes.data() + (std::size_t)c * 256 * 4, sizeof got) == 0;
-    }
-    t.vector_f32 = same;
+  if (channels <= 4) {
+    t.out = e.out == PixelType::kF32 ? simd::FloatOut::kF32
+            : e.out == PixelType::kF16 ? simd::FloatOut::kF16
+                                       : simd::FloatOut::kBF16;
     t.level = level;
     t.epilogue = e;
+    std::uint8_t all[256];
+    for (int u = 0; u < 256; ++u) all[u] = (std::uint8_t)u;
+    std::uint8_t got[256 * 4];
+    const std::size_t bytes = (std::size_t)256 * t.elem;
+    bool same = true;
+    for (int c = 0; c < channels && same; ++c)
+      same = simd::u8_to_float(level, t.out, all, 256, e.scale, px::kInv255, e.normalize, e.mean[c], e.std[c], got) &&
+             std::memcmp(got, t.bytes.data() + c * bytes, bytes) == 0;
+    t.vector = same;
   }
   return t;
 }

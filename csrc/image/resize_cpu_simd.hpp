@@ -18,15 +18,16 @@ namespace gdsio::image::detail {
 
 // The epilogue of a float or 16-bit output as a table of its 256 results per
 // channel, each filled by px::store_resampled itself: one lookup per value
-// instead of its arithmetic (a division among it), the same bits. A float32
-// output whose table simd::u8_to_f32 gives back whole at `level` (all 256
-// values of every channel compared) is written by that kernel instead, 8
-// values a vector where the lookups go one at a time.
+// instead of its arithmetic (a division among it), the same bits. An output
+// whose table simd::u8_to_float gives back whole at `level` (all 256 values
+// of every channel compared) is written by that kernel instead, 8 values a
+// vector where the lookups go one at a time.
 struct EpilogueTable {
   std::vector<std::uint8_t> bytes;  // [channel][256] values of `elem` bytes
   int elem = 0;                     // 0: no table (uint8 output)
-  bool vector_f32 = false;          // simd::u8_to_f32 at `level` writes these bits
+  bool vector = false;              // simd::u8_to_float at `level` writes these bits
   simd::Level level = simd::Level::kScalar;
+  simd::FloatOut out = simd::FloatOut::kF32;
   px::Epilogue epilogue{};
 };
 EpilogueTable epilogue_table(const px::Epilogue& e, int channels, simd::Level level);

@@ -225,8 +225,8 @@ def test_expanded_images_are_copied_before_the_kernel():
 @pytest.mark.parametrize("size", [48, 45, [6, 1030], None])
 def test_fused_float_outputs_equal_the_scalar_arithmetic(dtype, norm, scale, layout, size):
     """The SIMD schedule writes a float or 16-bit output from a table of the
-    epilogue's 256 results per channel (float32: a vector kernel, checked
-    against that table); the scalar loops compute each value: the same bits
+    epilogue's 256 results per channel (or a vector kernel, checked against
+    that table); the scalar loops compute each value: the same bits
     for every dtype, scale and normalisation, on interleaved pixels and
     planes, flipped or not, at widths on and off the vectors' 8 values and
     rows longer than the vector store's pieces, and at the image's own size
@@ -253,12 +253,18 @@ def test_fused_float_outputs_equal_the_scalar_arithmetic(dtype, norm, scale, lay
 
 
 @pytest.mark.parametrize("scale,mean,std", [(True, [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]), (True, None, None),
-                                            (False, None, None), (False, [127.5, 1.0, -3.0], [64.0, 0.5, 7.0])])
-def test_every_level_above_scalar_writes_float32_with_its_vector_kernel(scale, mean, std):
+                                            (False, None, None), (False, [127.5, 1.0, -3.0], [64.0, 0.5, 7.0]),
+                                            # u = 2 lands halfway between two bfloat16s (channels 0, 2: the
+                                            # lower one odd, even) and two float16s (channel 1, the lower odd):
+                                            # round half to even, as torch does
+                                            (False, [0.98828125, 0.99853515625, 0.99609375], [1.0, 1.0, 1.0])])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_every_level_above_scalar_writes_floats_with_its_vector_kernel(scale, mean, std, dtype):
     # The bits are the table's either way (the test above); this says the vector kernel gave them back, so
-    # a float32 output is not left to one lookup a value.
+    # a float output is not left to one lookup a value (float16: on a CPU with F16C, every AVX2 one so far).
     for lv in LEVELS:
-        assert _at_level(lv, lambda: _core.tf_vector_epilogue(3, scale=scale, mean=mean, std=std)) == (lv != "scalar")
+        got = _at_level(lv, lambda: _core.tf_vector_epilogue(3, dtype, scale=scale, mean=mean, std=std))
+        assert got == (lv != "scalar"), lv
 
 
 @pytest.mark.parametrize("seed", range(6))
