@@ -13,6 +13,9 @@
 //   VNNI (vpdpbusd: four taps into each int32 lane, the pixels read as bytes,
 //   no widening); the sum is ((sum_d2 << 8) + sum_d1 << 8) + sum_d0, taken
 //   Horner's way in one accumulator.
+// Beside them, the stores of a row's results: split into planes
+// (deinterleave3) and, for a float output, the epilogue 8 values a vector
+// (u8_to_float), used only where it gives back the scalar epilogue's table.
 //
 // Only raw pointers cross this header: the kernels live in a translation
 // unit whose functions carry target attributes, and no inline function of a
