@@ -216,14 +216,8 @@ def workloads(work: Path, calls_scale: float, groups: tuple[str, ...] = GROUPS) 
     tail = Tail(torch.float32, True, tuple(mean), tuple(std))
     m4, s4 = torch.tensor(mean).view(1, 3, 1, 1), torch.tensor(std).view(1, 3, 1, 1)
 
-    def one_thread(fn: Callable[[], Any]) -> Callable[[], Any]:
-        def run() -> Any:
-            with gdsio.settings(threads=1):
-                return fn()
-        return run
-
     row = "uint8 (8, 3, 224, 224) -> float32 / 255, normalized, 1 thread (per batch)"
-    add(row, "gdsio (the Ray consumer's Tail)", one_thread(lambda: tail(u8, out=f32)), 6)
+    add(row, "gdsio (the Ray consumer's Tail)", lambda: tail(u8, out=f32), 6)
     add(row, "torch (torchvision v2's to_dtype + normalize ops)",
         lambda: u8.to(torch.float32).mul_(1 / 255).sub_(m4).div_(s4), 6)
 
@@ -234,8 +228,8 @@ def workloads(work: Path, calls_scale: float, groups: tuple[str, ...] = GROUPS) 
     photo_cl = photo.permute(2, 0, 1)[None].contiguous(memory_format=torch.channels_last)
     box = [[30, 50, 300, 400]]
     row = "crop 400x300 of 500x375 -> 224x224 bilinear antialias, flip, float32 normalized, 1 thread"
-    add(row, "gdsio (fused)", one_thread(lambda: T.resized_crop_flip_normalize([hwc], box, [True], 224, mean, std,
-                                                                          dtype=torch.float32)), 6)
+    add(row, "gdsio (fused)",
+        lambda: T.resized_crop_flip_normalize([hwc], box, [True], 224, mean, std, dtype=torch.float32), 6)
 
     def torch_crop() -> Any:
         x = interp(photo_cl[:, :, 30:330, 50:450], size=(224, 224), mode="bilinear", antialias=True).flip(-1)

@@ -29,14 +29,20 @@ void store_row_table(const EpilogueTable& t, int out_w, int C, int c0, std::int6
   }
 }
 
+// The kernel's name for a float output type.
+simd::FloatOut float_out(PixelType t) {
+  return t == PixelType::kF32   ? simd::FloatOut::kF32
+         : t == PixelType::kF16 ? simd::FloatOut::kF16
+                                : simd::FloatOut::kBF16;
+}
+
 // The row through simd::u8_to_float (the table's `vector`): C = 1 (a plane)
 // or 3 (interleaved, split into planes first), in pieces of kPiece pixels; a
 // flipped row's piece [x, x + m) lands at out_w - x - m.
-void store_row_vector(const EpilogueTable& t, int out_w, int C, int c0, std::int64_t plane, bool flip,
-                      const std::uint8_t* v, int y, void* out_image) {
+void store_row_vector(const EpilogueTable& t, const px::Epilogue& e, int out_w, int C, int c0, std::int64_t plane,
+                      bool flip, const std::uint8_t* v, int y, void* out_image) {
   constexpr int kPiece = 512;
   alignas(32) std::uint8_t b[3][kPiece];
-  const px::Epilogue& e = t.epilogue;
   auto* row = static_cast<std::uint8_t*>(out_image) + ((std::int64_t)c0 * plane + (std::int64_t)y * out_w) * t.elem;
   for (int x = 0; x < out_w; x += kPiece) {
     const int m = std::min(kPiece, out_w - x);
@@ -48,8 +54,8 @@ void store_row_vector(const EpilogueTable& t, int out_w, int C, int c0, std::int
     }
     for (int c = 0; c < C; ++c) {
       const std::uint8_t* src = C == 3 || flip ? b[c] : v + x;
-      simd::u8_to_float(t.level, t.out, src, m, e.scale, px::kInv255, e.normalize, e.mean[c0 + c], e.std[c0 + c],
-                        row + ((std::int64_t)c * plane + at) * t.elem);
+      simd::u8_to_float(t.level, float_out(e.out), src, m, e.scale, px::kInv255, e.normalize, e.mean[c0 + c],
+                        e.std[c0 + c], row + ((std::int64_t)c * plane + at) * t.elem);
     }
   }
 }
@@ -82,7 +88,7 @@ void store_row(simd::Level level, const ResizeSpec& spec, const EpilogueTable* t
     return;
   }
   if (table != nullptr && table->vector && (!interleaved || C == 3))
-    return store_row_vector(*table, out_w, C, c0, plane, flip, v, y, out_image);
+    return store_row_vector(*table, e, out_w, C, c0, plane, flip, v, y, out_image);
   if (table != nullptr && table->elem == 4)
     return store_row_table<std::uint32_t>(*table, out_w, C, c0, plane, flip, v, y, out_image);
   if (table != nullptr && table->elem == 2)
@@ -121,18 +127,15 @@ EpilogueTable epilogue_table(const px::Epilogue& e, int channels, simd::Level le
   for (int c = 0; c < channels; ++c)
     for (int u = 0; u < 256; ++u) px::store_resampled(e, t.bytes.data(), (std::int64_t)c * 256 + u, c, u);
   if (channels <= 4) {
-    t.out = e.out == PixelType::kF32 ? simd::FloatOut::kF32
-            : e.out == PixelType::kF16 ? simd::FloatOut::kF16
-                                       : simd::FloatOut::kBF16;
     t.level = level;
-    t.epilogue = e;
     std::uint8_t all[256];
     for (int u = 0; u < 256; ++u) all[u] = (std::uint8_t)u;
     std::uint8_t got[256 * 4];
     const std::size_t bytes = (std::size_t)256 * t.elem;
     bool same = true;
     for (int c = 0; c < channels && same; ++c)
-      same = simd::u8_to_float(level, t.out, all, 256, e.scale, px::kInv255, e.normalize, e.mean[c], e.std[c], got) &&
+      same = simd::u8_to_float(level, float_out(e.out), all, 256, e.scale, px::kInv255, e.normalize, e.mean[c],
+                               e.std[c], got) &&
              std::memcmp(got, t.bytes.data() + c * bytes, bytes) == 0;
     t.vector = same;
   }

@@ -27,8 +27,6 @@ struct EpilogueTable {
   int elem = 0;                     // 0: no table (uint8 output)
   bool vector = false;              // simd::u8_to_float at `level` writes these bits
   simd::Level level = simd::Level::kScalar;
-  simd::FloatOut out = simd::FloatOut::kF32;
-  px::Epilogue epilogue{};
 };
 EpilogueTable epilogue_table(const px::Epilogue& e, int channels, simd::Level level);
 
