@@ -49,7 +49,7 @@ def _get(conn: http.client.HTTPConnection, path: str, method: str = "GET",
 
 
 def test_proxy_counts_and_delays_every_request_and_passes_bytes_unchanged(proxy_mod, upstream):
-    data = os.urandom(3 << 20)  # several of the proxy's 64 KiB pieces
+    data = os.urandom(3 << 20)  # several of the proxy's 1 MiB pieces (64 KiB when paced)
     upstream.put("bucket/obj.bin", data)
     waits: list[float] = []
 
