@@ -126,7 +126,7 @@ def test_bench_shards_smoke(tmp_path):
     assert all(s["address"] == "127.0.0.1" and s["loopback"] for s in doc["listening"])
     rows = {row["row"]: row for row in doc["rows"]}
     for name in ("gdsio-folder-local", "gdsio-shards-local", "gdsio-objects-s3", "gdsio-shards-s3-global",
-                 "gdsio-shards-s3-window", "webdataset-s3", "webdataset-s3-pil", "litdata-s3", "mosaic-streaming-s3",
+                 "gdsio-shards-s3-window", "gdsio-shards-local-window", "webdataset-s3", "webdataset-s3-pil", "litdata-s3", "mosaic-streaming-s3",
                  "first-batch-100-gdsio-global", "first-batch-100-webdataset"):
         assert name in rows and name in md, name
     for row in rows.values():
@@ -135,8 +135,11 @@ def test_bench_shards_smoke(tmp_path):
             assert row["reason"] and row["reason"] in md
         else:
             assert row["images"] > 0 and row["images_per_s"] > 0 and row["cpu_s"] >= 0
-    for name in ("gdsio-folder-local", "gdsio-shards-local", "gdsio-objects-s3"):
+    for name in ("gdsio-folder-local", "gdsio-shards-local", "gdsio-objects-s3", "gdsio-shards-local-window"):
         assert rows[name]["status"] == "ok", rows[name]
+    if rows["gdsio-shards-s3-window"]["status"] == "ok" and rows["webdataset-s3"]["status"] == "ok":
+        assert any(g.startswith("(the ceiling of the like-for-like goal)") for g in doc["goals"]), doc["goals"]
+    assert any(n.startswith(f"moto {doc['machine']['peers']['moto']} answers a ranged GET") for n in doc["notes"])
     assert rows["gdsio-objects-s3"]["requests"] >= rows["gdsio-objects-s3"]["images"]  # one GET an image at least
     assert doc["data"]["images"] == 48 and doc["proxy"]["requests"] > 0 and doc["proxy"]["delay_s"] == 0.001
     eq = doc["equal"]
