@@ -227,6 +227,20 @@ def _decoded(raw: tuple[Any, ...]) -> tuple[str | None, ...]:
 _last: tuple[Any, tuple[Any, ...], Settings] | None = None
 
 
+def carried() -> Callable[[], None]:
+    """The ``settings`` blocks in force here, for a thread this one starts:
+    the returned function, called first in that thread (a ThreadPoolExecutor's
+    initializer, or the start of a Thread's target), puts them in force there.
+    A block is thread-local, so without it a worker thread of the Loader would
+    read the defaults and the environment only."""
+    over = _overrides.get()
+
+    def put() -> None:
+        _overrides.set(over)
+
+    return put
+
+
 def current() -> Settings:
     """The settings in force here and now."""
     global _last
@@ -286,7 +300,8 @@ def check_environment(environ: Mapping[str, str] | None = None) -> Settings:
 def settings(**changes: Any) -> Iterator[Settings]:
     """Overrides settings of the I/O engine inside a ``with`` block; blocks nest
     (innermost first), then the ``GDSIO_<NAME>`` environment variables, then
-    the defaults. Thread- and task-local (a contextvar): other threads keep theirs.
+    the defaults. Thread- and task-local (a contextvar): other threads keep theirs
+    (a gdsio.Loader pass carries those in force at ``iter()`` into its threads).
 
     Args:
         **changes: any of ``threads`` (reader threads per call, 1-256),

@@ -89,6 +89,11 @@ class Faults:
         self.gzip = False  # gzip every GET body (Content-Encoding: gzip) whatever Accept-Encoding asked
         self.truncate = 0  # the next N GET answers: the whole Content-Length, truncate_by bytes fewer, close
         self.truncate_by = 0
+        # Hold the first `gather` GETs until that many GETs are in flight together, each at most gather_timeout s;
+        # a GET that times out ends the gathering and counts in gather_missed. HEADs are never held.
+        self.gather = 0
+        self.gather_timeout = 10.0
+        self.gather_missed = 0
         self.lock = threading.Lock()
 
 
@@ -108,6 +113,10 @@ class RangeServer:
         self.requests: list[tuple[str, str, str]] = []  # (method, target, Range header) of every HEAD and GET
         self.redirects: dict[str, tuple[int, str, tuple[str, ...], dict[str, str]]] = {}  # see redirect()
         self.version = 1
+        self.in_flight = 0  # requests being answered now
+        self.gets_in_flight = 0
+        self.peak = 0  # the most requests in flight at once
+        self.flight = threading.Condition()
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -180,6 +189,27 @@ class RangeServer:
                 self._answer(head=False, drop=drop, cut=cut)
 
             def _answer(self, head: bool, drop: bool = False, cut: int = 0) -> None:
+                f = server.faults
+                with server.flight:
+                    server.in_flight += 1
+                    server.gets_in_flight += not head
+                    server.peak = max(server.peak, server.in_flight)
+                    server.flight.notify_all()
+                    if f.gather and not head:
+                        if server.flight.wait_for(lambda: not f.gather or server.gets_in_flight >= f.gather,
+                                                  f.gather_timeout):
+                            f.gather = 0  # gathered: the rest go straight through
+                        elif f.gather:
+                            f.gather, f.gather_missed = 0, f.gather_missed + 1
+                        server.flight.notify_all()
+                try:
+                    self._answer_now(head, drop, cut)
+                finally:
+                    with server.flight:
+                        server.in_flight -= 1
+                        server.gets_in_flight -= not head
+
+            def _answer_now(self, head: bool, drop: bool, cut: int) -> None:
                 f = server.faults
                 if f.stall:
                     time.sleep(f.stall)

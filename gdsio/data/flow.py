@@ -13,7 +13,7 @@ import queue
 import threading
 import time
 import weakref
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -99,9 +99,13 @@ def _stop_threads_at_exit() -> None:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
-def mark_loader_thread() -> None:
-    """Marks the calling thread as one of a loader's (its loader thread and readers)."""
+def mark_loader_thread(carry: Callable[[], None] | None = None) -> None:
+    """Marks the calling thread as one of a loader's (its loader thread and
+    readers); `carry` (gdsio.config.carried()): puts the pass's settings
+    blocks in force in it."""
     _local.in_loader = True
+    if carry is not None:
+        carry()
 
 
 def in_loader_thread() -> bool:

@@ -163,7 +163,12 @@ class Loader:
     yielded). prefetch: ready batches queued ahead of the consumer;
     prefetch_bytes (an int or "2G"): the bytes those batches may hold (a batch
     larger than that alone still waits when none other does). threads:
-    reader threads (default: ``gdsio.current_settings().threads``).
+    reader threads (default: ``gdsio.current_settings().threads``); where
+    each sample is one GET of a URL (an ImageFolder of objects, the global
+    order of remote shards), at least ``remote_concurrency``, so that many
+    GETs are in flight whatever the CPUs. A pass runs, in all its threads,
+    with the ``gdsio.settings`` blocks in force where it starts (``iter()``);
+    the shard indexes, with those where the Loader is made.
     cache: a ``gdsio.Cache`` of decoded samples, or a ``Cache(where="disk",
     path=...)`` of the remote objects read (local files for later epochs)
     and of remote tar shards' indexes (gdsio.data.remote_shards).
@@ -396,9 +401,21 @@ class Loader:
         return PassPlan(
             table=self.table, order=self.order, epoch=epoch, start=start, transform=self.transform,
             device=self.device, streams=self._cuda_streams() if self.device.type == "cuda" else None,
-            threads=self.threads, on_error=self.on_error, mode=self.image_mode, cache=self.cache, meter=self._meter,
+            threads=self._reader_threads(), on_error=self.on_error, mode=self.image_mode, cache=self.cache,
+            meter=self._meter,
             buffers=self._batch_buffers, crop_decode=self.crop_decode,
         )
+
+    def _reader_threads(self) -> int:
+        """A pass's reader threads: ``threads``; at least ``remote_concurrency``
+        where samples are read one GET each from URLs (an ImageFolder of
+        objects, the global order of remote shards), so that the GETs in
+        flight are set by the remote setting, not by the CPUs: such a thread
+        waits on its GET most of its time. The shard-window order reads its
+        units on threads of its own (gdsio.data.remote_shards.ShardWindows)."""
+        t = self.table
+        one_get_each = t.remote and not (isinstance(self.order, WindowOrder) and t.ranges is not None)
+        return max(self.threads, current().remote_concurrency) if one_get_each else self.threads
 
     def _cuda_streams(self) -> tuple[Any, Any, Any]:
         """(read stream, work stream, decode stream), made once: the reads of

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
-from ..config import current
+from ..config import carried, current
 from ..errors import SampleError
 from ..image.batch import Item, options
 from ..io import File, read
@@ -136,6 +136,7 @@ class Producer:
     def __init__(self, plan: PassPlan, q: queue.Queue[Any], stop: threading.Event, budget: ByteBudget | None = None,
                  kept: dict[int, np.ndarray] | None = None) -> None:
         self.plan = plan
+        self.carry = carried()  # made where the pass starts (iter()): its settings blocks, for the pass's threads
         self.kept = kept  # when given: batch number -> the sample indices its batch holds (on_error="skip" drops some)
         self.cuda = plan.device.type == "cuda"
         self.q, self.stop, self.budget = q, stop, budget
@@ -192,10 +193,11 @@ class Producer:
     # ---- the loop ---------------------------------------------------------------
 
     def run(self) -> None:
-        mark_loader_thread()
+        mark_loader_thread(self.carry)
         pool: concurrent.futures.Executor = InlineExecutor() if self.plan.inline_reads else (
             concurrent.futures.ThreadPoolExecutor(
-                self.plan.threads, thread_name_prefix="gdsio-reader", initializer=mark_loader_thread))
+                self.plan.threads, thread_name_prefix="gdsio-reader", initializer=mark_loader_thread,
+                initargs=(self.carry,)))
         try:
             t = self.plan.table
             if (isinstance(self.plan.order, WindowOrder) and t.shards is not None and t.ranges is not None

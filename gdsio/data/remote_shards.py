@@ -56,7 +56,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..config import current
+from ..config import carried, current
 from ..io import http, read
 from ..io.buffers import host_empty
 from ..io.remote import RemoteReader, fetch
@@ -99,7 +99,8 @@ def shard_indexes(paths: Sequence[str], cache: Any = None) -> list[ShardIndex]:
     got: dict[str, ShardIndex] = {}
     if urls:
         workers = max(1, min(current().remote_concurrency, len(urls)))
-        with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="gdsio-shard-index") as pool:
+        with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="gdsio-shard-index",
+                                                   initializer=carried()) as pool:
             futures = {u: pool.submit(remote_index, u, folder) for u in dict.fromkeys(urls)}
             try:
                 got = {u: f.result() for u, f in futures.items()}
@@ -361,28 +362,33 @@ class ShardReaders:
 
     def __init__(self) -> None:
         self._open: dict[str, RemoteReader] = {}
+        self._opening: dict[str, threading.Lock] = {}  # per shard: held by the thread opening it
         self._lock = threading.Lock()
 
     def get(self, path: str, etag: str) -> RemoteReader:
         with self._lock:
             reader = self._open.get(path)
-        if reader is None:
-            reader = RemoteReader(path, current())
+            if reader is not None:
+                return reader
+            opening = self._opening.setdefault(path, threading.Lock())
+        with opening:  # the other threads wanting this shard wait for its one HEAD
+            with self._lock:
+                reader = self._open.get(path)
+            if reader is not None:
+                return reader
+            reader = RemoteReader(path, current())  # a failed open raises here; the next thread tries again
             try:
                 _check_version(reader, etag)
             except BaseException:
                 reader.close()
                 raise
             with self._lock:
-                kept = self._open.setdefault(path, reader)
-            if kept is not reader:  # another thread opened it meanwhile
-                reader.close()
-            reader = kept
+                self._open[path] = reader
         return reader
 
     def close(self) -> None:
         with self._lock:
-            readers, self._open = list(self._open.values()), {}
+            readers, self._open, self._opening = list(self._open.values()), {}, {}
         for r in readers:
             r.close()
 
@@ -447,7 +453,8 @@ class ShardWindows:
         # Uses left per unit in this pass (from its first batch on): the unit is dropped at 0.
         self.left = np.bincount(self.plan.unit_of[start * bs: end], minlength=len(self.plan.units)).tolist()
         self.pool = concurrent.futures.ThreadPoolExecutor(order.shuffle_window, thread_name_prefix="gdsio-shard",
-                                                          initializer=mark_loader_thread)
+                                                          initializer=mark_loader_thread,
+                                                          initargs=(carried(),))  # the pass's settings blocks
         self.futures: dict[int, concurrent.futures.Future[Any]] = {}
         self.submitted = 0  # units before this one are submitted (or not needed)
         self.counted: set[int] = set()  # units whose read the meter has counted

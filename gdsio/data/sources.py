@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import functools
 import glob as _glob
 import math
 import os
@@ -284,6 +285,12 @@ class SampleTable:
 
     def __len__(self) -> int:
         return int(self.starts[-1]) if self.starts is not None else len(self.files.paths)
+
+    @functools.cached_property
+    def remote(self) -> bool:
+        """Whether any sample is read from an ``s3://`` or ``http(s)://`` URL (its shard's or its file's)."""
+        paths = self.shards.paths if self.shards is not None else self.files.paths
+        return any("://" in p and is_url(p) for p in paths)  # "in" first: a million local paths in a few ms
 
     @property
     def classes(self) -> list[str]:
