@@ -789,7 +789,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=None, help="gdsio.Loader threads (default: the Loader's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--objects-limit", type=int, default=1536,
-                   help="images read in the ImageFolder-of-objects row (request-bound: its rate is steady)")
+                   help="images read in the ImageFolder-of-objects row (a HEAD and a GET an image: its rate is steady)")
     p.add_argument("--objects-threads", type=int, default=16,
                    help="a second ImageFolder-of-objects row with this many Loader threads (0: none)")
     p.add_argument("--global-kwargs", default='{"shuffle": "global"}',
@@ -902,9 +902,9 @@ def main(argv: list[str] | None = None) -> int:
                      loader_row(str(folder), a, shuffled), None, None),
                     ("gdsio-shards-local", "gdsio.Loader(local shards), shuffle=True",
                      loader_row(local, a, shuffled), None, None))
-        # request-bound rows, long and steady: one round
+        # rows of a HEAD and a GET an image, long and steady: one round
         rows.append(measure("gdsio-objects-s3", f"gdsio.Loader('s3://{BUCKET}/folder/'), shuffle=True, first "
-                            f"{a.objects_limit} images (request-bound)",
+                            f"{a.objects_limit} images (a HEAD and a GET an image)",
                             loader_row(f"s3://{BUCKET}/folder/", a, shuffled), servers, a.objects_limit, to))
         if a.objects_threads:
             rows.append(measure(f"gdsio-objects-s3-{a.objects_threads}-threads", f"as gdsio-objects-s3 with "
