@@ -92,7 +92,7 @@ class Faults:
         # Hold the first `gather` GETs until that many GETs are in flight together, each at most gather_timeout s;
         # a GET that times out ends the gathering and counts in gather_missed. HEADs are never held.
         self.gather = 0
-        self.gather_timeout = 10.0
+        self.gather_timeout = 30.0
         self.gather_missed = 0
         self.lock = threading.Lock()
 
