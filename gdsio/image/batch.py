@@ -40,6 +40,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
+from ..config import carried
 from ..config import current as current_settings
 from ..device import parse_device, require_cuda
 from ..errors import DecompressionBombError
@@ -358,7 +359,8 @@ def read_bodies(items: Sequence[Item], target: torch.device, backend: str | None
     several files at a time; sets ``data``, ``total`` and ``io``, or ``error``."""
     where = _where(target)
     if len(items) > 1 and threads > 1:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="gdsio-img") as ex:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(threads, len(items)), thread_name_prefix="gdsio-img",
+                                                   initializer=carried()) as ex:  # the caller's settings blocks
             list(ex.map(lambda it: _read_body(it, where, backend), items))
     else:
         for it in items:
@@ -385,7 +387,8 @@ def read_files(items: Sequence[Item], target: torch.device, backend: str | None,
                 failed_at[0] = min(failed_at[0], it.index)
 
     if len(items) > 1 and opts.threads > 1:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=min(opts.threads, len(items)), thread_name_prefix="gdsio-img") as ex:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(opts.threads, len(items)), thread_name_prefix="gdsio-img",
+                                                   initializer=carried()) as ex:  # the caller's settings blocks
             list(ex.map(one, items))
     else:
         for it in items:

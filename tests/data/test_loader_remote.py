@@ -1,7 +1,7 @@
 """gdsio.Loader over URLs, against gdsio's ranged HTTP server on 127.0.0.1:
 samples read one GET each have ``remote_concurrency`` GETs in flight whatever
 ``threads`` is, and a pass runs with the ``gdsio.settings`` blocks in force
-where it starts, in every thread it starts."""
+where it starts, in every thread it starts (as gdsio.image.read's threads do)."""
 
 from __future__ import annotations
 
@@ -77,3 +77,15 @@ def test_a_pass_runs_with_the_settings_in_force_where_it_starts(tmp_path):
             batches(loader)
     assert isinstance(e.value.__cause__, gdsio.DecompressionBombError), repr(e.value.__cause__)
     assert len(batches(loader)) == 3
+
+
+def test_image_read_of_several_urls_takes_the_callers_settings(server, tmp_path):
+    """gdsio.image.read reads several files on threads of its own: a block's
+    remote_retries=0 reaches them (the default, 4, would try each GET 5 times)."""
+    folder = make_folder(tmp_path / "img")
+    urls = [u for u, _ in objects(server, folder)[0][:4]]
+    server.faults.status_503 = 1000
+    with gdsio.settings(remote_retries=0, threads=4), pytest.raises(OSError, match=r"HTTP 503") as e:
+        gdsio.image.read(urls, device="cpu")
+    assert "after 1 try" in str(e.value), e.value
+    assert server.gets <= len(urls)  # one try each, at most
