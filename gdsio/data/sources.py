@@ -290,7 +290,7 @@ class SampleTable:
     def remote(self) -> bool:
         """Whether any sample is read from an ``s3://`` or ``http(s)://`` URL (its shard's or its file's)."""
         paths = self.shards.paths if self.shards is not None else self.files.paths
-        return any("://" in p and is_url(p) for p in paths)  # "in" first: a million local paths in a few ms
+        return any("://" in p and is_url(p) for p in paths)  # "in" first: ImageNet's 1.28 M local paths in ~0.1 s
 
     @property
     def classes(self) -> list[str]:
