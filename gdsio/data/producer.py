@@ -160,11 +160,11 @@ class Producer:
 
     def _group_images(self) -> bool:
         """Images for a GPU where true GPUDirect Storage cannot run (gds's probe refuses; or backend "pinned" set):
-        a group of a batch's files, or local shards' members, is read on the host by one call (_read_images)
-        and copied up in one copy, instead of one engine read per image (whose Python per file, not the bytes,
-        bounded the pinned loader). Where GDS runs, each image goes storage to device (read_image)."""
+        a group of a batch's local files or shard members is read on the host by one call (_read_images) and
+        copied up in one copy, instead of one engine read per image (whose Python per file bounded the pinned
+        loader). Where GDS runs, or from URLs (one GET each, on reader threads of their own), image by image."""
         t = self.plan.table
-        if not (self.cuda and t.kind == "image") or (t.ranges is not None and not self._members_to_device()):
+        if not (self.cuda and t.kind == "image") or t.remote or (t.ranges is not None and not self._members_to_device()):
             return False
         backend = current().backend
         if backend == "pinned":

@@ -89,3 +89,19 @@ def test_image_read_of_several_urls_takes_the_callers_settings(server, tmp_path)
         gdsio.image.read(urls, device="cpu")
     assert "after 1 try" in str(e.value), e.value
     assert server.gets <= len(urls)  # one try each, at most
+
+
+def test_a_gpu_pass_reads_urls_image_by_image_not_in_host_groups(server, tmp_path):
+    """On a GPU without GDS a batch's local images are read in up to 4 groups,
+    each by one host call; a group of URLs was read one GET after another, so
+    4 were in flight at most. URLs are read image by image on the reader threads."""
+    from types import SimpleNamespace
+
+    from gdsio.data.producer import Producer
+
+    folder = make_folder(tmp_path / "img")
+    with gdsio.settings(backend="pinned"):  # grouped where it applies, no GDS probe (no GPU here)
+        for source, grouped in ((str(folder), True), (objects(server, folder)[0], False)):
+            plan = Loader(source, 5, device="cpu")._plan(0, 0)
+            stub = SimpleNamespace(plan=plan, cuda=True, _members_to_device=lambda: False)
+            assert Producer._group_images(stub) is grouped  # type: ignore[arg-type]
