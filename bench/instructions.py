@@ -225,7 +225,7 @@ def workloads(work: Path, calls_scale: float, groups: tuple[str, ...] = GROUPS) 
     group = "crop"
     photo = torch.from_numpy(np.asarray(Image.fromarray(sources()[1]).resize((500, 375))).copy())  # (H, W, C)
     hwc = photo.permute(2, 0, 1)  # interleaved pixels, as a decoded image lies
-    photo_cl = photo.permute(2, 0, 1)[None].contiguous(memory_format=torch.channels_last)
+    photo_cl = hwc[None].contiguous(memory_format=torch.channels_last)
     box = [[30, 50, 300, 400]]
     row = "crop 400x300 of 500x375 -> 224x224 bilinear antialias, flip, float32 normalized, 1 thread"
     add(row, "gdsio (fused)",

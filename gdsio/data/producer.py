@@ -159,12 +159,12 @@ class Producer:
         self.group_images = self._group_images()
 
     def _group_images(self) -> bool:
-        """Images for a GPU where true GPUDirect Storage cannot run (gds's probe refuses; or backend "pinned" set):
-        a group of a batch's local files or shard members is read on the host by one call (_read_images) and
-        copied up in one copy, instead of one engine read per image (whose Python per file bounded the pinned
-        loader). Where GDS runs, or from URLs (one GET each, on reader threads of their own), image by image."""
+        """Images for a GPU without true GPUDirect Storage (gds's probe refuses; or backend "pinned"): a group of
+        a batch's local files or shard members read on the host by one call (_read_images), copied up in one copy
+        (one engine read per image was Python-bound). Where GDS runs, or URLs without a disk cache: one by one."""
         t = self.plan.table
-        if not (self.cuda and t.kind == "image") or t.remote or (t.ranges is not None and not self._members_to_device()):
+        uncached = t.remote and not isinstance(self.plan.cache, DiskCache)  # with one, later passes read local copies
+        if not (self.cuda and t.kind == "image") or uncached or (t.ranges is not None and not self._members_to_device()):
             return False
         backend = current().backend
         if backend == "pinned":

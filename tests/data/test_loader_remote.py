@@ -12,6 +12,7 @@ from remote_fixtures import aws_clean, loopback_only, no_leaks, server  # noqa: 
 from test_shards import batches, make_folder, same
 
 import gdsio
+import gdsio.data as gd
 from gdsio.data import Loader, SampleError, write_shards
 from gdsio.data import remote_shards as rs
 
@@ -100,8 +101,10 @@ def test_a_gpu_pass_reads_urls_image_by_image_not_in_host_groups(server, tmp_pat
     from gdsio.data.producer import Producer
 
     folder = make_folder(tmp_path / "img")
+    urls = objects(server, folder)[0]
+    disk = gd.Cache(where="disk", path=tmp_path / "cache", bytes="1M")  # later passes: its local copies, grouped
     with gdsio.settings(backend="pinned"):  # grouped where it applies, no GDS probe (no GPU here)
-        for source, grouped in ((str(folder), True), (objects(server, folder)[0], False)):
-            plan = Loader(source, 5, device="cpu")._plan(0, 0)
+        for source, grouped, cache in ((str(folder), True, None), (urls, False, None), (urls, True, disk)):
+            plan = Loader(source, 5, device="cpu", cache=cache)._plan(0, 0)
             stub = SimpleNamespace(plan=plan, cuda=True, _members_to_device=lambda: False)
             assert Producer._group_images(stub) is grouped  # type: ignore[arg-type]
