@@ -155,7 +155,7 @@ class Producer:
         self.readers = ShardReaders()
         t = plan.table  # local shards on the CPU: a batch's members are read in one call (_read_members)
         self.batch_members = (not self.cuda and t.kind == "image" and t.ranges is not None and t.shards is not None
-                              and not any(is_url(path) for path in t.shards.paths))
+                              and not t.remote)
         self.group_images = self._group_images()
 
     def _group_images(self) -> bool:
@@ -452,7 +452,7 @@ class Producer:
         (_read_member), so the shard-window order reads no unit into host memory (ShardWindows is not made)."""
         t = self.plan.table
         return (self.cuda and t.kind == "image" and t.ranges is not None and t.shards is not None
-                and not any(is_url(p) for p in t.shards.paths))
+                and not t.remote)
 
     def _read_member(self, index: int, unit: int | None) -> tuple[Any, Any]:
         """A tar shard's member. An image of a local shard for a GPU: a loose
