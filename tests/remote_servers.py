@@ -94,6 +94,13 @@ class Faults:
         self.gather = 0
         self.gather_timeout = 30.0
         self.gather_missed = 0
+        # Hold each ranged GET for whose length `hold_if` is true until `release` is set, at most hold_timeout s
+        # (a GET that times out counts in hold_missed); `held`: the GETs held now.
+        self.hold_if: Any = None
+        self.release = threading.Event()
+        self.hold_timeout = 30.0
+        self.hold_missed = 0
+        self.held = 0
         self.lock = threading.Lock()
 
 
@@ -202,6 +209,16 @@ class RangeServer:
                         elif f.gather:
                             f.gather, f.gather_missed = 0, f.gather_missed + 1
                         server.flight.notify_all()
+                rng = self.headers.get("Range", "")
+                if f.hold_if is not None and not head and rng.startswith("bytes="):
+                    lo, _, hi = rng[6:].partition("-")
+                    if hi and f.hold_if(int(hi) - int(lo) + 1):
+                        with f.lock:
+                            f.held += 1
+                        released = f.release.wait(f.hold_timeout)
+                        with f.lock:
+                            f.held -= 1
+                            f.hold_missed += not released
                 try:
                     self._answer_now(head, drop, cut)
                 finally:

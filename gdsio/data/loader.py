@@ -153,8 +153,10 @@ class Loader:
     ``"global"`` (every sample shuffled, each read on its own) or, for tar
     shards, ``"window"`` (gdsio.data.sampler.WindowOrder: shards shuffled and
     read whole, ``shuffle_window`` of them at a time, samples shuffled within
-    each window of shards; ranks take contiguous runs of the shards; on a GPU
-    a local shard's images are read member by member into device memory).
+    each window of shards; ranks take contiguous runs of the shards; a pass's
+    first batch from shards on a store is read sample by sample meanwhile
+    (``stats().early_reads``); on a GPU a local shard's images are read
+    member by member into device memory).
     ``True`` is ``"window"`` for shards on an object store, ``"global"``
     otherwise. on_error:
     ``"raise"`` raises ``SampleError`` naming the file; ``"skip"`` logs it to

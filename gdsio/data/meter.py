@@ -30,7 +30,10 @@ class LoaderStats:
     events, from the decode's start to the transform's end). passes: one
     entry per pass over the data (an epoch, or the part
     of one a loop ran) with the bytes read from disk in it: 0 when a cache
-    served everything.
+    served everything. early_reads: samples of a pass's first batch read
+    alone, one ranged GET each, while the first window of shards on a store
+    was still arriving (the shard-window order; gdsio.data.remote_shards.
+    ShardWindows): their bytes are in bytes_read, and again in their shards'.
     """
 
     batches: int = 0
@@ -42,6 +45,7 @@ class LoaderStats:
     bytes_read: int = 0
     skipped: int = 0
     cache_hits: int = 0
+    early_reads: int = 0
     io_backends: dict[str, int] = dataclasses.field(default_factory=dict)
     decode_backends: dict[str, int] = dataclasses.field(default_factory=dict)
     passes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
@@ -78,6 +82,7 @@ class LoaderStats:
             f"I/O: {io}; decode: {dec}"
             + (f"; {self.skipped} skipped" if self.skipped else "")
             + (f"; {self.cache_hits} cache hits" if self.cache_hits else "")
+            + (f"; {self.early_reads} early reads" if self.early_reads else "")
         )
 
 
@@ -102,7 +107,7 @@ class Meter:
     def begin_pass(self, epoch: int, start_batch: int) -> None:
         with self._lock:
             self._pass = {"epoch": epoch, "start_batch": start_batch, "batches": 0, "samples": 0,
-                          "bytes_read": 0, "cache_hits": 0, "skipped": 0}
+                          "bytes_read": 0, "cache_hits": 0, "skipped": 0, "early_reads": 0}
             self._s.passes.append(self._pass)
             del self._s.passes[:-_KEEP_PASSES]
 
@@ -117,12 +122,15 @@ class Meter:
                 self._pass["batches"] += 1
                 self._pass["samples"] += samples
 
-    def read(self, backend: str, nbytes: int) -> None:
+    def read(self, backend: str, nbytes: int, early: bool = False) -> None:
+        """A read by `backend` of `nbytes`; `early`: a sample read alone while its window of shards arrives."""
         with self._lock:
             self._s.io_backends[backend] = self._s.io_backends.get(backend, 0) + 1
             self._s.bytes_read += nbytes
+            self._s.early_reads += early
             if self._pass is not None:
                 self._pass["bytes_read"] += nbytes
+                self._pass["early_reads"] += early
 
     def decoded(self, backend: str, count: int = 1) -> None:
         with self._lock:

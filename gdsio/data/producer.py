@@ -149,8 +149,7 @@ class Producer:
         self.boxes = (plan.crop_decode and not self.cuda and plan.table.kind == "image" and plan.cache is None
                       and isinstance(plan.transform, BatchTransform)
                       and type(plan.transform).decode_boxes is not BatchTransform.decode_boxes)
-        # The shard-window order: shards read whole, a window ahead; remote shards opened once a pass
-        # (both made in run(), closed there).
+        # The shard-window order's reads, a window ahead; remote shards opened once a pass (made and closed in run())
         self.windows: ShardWindows | None = None
         self.readers = ShardReaders()
         t = plan.table  # local shards on the CPU: a batch's members are read in one call (_read_members)
@@ -203,7 +202,7 @@ class Producer:
             if (isinstance(self.plan.order, WindowOrder) and t.shards is not None and t.ranges is not None
                     and not self._members_to_device()):
                 self.windows = ShardWindows(t.shards, t.ranges, self.plan.order, self.plan.epoch, self.plan.start,
-                                            self.plan.cache, self.readers)
+                                            self.plan.cache, self.readers, self.plan.meter.read)
             batches = iter(self.plan.order.numbered_batches(self.plan.epoch, self.plan.start))
             ahead: collections.deque[_Pending] = collections.deque()
             while True:
@@ -221,6 +220,8 @@ class Producer:
                 if not self._put(item):
                     return
             if not self.stop.is_set():
+                if self.windows is not None:  # the first batch's own reads end, and are counted, before the end
+                    self.windows.close(finish=True)
                 self._put(END)
         except BaseException as e:  # reaches the consumer, which re-raises it
             self._put(Failed(e))
@@ -235,7 +236,6 @@ class Producer:
             if not self.budget.acquire(batch_nbytes(item.images, item.labels), self.stop):
                 return False
         return put_until_stopped(self.q, item, self.stop)
-
 
     # ---- reads ------------------------------------------------------------------
 
@@ -280,7 +280,7 @@ class Producer:
             units: list[Any] = [None] * len(idx)
             if self.windows is not None:
                 units = self.windows.units_of(batch_no, len(idx))
-                self.windows.want([units[pos] for pos in misses])
+                self.windows.want([units[pos] for pos in misses], idx[misses].tolist(), batch_no)
                 self.windows.taken([units[pos] for pos in p.hits])
             views = self._read_members(p, idx, misses) if self.batch_members and self.windows is None and misses else None
             if self.group_images and self.windows is None and misses:

@@ -38,7 +38,8 @@ a ``SampleError`` per sample, or skips the shard's samples with
 ``on_error="skip"``. With a ``Cache(where="disk")`` the shards themselves are
 fetched whole into the cache once and read from there; a HEAD before that
 fetch checks the ETag as above (a rewrite between that HEAD and the cache's
-own is not seen).
+own is not seen). Without a disk cache, a pass's first batch is read sample
+by sample while its window arrives (``ShardWindows``).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ import os
 import queue
 import tempfile
 import threading
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -438,15 +439,26 @@ class ShardWindows:
     threads, the units of the window being consumed and of the next one;
     a unit's bytes are dropped once its last sample has been taken.
 
+    Shards on a store without a disk cache: the pass's first batch is not
+    held until its window has arrived whole (``shuffle_window`` shards, a GB
+    at the default shard size). Each of its samples is read alone, one ranged
+    GET (``remote_concurrency`` in flight), while the window's shards are read
+    whole for the rest of their samples: the first batch is out in a few
+    round trips. Its bytes are read twice (alone, and in their shard's range);
+    ``Loader.stats().early_reads`` counts these reads.
+
     Args:
         shards: the source's shards. ranges: per sample, its image member's
             (offset, size) in its shard. order: the loader's WindowOrder.
         epoch, start: the pass (its first batch). cache: the loader's cache.
+        readers: the pass's open shards. count: the meter's ``read``.
     """
 
     def __init__(self, shards: ShardSet, ranges: np.ndarray, order: WindowOrder, epoch: int, start: int,
-                 cache: Any = None, readers: ShardReaders | None = None) -> None:
+                 cache: Any = None, readers: ShardReaders | None = None,
+                 count: Callable[[str, int, bool], None] | None = None) -> None:
         self.shards, self.ranges, self.order, self.cache, self.readers = shards, ranges, order, cache, readers
+        self.count = count  # the meter's read(backend, bytes, early): the first batch's own reads, as they end
         self.plan = order.window_plan(epoch)
         bs = order.batch_size
         end = min(len(order) * bs, len(self.plan.indices))
@@ -459,19 +471,35 @@ class ShardWindows:
         self.submitted = 0  # units before this one are submitted (or not needed)
         self.counted: set[int] = set()  # units whose read the meter has counted
         self.lock = threading.Lock()
+        # The pass's first batch read sample by sample (see above): sample index -> its read.
+        self.early_batch = start if not isinstance(cache, DiskCache) and any(map(is_url, shards.paths)) else -1
+        self.early: dict[int, concurrent.futures.Future[Any]] = {}
+        self.early_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
     def units_of(self, batch_no: int, count: int) -> list[int]:
         """The unit of each sample of batch `batch_no` (of `count` samples)."""
         at = batch_no * self.order.batch_size
         return self.plan.unit_of[at: at + count].tolist()
 
-    def want(self, units: list[int]) -> None:
-        """Starts the reads of every unit up to the end of the window after the last of `units`."""
+    def want(self, units: list[int], samples: list[int] | None = None, batch_no: int = -1) -> None:
+        """Starts the reads of every unit up to the end of the window after the last of `units`, the units of
+        batch `batch_no`'s `samples`; the pass's first batch's samples are read alone first (see above)."""
         if not units:
             return
         last_window = int(self.plan.window_of[max(units)]) + 1
         stop = int(np.searchsorted(self.plan.window_of, last_window, side="right"))
         with self.lock:
+            if batch_no == self.early_batch and samples is not None:
+                if self.early_pool is None:
+                    self.early_pool = concurrent.futures.ThreadPoolExecutor(
+                        max(1, min(current().remote_concurrency, len(samples))), thread_name_prefix="gdsio-shard-early",
+                        initializer=mark_loader_thread, initargs=(carried(),))
+                for u, i in zip(units, samples):
+                    if i not in self.early:  # (a sample twice in one batch: its second read from the unit)
+                        self._use(u)  # the unit is read for its other samples (not at all if none)
+                        self.early[i] = self.early_pool.submit(self._read_alone, u, i)
+                        if self.count is not None:
+                            self.early[i].add_done_callback(self._counted)
             for u in range(self.submitted, stop):
                 if self.left[u] > 0:
                     self.futures[u] = self.pool.submit(self._read_unit, u)
@@ -484,6 +512,16 @@ class ShardWindows:
         data, stats = read_shard_range(self.shards.paths[shard], self.shards.etags[shard], lo, hi - lo, self.cache,
                                        self.readers)
         return data, lo, stats
+
+    def _read_alone(self, u: int, index: int) -> tuple[Any, tuple[str, int]]:
+        shard = int(self.plan.units[u][0])
+        off, size = int(self.ranges[index, 0]), int(self.ranges[index, 1])
+        return read_shard_range(self.shards.paths[shard], self.shards.etags[shard], off, size, None, self.readers)
+
+    def _counted(self, fut: concurrent.futures.Future[Any]) -> None:
+        if not fut.cancelled() and fut.exception() is None:
+            backend, n = fut.result()[1]
+            self.count(backend, n, True)  # type: ignore[misc]
 
     def taken(self, units: list[int]) -> None:
         """Samples of `units` that are not read (a sample cache had them)."""
@@ -499,17 +537,33 @@ class ShardWindows:
     def member(self, u: int, index: int) -> tuple[Any, Any]:
         """Sample `index`'s image bytes (a view of its unit's), waiting for the
         unit's read; and (backend, bytes) when this call is the unit's first
-        use (the read to count), else None. Raises the unit's read error."""
+        use (the read to count), else None. A sample of the first batch: the
+        first of its own read and its unit's to arrive (the same bytes: both
+        ask the index's ETag); an own read is counted when done, by `count`.
+        Raises the read's error (a first-batch sample's: when both reads failed)."""
         with self.lock:
-            fut = self.futures[u]
+            alone = self.early.pop(index, None)
+            fut = self.futures.get(u) if alone is not None else self.futures[u]
+            if alone is None:
+                self._use(u)
+        if alone is not None:
+            if fut is not None and not alone.done():
+                concurrent.futures.wait([alone, fut], return_when=concurrent.futures.FIRST_COMPLETED)
+            if fut is None or alone.done() and alone.exception() is None or fut.exception() is not None:
+                return alone.result()[0], None
+        assert fut is not None
+        data, lo, stats = fut.result()
+        with self.lock:
             counted = u in self.counted
             self.counted.add(u)
-            self._use(u)
-        data, lo, stats = fut.result()
         off, size = int(self.ranges[index, 0]), int(self.ranges[index, 1])
         return data[off - lo: off - lo + size], (None if counted else stats)
 
-    def close(self) -> None:
+    def close(self, finish: bool = False) -> None:
+        """Stops the reads (`finish`: the first batch's own reads run to their end first, and are counted)."""
+        if self.early_pool is not None:
+            self.early_pool.shutdown(wait=True, cancel_futures=not finish)
         self.pool.shutdown(wait=True, cancel_futures=True)
         with self.lock:
             self.futures.clear()
+            self.early.clear()

@@ -59,6 +59,28 @@ def gets(server, suffix=".tar"):
     return [(p, r) for m, p, r in server.requests if m == "GET" and p.endswith(suffix)]
 
 
+def window_gets(order, epoch, shard_paths, targets):
+    """(target, Range) of the tar GETs of a window-order pass of `order` from its first batch, sorted, and
+    the bytes they read: each unit's one ranged GET of its span (none for a unit whose samples are all in
+    the first batch), and each first-batch sample's own GET (the early reads)."""
+    plan = order.window_plan(epoch)
+    first = plan.indices[: order.batch_size].tolist()
+    starts = np.cumsum([0] + [len(sh.shard_index(p).samples) for p in shard_paths])
+    members = [m for p in shard_paths for m in sh.shard_index(p).samples]
+    want, nbytes = [], 0
+    for shard, a, b in plan.units.tolist():
+        if set(range(a, b)) - set(first):
+            lo, hi = members[a].offset, members[b - 1].offset + members[b - 1].size
+            want.append((targets[shard], f"bytes={lo}-{hi - 1}"))
+            nbytes += hi - lo
+    for i in first:
+        m = members[i]
+        want.append((targets[int(np.searchsorted(starts, i, side="right")) - 1],
+                     f"bytes={m.offset}-{m.offset + m.size - 1}"))
+        nbytes += m.size
+    return sorted(want), nbytes
+
+
 KWARGS = [dict(shuffle="global", seed=5), dict(shuffle=False), dict(shuffle="window", seed=1, shuffle_window=2),
           dict(shuffle="window", seed=2, shuffle_window=1, rank=1, world_size=2),
           dict(shuffle="global", seed=3, rank=0, world_size=3, drop_last=True)]
@@ -98,17 +120,13 @@ def test_http_shards_and_the_window_reads(server, local):
         loader = Loader(brace, 4, device="cpu", shuffle="window", seed=4, shuffle_window=2)
         server.requests.clear()
         same(batches(Loader(paths, 4, device="cpu", shuffle="window", seed=4, shuffle_window=2)), batches(loader))
-    # Each shard read whole by one ranged GET: from its first image member to the end of its last.
-    got = sorted(gets(server))
-    want, spans = [], 0
-    for p, u in zip(paths, urls):
-        samples = sh.shard_index(p).samples
-        lo, hi = samples[0].offset, samples[-1].offset + samples[-1].size
-        want.append((u[len(server.base):], f"bytes={lo}-{hi - 1}"))
-        spans += hi - lo
-    assert got == sorted(want)
+    # Each shard read whole by one ranged GET: from its first image member to the end of its last; and
+    # the first batch's samples each by a GET of its own (early reads), not waiting for their window.
+    want, spans = window_gets(loader.order, 0, paths, [u[len(server.base):] for u in urls])
+    assert sorted(gets(server)) == want
     st = loader.stats()
-    assert st.io_backends == {"http": 4} and st.bytes_read == spans
+    assert st.io_backends == {"http": len(want)} and st.bytes_read == spans and st.early_reads == 4
+    assert st.passes[-1]["early_reads"] == 4 and "4 early reads" in str(st)
     # loader.dataset[i] reads the member's range: the local shards' sample.
     x, y = loader.dataset[6]
     lx, ly = Loader(paths, 4, device="cpu").dataset[6]
@@ -116,6 +134,62 @@ def test_http_shards_and_the_window_reads(server, local):
     # http servers have no listing.
     with pytest.raises(ValueError, match="no listing"):
         Loader(server.url("shards/*.tar"), 4, device="cpu")
+
+
+def test_a_window_pass_first_batch_does_not_wait_for_its_window(server, local, tmp_path):
+    """The first batch of a pass over shards on a store comes from its samples' own GETs: the server
+    holds every GET longer than one member (the shards' whole reads) until that batch is out, and
+    releases them only then. Without the early reads the batch would wait for them: the hold would time
+    out (30 s) and count a miss. A resumed pass's first batch too; with a disk cache, none."""
+    folder, paths = local
+    urls = serve(server, paths)
+    biggest = max(m.size for p in paths for m in sh.shard_index(p).samples)
+    kw = dict(shuffle="window", seed=4, shuffle_window=2)
+    want = batches(Loader(paths, 4, device="cpu", **kw))
+    loader = Loader(urls, 4, device="cpu", **kw)
+    server.requests.clear()  # (the indexes: a streamed GET of each shard)
+    f = server.faults
+    f.hold_if = lambda n: n > biggest
+    it = iter(loader)
+    first = next(it)
+    f.release.set()
+    same(want, [(first[0].clone(), first[1].clone())] + batches_of(it))
+    assert f.hold_missed == 0 and loader.stats().early_reads == 4
+    whole = [p for _, p, r in server.requests if r and int(r.split("-")[1]) - int(r[6:].split("-")[0]) >= biggest]
+    # the shards' whole reads went through the hold; shard 3's samples are all in this first batch: not read whole
+    assert sorted(set(whole)) == sorted(u[len(server.base):] for u in urls[:3])
+    # A resumed pass: its first batch read alone too, the rest from the shards' reads.
+    f.release.clear()
+    again = Loader(urls, 4, device="cpu", **kw)
+    again.load_state_dict({**again.state_dict(), "batches_done": 1})
+    it = iter(again)
+    second = next(it)
+    f.release.set()
+    same(want[1:], [(second[0].clone(), second[1].clone())] + batches_of(it))
+    assert f.hold_missed == 0 and again.stats().early_reads == 4
+    # Its own reads held instead: the first batch from the shards' whole reads, whichever comes first
+    # (a seed whose first batch has other samples in each of its shards: seed 4's is all of shard 3's).
+    kw5 = dict(kw, seed=5)
+    plan = Loader(paths, 4, device="cpu", **kw5).order.window_plan(0)
+    head = set(plan.indices[:4].tolist())
+    assert all(set(range(a, b)) - head for _, a, b in plan.units.tolist())
+    f.release.clear()
+    f.hold_if = lambda n: n <= biggest
+    late = Loader(urls, 4, device="cpu", **kw5)
+    it = iter(late)
+    first = next(it)
+    f.release.set()
+    same(batches(Loader(paths, 4, device="cpu", **kw5)), [(first[0].clone(), first[1].clone())] + batches_of(it))
+    assert f.hold_missed == 0 and late.stats().early_reads == 4  # they ran, and were counted, before the end
+    f.hold_if = None
+    # With a disk cache the shards come whole into the cache first: no early reads.
+    cached = Loader(urls, 4, device="cpu", cache=gd.Cache(where="disk", path=tmp_path / "c", bytes="1M"), **kw)
+    same(want, batches(cached))
+    assert cached.stats().early_reads == 0
+
+
+def batches_of(it):
+    return [(x.clone(), y.clone()) for x, y in it]
 
 
 def test_the_index_is_one_get_then_the_cache_or_the_file_beside(server, local, tmp_path, monkeypatch):
@@ -258,7 +332,9 @@ def test_window_order_is_reproducible_and_resumes_exactly(server, local):
         cached.set_epoch(epoch)
         plain.set_epoch(epoch)
         same(batches(plain), batches(cached))
-    assert cached.stats().bytes_read == plain.stats().bytes_read / 2
+    done, again = cached.stats().passes
+    assert done["bytes_read"] == plain.stats().passes[0]["bytes_read"] and again["bytes_read"] == 0
+    assert done["early_reads"] == 3 and again["early_reads"] == 0  # a first batch of hits: nothing to read alone
     with pytest.raises(ValueError, match="shuffle_window"):
         Loader(brace, 3, device="cpu", shuffle="window", seed=7, shuffle_window=3).load_state_dict(state)
     with pytest.raises(ValueError, match="shuffle="):

@@ -123,8 +123,8 @@ class UnitView:
         at = batch_no * self.bs
         return self.plan.unit_of[at: at + count].tolist()
 
-    def want(self, units: list[int]) -> None:
-        pass  # asked for before the call: the board's reads
+    def want(self, units: list[int], samples: list[int] | None = None, batch_no: int = -1) -> None:
+        pass  # asked for before the call: the board's reads (none alone: the board reads whole units)
 
     def taken(self, units: list[int]) -> None:
         pass
@@ -138,7 +138,7 @@ class UnitView:
         # A copy of the member: Ray's mapping of the store is read-only, and a decoder may write its input.
         return torch.from_numpy(np.array(data[off - lo: off - lo + size])), None  # counted by no meter here
 
-    def close(self) -> None:
+    def close(self, finish: bool = False) -> None:
         pass
 
 
