@@ -32,7 +32,11 @@ on the local disk, the shards against the same files as an ImageFolder; and,
 in the same rounds as the s3:// rows, the shard-window mode over the local
 copies of the shards (``gdsio-shards-local-window``: no network, no
 servers; the ceiling of the window row, and so of its like-for-like ratio
-to webdataset). The fast rows run ``--rounds`` times round-robin and keep their best round. Each
+to webdataset). moto answers a ranged GET by reading the whole object, which
+no real store does; so the window row and webdataset's like-for-like row also
+run over nginx (``-http``: the shards' local folder served by nginx behind a
+proxy of its own with the same delay; skipped, with the reason, where nginx
+does not start). The fast rows run ``--rounds`` times round-robin and keep their best round. Each
 row: images/s over the pass, the time from ``iter()`` to the first batch, the
 process's CPU seconds (/proc, with reaped children such as DataLoader
 workers) beside the wall clock, the servers' CPU seconds, the requests the
@@ -252,8 +256,48 @@ def wait_port(proc: subprocess.Popen, port: int, what: str, timeout: float = 30.
             time.sleep(0.1)
 
 
-class Servers:
+def start_proxy(upstream: str, delay: float, bandwidth: str | None) -> tuple[subprocess.Popen, str]:
+    """bench/latency_proxy.py in front of `upstream`, a process of its own: (the process, its base URL)."""
+    cmd = [sys.executable, str(HERE / "latency_proxy.py"), "--upstream", upstream, "--delay", str(delay)]
+    if bandwidth:
+        cmd += ["--bandwidth", bandwidth]
+    proxy = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    line = proxy.stdout.readline().strip()  # type: ignore[union-attr]
+    if not line.startswith("listening "):
+        stop(proxy)
+        raise RuntimeError(f"latency proxy did not start: {line!r}")
+    return proxy, line.split()[1]
+
+
+def stop(proc: subprocess.Popen | None) -> None:
+    """Ends a server process (terminate, then kill after 10 s) and closes its pipe."""
+    if proc is None:
+        return
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stdout:
+        proc.stdout.close()
+
+
+class _Proxied:
+    """A store behind a latency proxy at `base`."""
+
+    base = ""
+
+    def proxy_stats(self) -> dict[str, Any]:
+        with _OPENER.open(self.base + STATS_PATH, timeout=30) as r:
+            return json.loads(r.read())
+
+
+class Servers(_Proxied):
     """moto's S3 server and the latency proxy in front of it, two processes on 127.0.0.1."""
+
+    server = "moto"
 
     def __init__(self, delay: float, bandwidth: str | None) -> None:
         self.moto_port = free_port()
@@ -263,14 +307,7 @@ class Servers:
         try:
             wait_port(self.moto, self.moto_port, "moto_server")
             self.endpoint = f"http://127.0.0.1:{self.moto_port}"
-            cmd = [sys.executable, str(HERE / "latency_proxy.py"), "--upstream", self.endpoint, "--delay", str(delay)]
-            if bandwidth:
-                cmd += ["--bandwidth", bandwidth]
-            self.proxy = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-            line = self.proxy.stdout.readline().strip()  # type: ignore[union-attr]
-            if not line.startswith("listening "):
-                raise RuntimeError(f"latency proxy did not start: {line!r}")
-            self.base = line.split()[1]
+            self.proxy, self.base = start_proxy(self.endpoint, delay, bandwidth)
         except BaseException:
             self.close()
             raise
@@ -282,10 +319,6 @@ class Servers:
         """(moto, proxy) CPU seconds so far."""
         return proc_cpu(self.moto.pid), proc_cpu(self.proxy.pid)  # type: ignore[union-attr]
 
-    def proxy_stats(self) -> dict[str, Any]:
-        with _OPENER.open(self.base + STATS_PATH, timeout=30) as r:
-            return json.loads(r.read())
-
     def client(self) -> Any:
         import boto3
 
@@ -293,16 +326,48 @@ class Servers:
                             aws_access_key_id="testing", aws_secret_access_key="testing")
 
     def close(self) -> None:
-        for p in (self.proxy, self.moto):
-            if p is not None and p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-        if self.proxy is not None and self.proxy.stdout:
-            self.proxy.stdout.close()
+        stop(self.proxy)
+        stop(self.moto)
+
+
+class HttpServers(_Proxied):
+    """nginx serving the local shards' folder (tests/remote_servers.py's Nginx: a ranged GET costs it its
+    range, sent by sendfile) and a latency proxy of its own in front, processes on 127.0.0.1."""
+
+    server = "nginx"
+
+    def __init__(self, root: Path, work: Path, delay: float, bandwidth: str | None) -> None:
+        sys.path.insert(0, str(HERE.parent / "tests"))
+        try:
+            from remote_servers import Nginx
+        finally:
+            sys.path.pop(0)
+        self.nginx = Nginx(root, work)  # FileNotFoundError where nginx is not installed
+        self.proxy: subprocess.Popen | None = None
+        try:
+            self.proxy, self.base = start_proxy(self.nginx.base, delay, bandwidth)
+        except BaseException:
+            self.close()
+            raise
+
+    def _nginx_pids(self) -> list[int]:
+        master = self.nginx.proc.pid
+        try:
+            with open(f"/proc/{master}/task/{master}/children") as f:
+                return [master] + [int(x) for x in f.read().split()]
+        except OSError:
+            return [master]
+
+    def pids(self) -> dict[str, int]:
+        return {"nginx": self.nginx.proc.pid, "proxy-http": self.proxy.pid}  # type: ignore[union-attr]
+
+    def cpu(self) -> tuple[float, float]:
+        """(nginx, its master and workers; proxy) CPU seconds so far."""
+        return sum(proc_cpu(p) for p in self._nginx_pids()), proc_cpu(self.proxy.pid)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        stop(self.proxy)
+        self.nginx.close()
 
 
 def upload(client: Any, files: list[tuple[Path, str]]) -> None:
@@ -386,7 +451,7 @@ def _alarm(signum: int, frame: Any) -> None:
     raise RowTimeout
 
 
-def measure(name: str, what: str, make: Callable[[], Any], servers: Servers | None, limit: int | None,
+def measure(name: str, what: str, make: Callable[[], Any], servers: Servers | HttpServers | None, limit: int | None,
             timeout: float) -> dict[str, Any]:
     """Runs one pass of the iterable `make()` returns (construction timed apart), up to `limit` images."""
     row: dict[str, Any] = {"row": name, "what": what, "status": "ok", "load_before": loadavg()}
@@ -443,7 +508,8 @@ def measure(name: str, what: str, make: Callable[[], Any], servers: Servers | No
     row["cpu_ms_per_image"] = (row["cpu_s"] + row["children_cpu_s"]) / n * 1e3 if n else None
     if servers:
         srv1 = servers.cpu()
-        row.update(moto_cpu_s=srv1[0] - srv0[0], proxy_cpu_s=srv1[1] - srv0[1], servers_cpu_s=sum(srv1) - sum(srv0))
+        row.update(server=servers.server, server_cpu_s=srv1[0] - srv0[0], proxy_cpu_s=srv1[1] - srv0[1],
+                   servers_cpu_s=sum(srv1) - sum(srv0))
     # CPUs kept busy over the pass by this process, its children and the servers (of os.cpu_count() here)
     row["cpus_busy"] = (row["cpu_s"] + row["children_cpu_s"] + row.get("servers_cpu_s", 0.0)) / wall if wall > 0 else None
     if servers:
@@ -672,16 +738,19 @@ def render(doc: dict[str, Any]) -> str:
         f"decoded whole (gdsio CPU decode, RGB uint8) and resized to {doc['config']['size']}x{doc['config']['size']} "
         "(gdsio.data.Resize), but in webdataset-s3-pil (PIL's decode and resize, as webdataset's documentation shows)",
         f"- servers: moto_server and bench/latency_proxy.py (delay {doc['config']['delay_s']} s a request, bandwidth "
-        f"{doc['config']['bandwidth'] or 'uncapped'}), separate processes; listening sockets: "
+        f"{doc['config']['bandwidth'] or 'uncapped'}); for the -http rows, nginx serving the shards' folder behind "
+        f"a proxy of its own, the same delay ({doc.get('http_servers') or 'not run'}); separate processes; "
+        "listening sockets: "
         + ", ".join(f"{s['process']} {s['address']}:{s['port']}" for s in doc["listening"]),
         "- CPU s: this process's user+system time over the pass (/proc), + reaped children (DataLoader "
-        "workers and their curl); CPU ms/image: both over the images; servers: moto + proxy. images/s: from "
+        "workers and their curl); CPU ms/image: both over the images; servers: the store (moto, or nginx for the "
+        "-http rows) + its proxy. images/s: from "
         "`iter()` to the pass's end. Rows given several figures ran that many rounds round-robin with their "
         "neighbours (the same load for each): the row's figures are its best round's (highest images/s; for the "
         "first-batch rows, shortest first batch), every round's in brackets. CPUs busy: (CPU s + children + "
         "servers CPU s) / wall s, of the machine's CPUs.", "",
         "| row | images | images/s | vs objects | vs webdataset | vs webdataset-pil | first batch s | construct s | "
-        "wall s | CPU s (+children) | CPU ms/image | servers CPU s (moto+proxy) | CPUs busy | requests | MB | "
+        "wall s | CPU s (+children) | CPU ms/image | servers CPU s (store+proxy) | CPUs busy | requests | MB | "
         "load 1m before/after |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
@@ -695,7 +764,7 @@ def render(doc: dict[str, Any]) -> str:
             f"{_f(r.get('vs_webdataset_pil'), '{:.2f}x')} | "
             f"{r['first_batch_s']:.2f}{_rounds(r, 'rounds_first_batch_s')} | {r['construct_s']:.2f} | "
             f"{r['wall_s']:.1f} | {r['cpu_s']:.1f} (+{r['children_cpu_s']:.1f}) | {r['cpu_ms_per_image']:.2f} | "
-            + (f"{r['moto_cpu_s']:.1f}+{r['proxy_cpu_s']:.1f}" if r.get("servers_cpu_s") is not None else "-") + " | "
+            + (f"{r['server_cpu_s']:.1f}+{r['proxy_cpu_s']:.1f}" if r.get("servers_cpu_s") is not None else "-") + " | "
             f"{_f(r.get('cpus_busy'), '{:.2f}')} | "
             f"{_f(r.get('requests'), '{}')} | {_f(r.get('mb_down'), '{:.0f}')} | "
             f"{r['load_before'][0]}/{r['load_after'][0]} |")
@@ -733,6 +802,12 @@ def goals(rows: dict[str, dict[str, Any]]) -> list[str]:
                           "same decode and resize)", best, wds_, lambda v: v >= 1.5))
     else:
         out.append("shards >= 1.5x webdataset: not measured (a row did not run)")
+    hwin, hwds = ok("gdsio-shards-http-window"), ok("webdataset-http")
+    if hwin and hwds:
+        out.append(versus("the same goal over nginx (gdsio-shards-http-window vs webdataset-http: the same shards, "
+                          "a server whose ranged GET costs it its range, not a whole object as moto's)", hwin, hwds,
+                          lambda v: v >= 1.5)
+                   + f"; servers CPU s {hwin['servers_cpu_s']:.2f} vs {hwds['servers_cpu_s']:.2f}")
     win, ceil = ok("gdsio-shards-s3-window"), ok(CEILING)
     if win and wds_ and win.get("steady_images_per_s") and wds_.get("steady_images_per_s"):
         out.append(f"(for reference, not a goal) like for like from each pass's first batch on: "
@@ -742,7 +817,10 @@ def goals(rows: dict[str, dict[str, Any]]) -> list[str]:
         out.append(f"(the ceiling of the like-for-like goal) {CEILING}, the window mode over the local copies of the "
                    f"shards (no network, no servers), in the same rounds: {ceil['images_per_s'] / wds_['images_per_s']:.2f}x "
                    f"webdataset-s3 (CPU ms/image {ceil['cpu_ms_per_image']:.2f} vs {wds_['cpu_ms_per_image']:.2f}); "
-                   f"gdsio-shards-s3-window reaches {win['images_per_s'] / ceil['images_per_s']:.0%} of it")
+                   f"gdsio-shards-s3-window reaches {win['images_per_s'] / ceil['images_per_s']:.0%} of it"
+                   + (f"; {ceil['images_per_s'] / hwds['images_per_s']:.2f}x webdataset-http, which "
+                      f"gdsio-shards-http-window reaches {hwin['images_per_s'] / ceil['images_per_s']:.0%} of"
+                      if hwin and hwds else ""))
     pil = ok("webdataset-s3-pil")
     if best and pil:
         v = best["images_per_s"] / pil["images_per_s"]
@@ -756,7 +834,8 @@ def goals(rows: dict[str, dict[str, Any]]) -> list[str]:
                    f"{'met' if worst <= 2 else 'NOT met'}")
     else:
         out.append("first batch within 2 s (100 shards): not measured (no s3:// shard row ran)")
-    main = [r for n, r in rows.items() if n.startswith("gdsio-shards-s3") and r["status"] == "ok"]
+    main = [r for n, r in rows.items() if n.startswith(("gdsio-shards-s3", "gdsio-shards-http", CEILING))
+            and r["status"] == "ok"]
     if main:
         out.append("(for reference, not a goal) first batch on the main set's larger shards: "
                    + ", ".join(f"{r['row']} {r['first_batch_s']:.2f} s" for r in main))
@@ -839,8 +918,15 @@ def main(argv: list[str] | None = None) -> int:
     mosaic_out = cache / f"{folder.name}-mosaic-{shard_bytes}"
     mosaic_why = mosaic_convert(files, mosaic_out, shard_bytes)
     servers = Servers(a.delay, a.bandwidth)
+    http: HttpServers | None = None
     try:
-        listening = listening_sockets(servers.pids())
+        try:  # the same shards over nginx, whose ranged GET costs it its range (moto's, a whole object)
+            http = HttpServers(Path(local[0]).parent, Path(tempfile.mkdtemp(prefix="gdsio-bench-nginx-")), a.delay,
+                               a.bandwidth)
+            http_why = ""
+        except (FileNotFoundError, RuntimeError, ImportError) as e:
+            http_why = f"nginx did not start here ({type(e).__name__}: {e})"
+        listening = listening_sockets({**servers.pids(), **(http.pids() if http else {})})
         if not listening or not all(s["loopback"] for s in listening):
             raise RuntimeError(f"a socket listens off loopback (or none was found): {listening}")
         s3 = servers.client()
@@ -873,6 +959,15 @@ def main(argv: list[str] | None = None) -> int:
 
         rows: list[dict[str, Any]] = []
         to = a.row_timeout
+
+        def http_row(make: Callable[[], Callable[[], Any]]) -> Callable[[], Any]:
+            """A row over nginx: Skip with the reason where nginx did not start."""
+            if http is None:
+                def skip() -> Any:
+                    raise Skip(http_why)
+                return skip
+            return make()
+
         shuffled = {"shuffle": True}
         n100 = len(local100)
 
@@ -925,6 +1020,13 @@ def main(argv: list[str] | None = None) -> int:
                     ("webdataset-s3", f"webdataset.WebDataset({len(local)} pipe:curl URLs through the proxy, "
                      f"shardshuffle, .shuffle({a.wds_buffer})) + DataLoader(num_workers=2)",
                      webdataset_row(curl("shards", local), a), servers, None),
+                    ("gdsio-shards-http-window", f"as gdsio-shards-s3-window over nginx by http(s) URLs "
+                     f"(http://127.0.0.1:PORT/shard-{{...}}.tar, **{window_kw})",
+                     http_row(lambda: shard_loader(f"{http.base}/shard-{{000000..{len(local) - 1:06d}}}.tar", a,  # type: ignore[union-attr]
+                                                   window_kw, "window")), http, None),
+                    ("webdataset-http", f"as webdataset-s3 over nginx ({len(local)} pipe:curl URLs through its proxy)",
+                     http_row(lambda: webdataset_row([f"pipe:curl -s -f --noproxy '*' {http.base}/"  # type: ignore[union-attr]
+                                                      f"{os.path.basename(sp)}" for sp in local], a)), http, None),
                     ("webdataset-s3-pil", f"webdataset as its documentation shows it: WebDataset({len(local)} pipe:curl "
                      f"URLs, shardshuffle, .shuffle({a.wds_buffer})).decode('pilrgb'), {pil_resize_name()}, then a "
                      "(C, H, W) uint8 tensor + DataLoader(num_workers=2) (not the same decode and resize as the "
@@ -946,9 +1048,12 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             if r["status"] != "ok" or r["row"].startswith("first-batch"):
                 continue
-            for key, ref in (("vs_objects", "gdsio-objects-s3"), ("vs_webdataset", "webdataset-s3"),
+            over_http = r["row"].endswith("-http") or "-http-" in r["row"]
+            for key, ref in (("vs_objects", "gdsio-objects-s3"),
+                             ("vs_webdataset", "webdataset-http" if over_http else "webdataset-s3"),
                              ("vs_webdataset_pil", "webdataset-s3-pil")):
-                if by.get(ref, {}).get("status") == "ok" and ("s3" in r["row"] or (r["row"] == CEILING and key != "vs_objects")):
+                if by.get(ref, {}).get("status") == "ok" and ("s3" in r["row"] or (r["row"] == CEILING and key != "vs_objects")
+                                                               or (over_http and key == "vs_webdataset")):
                     r[key] = r["images_per_s"] / by[ref]["images_per_s"]
         equal = {
             "local shards vs local ImageFolder, first batch (shuffle=True, seed)": _same(by["gdsio-shards-local"],
@@ -977,9 +1082,12 @@ def main(argv: list[str] | None = None) -> int:
                "data": {"images": len(files), "mean_kb": total / len(files) / 1e3, "bytes": total, "shards": len(local),
                         "shard_mb": shard_bytes / 2**20, "shards100": n100},
                "rows": rows, "equal": equal, "goals": goals(by), "notes": notes,
-               "proxy": servers.proxy_stats()}
+               "proxy": servers.proxy_stats(),
+               "http_servers": (f"nginx, proxy {http.base}" if http else http_why)}
     finally:
         servers.close()
+        if http is not None:
+            http.close()
     out = Path(a.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{a.name}.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")

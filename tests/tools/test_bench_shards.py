@@ -123,11 +123,15 @@ def test_bench_shards_smoke(tmp_path):
     assert doc["command"].startswith("python bench/bench_shards.py --smoke") and doc["commit"]["head"]
     assert doc["machine"]["cpus"] and len(doc["load_start"]) == 3
     assert {s["process"] for s in doc["listening"]} >= {"moto", "proxy"}
+    if shutil.which("nginx") or os.path.exists("/usr/sbin/nginx"):  # the -http pair: nginx and its own proxy
+        assert {s["process"] for s in doc["listening"]} >= {"nginx", "proxy-http"}
+        assert doc["http_servers"].startswith("nginx, proxy http://127.0.0.1:")
     assert all(s["address"] == "127.0.0.1" and s["loopback"] for s in doc["listening"])
     rows = {row["row"]: row for row in doc["rows"]}
     for name in ("gdsio-folder-local", "gdsio-shards-local", "gdsio-objects-s3", "gdsio-shards-s3-global",
                  "gdsio-shards-s3-window", "gdsio-shards-local-window", "webdataset-s3", "webdataset-s3-pil", "litdata-s3", "mosaic-streaming-s3",
-                 "first-batch-100-gdsio-global", "first-batch-100-webdataset"):
+                 "first-batch-100-gdsio-global", "first-batch-100-webdataset", "gdsio-shards-http-window",
+                 "webdataset-http"):
         assert name in rows and name in md, name
     for row in rows.values():
         assert row["status"] in ("ok", "skipped"), row  # a row that fails is a defect; skipped ones say why
@@ -139,6 +143,9 @@ def test_bench_shards_smoke(tmp_path):
         assert rows[name]["status"] == "ok", rows[name]
     if rows["gdsio-shards-s3-window"]["status"] == "ok" and rows["webdataset-s3"]["status"] == "ok":
         assert any(g.startswith("(the ceiling of the like-for-like goal)") for g in doc["goals"]), doc["goals"]
+    if rows["gdsio-shards-http-window"]["status"] == "ok" and rows["webdataset-http"]["status"] == "ok":
+        assert any(g.startswith("the same goal over nginx") for g in doc["goals"]), doc["goals"]
+        assert rows["gdsio-shards-http-window"]["server"] == "nginx" and rows["webdataset-http"]["vs_webdataset"] == 1
     assert any(n.startswith(f"moto {doc['machine']['peers']['moto']} answers a ranged GET") for n in doc["notes"])
     assert rows["gdsio-objects-s3"]["requests"] >= rows["gdsio-objects-s3"]["images"]  # one GET an image at least
     assert doc["data"]["images"] == 48 and doc["proxy"]["requests"] > 0 and doc["proxy"]["delay_s"] == 0.001
