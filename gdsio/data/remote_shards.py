@@ -77,6 +77,10 @@ INDEX_FOLDER = "shard-index"  # under a disk cache's path
 _PIECE = 1 << 20  # bytes per piece of a streamed shard
 _LOOKBACK = 64 << 10  # bytes of a streamed shard kept behind its position (the scan's one seek back)
 
+# GETs in flight at most for the first batch's own reads (ShardWindows), or remote_concurrency if more: a
+# burst of one batch, once a pass, whose point is its latency (a batch of 64 in about one round trip).
+EARLY_IN_FLIGHT = 64
+
 _memory: dict[tuple[str, str, int], ShardIndex] = {}
 _memory_lock = threading.Lock()
 
@@ -442,10 +446,11 @@ class ShardWindows:
     Shards on a store without a disk cache: the pass's first batch is not
     held until its window has arrived whole (``shuffle_window`` shards, a GB
     at the default shard size). Each of its samples is read alone, one ranged
-    GET (``remote_concurrency`` in flight), while the window's shards are read
-    whole for the rest of their samples: the first batch is out in a few
-    round trips. Its bytes are read twice (alone, and in their shard's range);
-    ``Loader.stats().early_reads`` counts these reads.
+    GET (up to ``EARLY_IN_FLIGHT`` in flight, or ``remote_concurrency`` if
+    more), while the window's shards are read whole for the rest of their
+    samples, and is taken from whichever read arrives first: the first batch
+    is out in about a round trip. Its bytes are read twice (alone, and in
+    their shard's range); ``Loader.stats().early_reads`` counts these reads.
 
     Args:
         shards: the source's shards. ranges: per sample, its image member's
@@ -492,7 +497,8 @@ class ShardWindows:
             if batch_no == self.early_batch and samples is not None:
                 if self.early_pool is None:
                     self.early_pool = concurrent.futures.ThreadPoolExecutor(
-                        max(1, min(current().remote_concurrency, len(samples))), thread_name_prefix="gdsio-shard-early",
+                        max(1, min(max(current().remote_concurrency, EARLY_IN_FLIGHT), len(samples))),
+                        thread_name_prefix="gdsio-shard-early",
                         initializer=mark_loader_thread, initargs=(carried(),))
                 for u, i in zip(units, samples):
                     if i not in self.early:  # (a sample twice in one batch: its second read from the unit)
