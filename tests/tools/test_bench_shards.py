@@ -166,3 +166,25 @@ def test_bench_shards_smoke(tmp_path):
     elif shutil.which("curl"):
         pytest.importorskip("webdataset")
         pytest.fail(f"webdataset row: {rows['webdataset-s3']}")
+
+
+def test_bench_early_reads_smoke(tmp_path):
+    script = os.path.join(BENCH, "early_reads.py")
+    if not os.path.isfile(script):
+        pytest.skip("bench/ is not beside tests/ (an sdist without it)")
+    pytest.importorskip("moto.server", reason="the bench runs moto's S3 server (pip install 'moto[server]')")
+    pytest.importorskip("boto3", reason="the bench uploads with boto3")
+    if not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")):
+        pytest.skip("nginx is not installed (apt-get install -y nginx; .ci/run does it)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    cmd = [sys.executable, "-P", script, "--smoke", "--out-dir", str(tmp_path), "--name", "smoke",
+           "--cache", str(tmp_path / "cache")]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = json.loads((tmp_path / "smoke.json").read_text())
+    passes = doc["passes"]
+    assert [(x["store"], x["early"]) for x in passes] == [("moto", True), ("moto", False), ("nginx", True),
+                                                          ("nginx", False)]
+    for x in passes:  # the same images each way; the first batch (8) read alone only where asked
+        assert x["images"] == 48 and x["early_reads"] == (8 if x["early"] else 0) and x["requests"] > 0
+    assert len(doc["medians"]) == 4 and "| nginx | on |" in (tmp_path / "smoke.md").read_text()
