@@ -87,9 +87,10 @@ BUCKET = "bench"
 MOTO_RANGES = (
     "moto {version} answers a ranged GET by reading the whole object and slicing it (moto/s3/models.py "
     "FakeKey.value, moto/s3/responses.py _handle_range_header in 5.2.6), so on the bench's machine each of gdsio's "
-    "ranged GETs of a shard (remote_chunk_bytes pieces, and the beside-index check's two 512-byte reads) costs "
-    "the server a whole shard's copy, and each of webdataset's whole-object GETs one: read the servers' CPU "
-    "column with that in mind")
+    "ranged GETs of a shard (remote_chunk_bytes pieces, the window pass's first batch's own reads, and the "
+    "beside-index check's two 512-byte reads) costs the server a whole shard's copy, made under the object's lock "
+    "(one GET of a shard at a time), and each of webdataset's whole-object GETs one: read the servers' CPU "
+    "column with that in mind, and the -http rows (nginx) beside the s3 ones")
 CEILING = "gdsio-shards-local-window"  # the window row's mode on the local copies: no network, no servers
 CLASSES = 10
 # ImageNet's common sizes (width, height), drawn per image

@@ -148,9 +148,8 @@ def main(argv: list[str] | None = None) -> int:
            "data": {"images": a.images, "shards": len(local), "shard_mb": shard_bytes / 2**20},
            "passes": passes, "medians": medians,
            "notes": [bs.MOTO_RANGES.format(version=bs.peer_versions()["moto"]),
-                     "moto also reads an object's bytes under the object's own lock (FakeKey.value), so its GETs "
-                     "of one shard run one after another, each copying the whole shard: the first batch's own "
-                     "GETs of a shard wait behind its whole reads there; nginx sends each range by sendfile"]}
+                     "so on moto the first batch's own GETs of a shard wait behind that shard's whole reads, each "
+                     "a whole-shard copy; nginx sends each range by sendfile"]}
     out = Path(a.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{a.name}.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
