@@ -1089,13 +1089,16 @@ def main(argv: list[str] | None = None) -> int:
         servers.close()
         if http is not None:
             http.close()
-    out = Path(a.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{a.name}.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    md = render(doc)
-    (out / f"{a.name}.md").write_text(md)
-    print(md)
+    write_report(doc, render(doc), Path(a.out_dir), a.name)
     return 0
+
+
+def write_report(doc: dict[str, Any], md: str, out: Path, name: str) -> None:
+    """`out`/`name`.json (the figures) and .md (`md`, also printed)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    (out / f"{name}.md").write_text(md)
+    print(md)
 
 
 def reference(folder: Path, indices: list[int], size: int) -> tuple[torch.Tensor, torch.Tensor]:

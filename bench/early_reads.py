@@ -19,7 +19,6 @@ the first batch, images/s, this process's CPU seconds and the servers' (store
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import sys
@@ -150,12 +149,7 @@ def main(argv: list[str] | None = None) -> int:
            "notes": [bs.MOTO_RANGES.format(version=bs.peer_versions()["moto"]),
                      "so on moto the first batch's own GETs of a shard wait behind that shard's whole reads, each "
                      "a whole-shard copy; nginx sends each range by sendfile"]}
-    out = Path(a.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{a.name}.json").write_text(json.dumps(doc, indent=1, default=str) + "\n")
-    md = render(doc)
-    (out / f"{a.name}.md").write_text(md)
-    print(md)
+    bs.write_report(doc, render(doc), Path(a.out_dir), a.name)
     return 0
 
 

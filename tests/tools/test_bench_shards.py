@@ -107,8 +107,10 @@ def test_proxy_listens_and_forwards_on_loopback_only(proxy_mod, upstream):
         proxy_mod.LatencyProxy(upstream.base, delay=-1)
 
 
-def test_bench_shards_smoke(tmp_path):
-    script = os.path.join(BENCH, "bench_shards.py")
+def smoke_run(name: str, tmp_path) -> tuple[dict, str]:
+    """bench/`name` --smoke with the gdsio under test: its report's figures and text (skips without the
+    bench's servers)."""
+    script = os.path.join(BENCH, name)
     if not os.path.isfile(script):
         pytest.skip("bench/ is not beside tests/ (an sdist without it)")
     pytest.importorskip("moto.server", reason="the bench runs moto's S3 server (pip install 'moto[server]')")
@@ -118,8 +120,11 @@ def test_bench_shards_smoke(tmp_path):
            "--cache", str(tmp_path / "cache")]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=str(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
-    doc = json.loads((tmp_path / "smoke.json").read_text())
-    md = (tmp_path / "smoke.md").read_text()
+    return json.loads((tmp_path / "smoke.json").read_text()), (tmp_path / "smoke.md").read_text()
+
+
+def test_bench_shards_smoke(tmp_path):
+    doc, md = smoke_run("bench_shards.py", tmp_path)
     assert doc["command"].startswith("python bench/bench_shards.py --smoke") and doc["commit"]["head"]
     assert doc["machine"]["cpus"] and len(doc["load_start"]) == 3
     assert {s["process"] for s in doc["listening"]} >= {"moto", "proxy"}
@@ -169,22 +174,12 @@ def test_bench_shards_smoke(tmp_path):
 
 
 def test_bench_early_reads_smoke(tmp_path):
-    script = os.path.join(BENCH, "early_reads.py")
-    if not os.path.isfile(script):
-        pytest.skip("bench/ is not beside tests/ (an sdist without it)")
-    pytest.importorskip("moto.server", reason="the bench runs moto's S3 server (pip install 'moto[server]')")
-    pytest.importorskip("boto3", reason="the bench uploads with boto3")
     if not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")):
         pytest.skip("nginx is not installed (apt-get install -y nginx; .ci/run does it)")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    cmd = [sys.executable, "-P", script, "--smoke", "--out-dir", str(tmp_path), "--name", "smoke",
-           "--cache", str(tmp_path / "cache")]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=str(tmp_path))
-    assert r.returncode == 0, r.stdout + r.stderr
-    doc = json.loads((tmp_path / "smoke.json").read_text())
+    doc, md = smoke_run("early_reads.py", tmp_path)
     passes = doc["passes"]
     assert [(x["store"], x["early"]) for x in passes] == [("moto", True), ("moto", False), ("nginx", True),
                                                           ("nginx", False)]
     for x in passes:  # the same images each way; the first batch (8) read alone only where asked
         assert x["images"] == 48 and x["early_reads"] == (8 if x["early"] else 0) and x["requests"] > 0
-    assert len(doc["medians"]) == 4 and "| nginx | on |" in (tmp_path / "smoke.md").read_text()
+    assert len(doc["medians"]) == 4 and "| nginx | on |" in md
