@@ -159,9 +159,9 @@ def test_a_window_pass_first_batch_does_not_wait_for_its_window(server, local, t
     # the shards' whole reads went through the hold; shard 3's samples are all in this first batch: not read whole
     assert sorted(set(whole)) == sorted(u[len(server.base):] for u in urls[:3])
     # A resumed pass: its first batch read alone too, the rest from the shards' reads.
-    f.release.clear()
     again = Loader(urls, 4, device="cpu", **kw)
     again.load_state_dict({**again.state_dict(), "batches_done": 1})
+    f.release.clear()  # (holds from here: the Loaders are made, their indexes read)
     it = iter(again)
     second = next(it)
     f.release.set()
@@ -173,9 +173,9 @@ def test_a_window_pass_first_batch_does_not_wait_for_its_window(server, local, t
     plan = Loader(paths, 4, device="cpu", **kw5).order.window_plan(0)
     head = set(plan.indices[:4].tolist())
     assert all(set(range(a, b)) - head for _, a, b in plan.units.tolist())
+    late = Loader(urls, 4, device="cpu", **kw5)
     f.release.clear()
     f.hold_if = lambda n: n <= biggest
-    late = Loader(urls, 4, device="cpu", **kw5)
     it = iter(late)
     first = next(it)
     f.release.set()
