@@ -73,6 +73,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _range_length(header: str) -> int | None:
+    """The bytes a ``Range: bytes=a-b`` header asks for (None for another or no Range)."""
+    lo, _, hi = header[6:].partition("-") if header.startswith("bytes=") else ("", "", "")
+    return int(hi) - int(lo) + 1 if lo and hi else None
+
+
 class Faults:
     """What the ranged server does wrong, counted down per GET."""
 
@@ -101,6 +107,7 @@ class Faults:
         self.hold_timeout = 30.0
         self.hold_missed = 0
         self.held = 0
+        self.fail_if: Any = None  # answer fail_status to each ranged GET for whose length this is true
         self.lock = threading.Lock()
 
 
@@ -176,6 +183,7 @@ class RangeServer:
                     fail = f.status_503 > 0
                     if fail:
                         f.status_503 -= 1
+                    fail = fail or (f.fail_if is not None and f.fail_if(_range_length(self.headers.get("Range", ""))))
                     drop = not fail and f.drop > 0
                     if drop:
                         f.drop -= 1
@@ -209,10 +217,9 @@ class RangeServer:
                         elif f.gather:
                             f.gather, f.gather_missed = 0, f.gather_missed + 1
                         server.flight.notify_all()
-                rng = self.headers.get("Range", "")
-                if f.hold_if is not None and not head and rng.startswith("bytes="):
-                    lo, _, hi = rng[6:].partition("-")
-                    if hi and f.hold_if(int(hi) - int(lo) + 1):
+                if f.hold_if is not None and not head:
+                    n = _range_length(self.headers.get("Range", ""))
+                    if n is not None and f.hold_if(n):
                         with f.lock:
                             f.held += 1
                         released = f.release.wait(f.hold_timeout)

@@ -182,6 +182,13 @@ def test_a_window_pass_first_batch_does_not_wait_for_its_window(server, local, t
     same(batches(Loader(paths, 4, device="cpu", **kw5)), [(first[0].clone(), first[1].clone())] + batches_of(it))
     assert f.hold_missed == 0 and late.stats().early_reads == 4  # they ran, and were counted, before the end
     f.hold_if = None
+    # Its own reads failing (503, no retry): the first batch from the shards' reads, no error; none counted.
+    failing = Loader(urls, 4, device="cpu", **kw5)
+    f.fail_if = lambda n: n is not None and n <= biggest
+    with gdsio.settings(remote_retries=0):
+        same(batches(Loader(paths, 4, device="cpu", **kw5)), batches(failing))
+    f.fail_if = None
+    assert failing.stats().early_reads == 0
     # With a disk cache the shards come whole into the cache first: no early reads.
     cached = Loader(urls, 4, device="cpu", cache=gd.Cache(where="disk", path=tmp_path / "c", bytes="1M"), **kw)
     same(want, batches(cached))
