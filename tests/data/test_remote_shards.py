@@ -405,7 +405,10 @@ def test_a_pass_opens_each_remote_shard_once(server, local):
     same(batches(Loader(paths, 4, device="cpu", shuffle="global", seed=1)), batches(loader))
     heads = [p for m, p, _ in server.requests if m == "HEAD"]
     assert sorted(heads) == sorted(u[len(server.base):] for u in urls) and len(gets(server)) == 15
-    it = iter(loader)
+    # Batches of one: when the first is out, the reader has read at most 3 more (2 batches submitted ahead,
+    # 1 queued), so most samples are read after the rewrite whatever the threads' timing (with batches of 4,
+    # the reader could have read all 15 before it).
+    it = iter(Loader(urls, 1, device="cpu", shuffle="global", seed=1, prefetch=1))
     next(it)
     for p in paths:  # every shard, so that whatever the reader opened already is rewritten too
         server.put(f"shards/{Path(p).name}", Path(p).read_bytes() + bytes(512))
