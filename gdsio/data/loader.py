@@ -415,8 +415,7 @@ class Loader:
         flight are set by the remote setting, not by the CPUs: such a thread
         waits on its GET most of its time. The shard-window order reads its
         units on threads of its own (gdsio.data.remote_shards.ShardWindows)."""
-        t = self.table
-        one_get_each = t.remote and not (isinstance(self.order, WindowOrder) and t.ranges is not None)
+        one_get_each = self.table.remote and not isinstance(self.order, WindowOrder)  # (a window order: shards)
         return max(self.threads, current().remote_concurrency) if one_get_each else self.threads
 
     def _cuda_streams(self) -> tuple[Any, Any, Any]:

@@ -202,7 +202,7 @@ class Producer:
             if (isinstance(self.plan.order, WindowOrder) and t.shards is not None and t.ranges is not None
                     and not self._members_to_device()):
                 self.windows = ShardWindows(t.shards, t.ranges, self.plan.order, self.plan.epoch, self.plan.start,
-                                            self.plan.cache, self.readers, self.plan.meter.read)
+                                            self.plan.cache, self.readers, self.plan.meter.read, t.remote)
             batches = iter(self.plan.order.numbered_batches(self.plan.epoch, self.plan.start))
             ahead: collections.deque[_Pending] = collections.deque()
             while True:

@@ -456,14 +456,16 @@ class ShardWindows:
         shards: the source's shards. ranges: per sample, its image member's
             (offset, size) in its shard. order: the loader's WindowOrder.
         epoch, start: the pass (its first batch). cache: the loader's cache.
-        readers: the pass's open shards. count: the meter's ``read``.
+        readers: the pass's open shards. count: the meter's ``read``, called
+            as each read ends. remote: whether the shards are on a store
+            (SampleTable.remote).
     """
 
     def __init__(self, shards: ShardSet, ranges: np.ndarray, order: WindowOrder, epoch: int, start: int,
                  cache: Any = None, readers: ShardReaders | None = None,
-                 count: Callable[[str, int, bool], None] | None = None) -> None:
+                 count: Callable[[str, int, bool], None] | None = None, remote: bool = False) -> None:
         self.shards, self.ranges, self.order, self.cache, self.readers = shards, ranges, order, cache, readers
-        self.count = count  # the meter's read(backend, bytes, early): the first batch's own reads, as they end
+        self.count = count  # the meter's read(backend, bytes, early): every read, units and own reads, as it ends
         self.plan = order.window_plan(epoch)
         bs = order.batch_size
         end = min(len(order) * bs, len(self.plan.indices))
@@ -474,10 +476,9 @@ class ShardWindows:
                                                           initargs=(carried(),))  # the pass's settings blocks
         self.futures: dict[int, concurrent.futures.Future[Any]] = {}
         self.submitted = 0  # units before this one are submitted (or not needed)
-        self.counted: set[int] = set()  # units whose read the meter has counted
         self.lock = threading.Lock()
         # The pass's first batch read sample by sample (see above): sample index -> its read.
-        self.early_batch = start if not isinstance(cache, DiskCache) and any(map(is_url, shards.paths)) else -1
+        self.early_batch = start if remote and not isinstance(cache, DiskCache) else -1
         self.early: dict[int, concurrent.futures.Future[Any]] = {}
         self.early_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
@@ -497,18 +498,16 @@ class ShardWindows:
             if batch_no == self.early_batch and samples is not None:
                 if self.early_pool is None:
                     self.early_pool = concurrent.futures.ThreadPoolExecutor(
-                        max(1, min(max(current().remote_concurrency, EARLY_IN_FLIGHT), len(samples))),
+                        min(max(current().remote_concurrency, EARLY_IN_FLIGHT), len(samples)),
                         thread_name_prefix="gdsio-shard-early",
                         initializer=mark_loader_thread, initargs=(carried(),))
                 for u, i in zip(units, samples):
                     if i not in self.early:  # (a sample twice in one batch: its second read from the unit)
                         self._use(u)  # the unit is read for its other samples (not at all if none)
-                        self.early[i] = self.early_pool.submit(self._read_alone, u, i)
-                        if self.count is not None:
-                            self.early[i].add_done_callback(self._counted)
+                        self.early[i] = self._counting(self.early_pool.submit(self._read_alone, u, i), True)
             for u in range(self.submitted, stop):
                 if self.left[u] > 0:
-                    self.futures[u] = self.pool.submit(self._read_unit, u)
+                    self.futures[u] = self._counting(self.pool.submit(self._read_unit, u), False)
             self.submitted = max(self.submitted, stop)
 
     def _read_unit(self, u: int) -> tuple[Any, int, Any]:
@@ -524,10 +523,15 @@ class ShardWindows:
         off, size = int(self.ranges[index, 0]), int(self.ranges[index, 1])
         return read_shard_range(self.shards.paths[shard], self.shards.etags[shard], off, size, None, self.readers)
 
-    def _counted(self, fut: concurrent.futures.Future[Any]) -> None:
-        if not fut.cancelled() and fut.exception() is None:
-            backend, n = fut.result()[1]
-            self.count(backend, n, True)  # type: ignore[misc]
+    def _counting(self, fut: concurrent.futures.Future[Any], early: bool) -> concurrent.futures.Future[Any]:
+        """`fut`, whose read the meter counts when it ends well (its result's last item: (backend, bytes))."""
+        def counted(f: concurrent.futures.Future[Any]) -> None:
+            if not f.cancelled() and f.exception() is None:
+                self.count(*f.result()[-1], early)  # type: ignore[misc]
+
+        if self.count is not None:
+            fut.add_done_callback(counted)
+        return fut
 
     def taken(self, units: list[int]) -> None:
         """Samples of `units` that are not read (a sample cache had them)."""
@@ -540,13 +544,12 @@ class ShardWindows:
         if self.left[u] == 0:
             self.futures.pop(u, None)  # the bytes go with the last view of them
 
-    def member(self, u: int, index: int) -> tuple[Any, Any]:
+    def member(self, u: int, index: int) -> tuple[Any, None]:
         """Sample `index`'s image bytes (a view of its unit's), waiting for the
-        unit's read; and (backend, bytes) when this call is the unit's first
-        use (the read to count), else None. A sample of the first batch: the
-        first of its own read and its unit's to arrive (the same bytes: both
-        ask the index's ETag); an own read is counted when done, by `count`.
-        Raises the read's error (a first-batch sample's: when both reads failed)."""
+        unit's read, and None (the reads are counted as they end, by `count`).
+        A sample of the first batch: the first of its own read and its unit's
+        to arrive (the same bytes: both ask the index's ETag). Raises the
+        read's error (a first-batch sample's: when both reads failed)."""
         with self.lock:
             alone = self.early.pop(index, None)
             fut = self.futures.get(u) if alone is not None else self.futures[u]
@@ -555,15 +558,13 @@ class ShardWindows:
         if alone is not None:
             if fut is not None and not alone.done():
                 concurrent.futures.wait([alone, fut], return_when=concurrent.futures.FIRST_COMPLETED)
-            if fut is None or alone.done() and alone.exception() is None or fut.exception() is not None:
+            own_first = alone.done() and alone.exception() is None
+            if fut is None or own_first or fut.exception() is not None:  # else: the unit's read came first, whole
                 return alone.result()[0], None
         assert fut is not None
-        data, lo, stats = fut.result()
-        with self.lock:
-            counted = u in self.counted
-            self.counted.add(u)
+        data, lo, _ = fut.result()
         off, size = int(self.ranges[index, 0]), int(self.ranges[index, 1])
-        return data[off - lo: off - lo + size], (None if counted else stats)
+        return data[off - lo: off - lo + size], None
 
     def close(self, finish: bool = False) -> None:
         """Stops the reads (`finish`: the first batch's own reads run to their end first, and are counted)."""

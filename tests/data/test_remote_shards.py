@@ -59,12 +59,12 @@ def gets(server, suffix=".tar"):
     return [(p, r) for m, p, r in server.requests if m == "GET" and p.endswith(suffix)]
 
 
-def window_gets(order, epoch, shard_paths, targets):
+def window_gets(order, epoch, shard_paths, targets, early=True):
     """(target, Range) of the tar GETs of a window-order pass of `order` from its first batch, sorted, and
     the bytes they read: each unit's one ranged GET of its span (none for a unit whose samples are all in
-    the first batch), and each first-batch sample's own GET (the early reads)."""
+    the first batch), and each first-batch sample's own GET (the early reads; none when not `early`)."""
     plan = order.window_plan(epoch)
-    first = plan.indices[: order.batch_size].tolist()
+    first = plan.indices[: order.batch_size].tolist() if early else []
     starts = np.cumsum([0] + [len(sh.shard_index(p).samples) for p in shard_paths])
     members = [m for p in shard_paths for m in sh.shard_index(p).samples]
     want, nbytes = [], 0
@@ -153,7 +153,7 @@ def test_a_window_pass_first_batch_does_not_wait_for_its_window(server, local, t
     it = iter(loader)
     first = next(it)
     f.release.set()
-    same(want, [(first[0].clone(), first[1].clone())] + batches_of(it))
+    same(want, [(first[0].clone(), first[1].clone())] + batches(it))
     assert f.hold_missed == 0 and loader.stats().early_reads == 4
     whole = [p for _, p, r in server.requests if r and int(r.split("-")[1]) - int(r[6:].split("-")[0]) >= biggest]
     # the shards' whole reads went through the hold; shard 3's samples are all in this first batch: not read whole
@@ -165,7 +165,7 @@ def test_a_window_pass_first_batch_does_not_wait_for_its_window(server, local, t
     it = iter(again)
     second = next(it)
     f.release.set()
-    same(want[1:], [(second[0].clone(), second[1].clone())] + batches_of(it))
+    same(want[1:], [(second[0].clone(), second[1].clone())] + batches(it))
     assert f.hold_missed == 0 and again.stats().early_reads == 4
     # Its own reads held instead: the first batch from the shards' whole reads, whichever comes first
     # (a seed whose first batch has other samples in each of its shards: seed 4's is all of shard 3's).
@@ -179,7 +179,7 @@ def test_a_window_pass_first_batch_does_not_wait_for_its_window(server, local, t
     it = iter(late)
     first = next(it)
     f.release.set()
-    same(batches(Loader(paths, 4, device="cpu", **kw5)), [(first[0].clone(), first[1].clone())] + batches_of(it))
+    same(batches(Loader(paths, 4, device="cpu", **kw5)), [(first[0].clone(), first[1].clone())] + batches(it))
     assert f.hold_missed == 0 and late.stats().early_reads == 4  # they ran, and were counted, before the end
     f.hold_if = None
     # Its own reads failing (503, no retry): the first batch from the shards' reads, no error; none counted.
@@ -193,10 +193,6 @@ def test_a_window_pass_first_batch_does_not_wait_for_its_window(server, local, t
     cached = Loader(urls, 4, device="cpu", cache=gd.Cache(where="disk", path=tmp_path / "c", bytes="1M"), **kw)
     same(want, batches(cached))
     assert cached.stats().early_reads == 0
-
-
-def batches_of(it):
-    return [(x.clone(), y.clone()) for x, y in it]
 
 
 def test_the_index_is_one_get_then_the_cache_or_the_file_beside(server, local, tmp_path, monkeypatch):
